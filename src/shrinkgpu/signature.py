@@ -1,0 +1,378 @@
+"""The first error of a run as a value, and the rule for "same bug".
+
+A reduction is only as faithful as its notion of sameness.  Comparing stderr text is
+how general reducers slip (a usage message that happens to echo the error text matches
+a substring), so shrinkgpu compares a frozen value built from structured facts the
+worker recorded while the script ran:
+
+* the exception class and message of the *root* of the exception chain that ended the
+  run -- a wrapper re-raised around it or an error in cleanup code is a consequence,
+  not the bug;
+* the suspect operator: the outermost torch call that raised it, seen by a
+  ``TorchFunctionMode``, with dtype, shape, stride and device of each tensor argument;
+* on CUDA, the kernel assertion printed by the device, when there is one.
+
+The message is compared after normalisation (numbers, addresses and paths replaced),
+because the same bug legitimately reports ``Target 4`` in one candidate and the tensor
+metadata, not the digits, pins the trigger down.  The source location is recorded for
+the report but is not part of sameness: reductions move lines by design.
+
+This module is plain data: it imports neither torch nor anything of ours, so the worker
+(which fills it in) and the reducer (which compares) share one definition.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable, Sequence
+
+__all__ = [
+    "ExceptionRecord",
+    "Family",
+    "Frame",
+    "OpRecord",
+    "Signature",
+    "Strictness",
+    "TensorMeta",
+    "choose_first_error",
+    "classify_family",
+    "normalize_message",
+    "parse_kernel_assertion",
+]
+
+
+@dataclass(frozen=True)
+class TensorMeta:
+    """What the trigger depends on, for one tensor argument of the suspect operator."""
+
+    path: str  # where the tensor sat in the call: "args[0]", "kwargs['target']", "args[0][2]"
+    dtype: str
+    shape: tuple[int, ...]
+    stride: tuple[int, ...] | None  # None for layouts without strides (sparse, nested)
+    device: str
+
+    def describe(self) -> str:
+        shape = ", ".join(map(str, self.shape))
+        stride = "n/a" if self.stride is None else ", ".join(map(str, self.stride))
+        return f"{self.path}: {self.dtype}[{shape}] stride ({stride}) on {self.device}"
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "TensorMeta":
+        stride = data.get("stride")
+        return cls(
+            path=data["path"],
+            dtype=data["dtype"],
+            shape=tuple(data["shape"]),
+            stride=None if stride is None else tuple(stride),
+            device=data["device"],
+        )
+
+
+@dataclass(frozen=True)
+class Frame:
+    """The innermost frame of the user's own code when the error was raised."""
+
+    file: str  # relative to the run's root directory
+    line: int
+    function: str
+    source: str
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> "Frame | None":
+        return None if data is None else cls(**data)
+
+
+@dataclass(frozen=True)
+class OpRecord:
+    """A torch call that raised, as the worker's TorchFunctionMode saw it."""
+
+    name: str
+    tensors: tuple[TensorMeta, ...]
+    others: tuple[str, ...] = ()  # short reprs of non-tensor arguments, for the report only
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> "OpRecord | None":
+        if data is None:
+            return None
+        return cls(
+            name=data["name"],
+            tensors=tuple(TensorMeta.from_json(t) for t in data.get("tensors", ())),
+            others=tuple(data.get("others", ())),
+        )
+
+
+@dataclass(frozen=True)
+class ExceptionRecord:
+    """One exception as the worker recorded it (no live objects: it crossed a process)."""
+
+    type: str  # qualified class name, e.g. "torch.OutOfMemoryError", "IndexError"
+    message: str
+    frame: Frame | None = None
+    op: OpRecord | None = None  # set when a torch call raised exactly this exception
+    ident: int = 0  # identity inside the run, to relate chain members and torch errors
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "ExceptionRecord":
+        return cls(
+            type=data["type"],
+            message=data["message"],
+            frame=Frame.from_json(data.get("frame")),
+            op=OpRecord.from_json(data.get("op")),
+            ident=data.get("ident", 0),
+        )
+
+
+class Family(str, enum.Enum):
+    """The error families of the field guide; each calls for a different first check."""
+
+    DEVICE_ASSERT = "device-side assert"
+    OUT_OF_MEMORY = "out of memory"
+    MISSING_KERNEL = "operator or kernel not available"
+    DEVICE_MISMATCH = "tensors on different devices"
+    INDEX = "index out of range"
+    SHAPE = "shape or layout mismatch"
+    DTYPE = "dtype mismatch"
+    CRASH = "process crashed"
+    OTHER = "other"
+
+
+class Strictness(str, enum.Enum):
+    STRICT = "strict"  # class, message, operator and tensor metadata
+    OPERATOR = "operator"  # tensor metadata may change; class, message and operator may not
+
+
+_FAMILY_RULES: tuple[tuple[Family, re.Pattern[str]], ...] = (
+    (Family.DEVICE_ASSERT, re.compile(r"device-side assert|cudaErrorAssert", re.I)),
+    (Family.OUT_OF_MEMORY, re.compile(r"out of memory|OutOfMemoryError", re.I)),
+    (
+        Family.MISSING_KERNEL,
+        re.compile(r"no kernel image|not implemented for|NotImplementedError|could not run '", re.I),
+    ),
+    (Family.DEVICE_MISMATCH, re.compile(r"(same|different) devices?|found at least two devices", re.I)),
+    (Family.DTYPE, re.compile(r"dtype|expected scalar type|Double and Float|Float and Double", re.I)),
+    (Family.INDEX, re.compile(r"out of (bounds|range)|index .* is out", re.I)),
+    (
+        Family.SHAPE,
+        re.compile(r"shape|size of tensor|cannot be multiplied|view size|stride|dimension", re.I),
+    ),
+)
+
+
+def classify_family(type_name: str, message: str) -> Family:
+    if type_name.startswith("signal."):
+        return Family.CRASH
+    text = f"{type_name}: {message}"
+    for family, pattern in _FAMILY_RULES:
+        if pattern.search(text):
+            return family
+    return Family.OTHER
+
+
+# Lines that torch appends to CUDA errors: advice, not part of the error's identity, and
+# they vary with build flags and environment.
+_BOILERPLATE = re.compile(
+    r"^\s*(CUDA kernel errors might be asynchronously reported"
+    r"|For debugging consider passing (CUDA|HIP)_LAUNCH_BLOCKING"
+    r"|Compile with `TORCH_USE_(CUDA|HIP)_DSA`"
+    r"|Search for `cuda\w+' in https?://"
+    r"|Exception raised from "
+    r"|frame #\d+"
+    r"|Device-side assertion tracking was not enabled"
+    r"|If reporting a bug to PyTorch"
+    r")",
+)
+_PATH = re.compile(r"(?:[A-Za-z]:\\|~|\.{1,2})?/(?:[\w.@+-]+/)*[\w.@+-]+")
+_DIMS = re.compile(r"\b\d+(?:x\d+)+\b")  # "2x4" in shape messages
+_HEX = re.compile(r"\b0x[0-9a-fA-F]+\b")
+_NUMBER = re.compile(r"(?<![A-Za-z_])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+_SPACE = re.compile(r"[ \t]+")
+
+
+def normalize_message(message: str) -> str:
+    """The part of a message that names the bug, without the values that vary with it."""
+    lines = [ln for ln in message.splitlines() if ln.strip() and not _BOILERPLATE.match(ln)]
+    text = "\n".join(lines)
+    text = _PATH.sub("<path>", text)
+    text = _HEX.sub("<addr>", text)
+    text = _DIMS.sub(lambda m: "x".join("<n>" for _ in m.group().split("x")), text)
+    text = _NUMBER.sub("<n>", text)
+    return _SPACE.sub(" ", text).strip()
+
+
+_KERNEL_ASSERT = re.compile(
+    r"(?P<file>[\w./-]+\.(?:cu|cuh|hip|cpp|h)):\d+: (?P<kernel>[^\n]*?): "
+    r"block: \[[\d,\s]+\], thread: \[[\d,\s]+\] Assertion `(?P<cond>[^\n]*?)` failed"
+)
+
+
+def parse_kernel_assertion(output: str) -> str | None:
+    """The first device assertion in a run's output, without block/thread/line numbers."""
+    m = _KERNEL_ASSERT.search(output)
+    if m is None:
+        return None
+    base = m.group("file").rsplit("/", 1)[-1]
+    return f"{base}: {m.group('kernel').strip()}: Assertion `{m.group('cond')}` failed"
+
+
+def choose_first_error(
+    chain: Sequence[ExceptionRecord], torch_errors: Sequence[ExceptionRecord]
+) -> ExceptionRecord | None:
+    """Pick the first error of a failed run.
+
+    ``chain`` runs from the exception that ended the run to the root of its
+    ``__cause__``/``__context__`` chain; ``torch_errors`` lists, in order, exceptions that
+    torch calls raised during the run, caught by the script or not.
+
+    The deepest chain member raised by a torch call is preferred over the plain root: a
+    handler that failed while handling an unrelated, harmless exception (a missing
+    checkpoint, say) makes that harmless exception the root of the chain.  Then CUDA's
+    sticky errors: once a kernel failed, every later call reports the same error, so a
+    script that caught the first report and carried on dies at an innocent call; an
+    earlier torch error with the same class and normalised message is the real first one.
+    """
+    if not chain:
+        return None
+    from_torch = [rec for rec in chain if rec.op is not None]
+    first = from_torch[-1] if from_torch else chain[-1]
+    key = (first.type, normalize_message(first.message))
+    for rec in torch_errors:
+        if rec.ident == first.ident:
+            break
+        if (rec.type, normalize_message(rec.message)) == key:
+            return rec
+    return first
+
+
+@dataclass(frozen=True)
+class Signature:
+    """The first error of a run, reduced to what identifies the bug.
+
+    ``same_bug`` is the one equality rule; everything else here is for people.
+    """
+
+    type: str
+    message: str
+    normalized: str
+    op: OpRecord | None
+    frame: Frame | None
+    kernel_assertion: str | None = None
+    family: Family = Family.OTHER
+    caught_earlier: tuple[str, ...] = field(default=(), compare=False)
+
+    @classmethod
+    def from_record(
+        cls,
+        rec: ExceptionRecord,
+        *,
+        output: str = "",
+        caught_earlier: Iterable[str] = (),
+    ) -> "Signature":
+        return cls(
+            type=rec.type,
+            message=rec.message,
+            normalized=normalize_message(rec.message),
+            op=rec.op,
+            frame=rec.frame,
+            kernel_assertion=parse_kernel_assertion(output),
+            family=classify_family(rec.type, rec.message),
+            caught_earlier=tuple(caught_earlier),
+        )
+
+    @classmethod
+    def for_signal(cls, signum: int, name: str, output: str = "") -> "Signature":
+        return cls(
+            type=f"signal.{name}",
+            message=f"killed by signal {signum} ({name})",
+            normalized=f"killed by signal {name}",
+            op=None,
+            frame=None,
+            kernel_assertion=parse_kernel_assertion(output),
+            family=Family.CRASH,
+        )
+
+    @property
+    def headline(self) -> str:
+        """``Class: first line of the message``; what ``--keep-error`` is matched against."""
+        first = self.message.strip().splitlines()[0] if self.message.strip() else ""
+        return f"{self.type}: {first}" if first else self.type
+
+    def keep_text(self) -> str:
+        """All text a ``--keep-error`` pattern may match: class, message, kernel assertion."""
+        parts = [f"{self.type}: {self.message}"]
+        if self.kernel_assertion:
+            parts.append(self.kernel_assertion)
+        return "\n".join(parts)
+
+    def same_bug(self, other: "Signature", strictness: Strictness = Strictness.STRICT) -> bool:
+        if (self.type, self.normalized) != (other.type, other.normalized):
+            return False
+        if self.kernel_assertion is not None and self.kernel_assertion != other.kernel_assertion:
+            return False
+        if self.op is None or other.op is None:
+            # An error no torch call raised: all that identifies its place is the
+            # statement that raised it.
+            if self.op is not other.op:
+                return False
+            mine = self.frame.source if self.frame else None
+            theirs = other.frame.source if other.frame else None
+            return mine == theirs
+        if self.op.name != other.op.name:
+            return False
+        if strictness is Strictness.STRICT:
+            return self.op.tensors == other.op.tensors
+        return True
+
+    def differences(self, other: "Signature") -> list[str]:
+        """Why ``other`` is not the same bug, in words, for progress logs and errors."""
+        out = []
+        if self.type != other.type:
+            out.append(f"class {other.type} instead of {self.type}")
+        if self.normalized != other.normalized:
+            out.append(f"message {other.headline!r}")
+        if self.kernel_assertion and self.kernel_assertion != other.kernel_assertion:
+            out.append("different kernel assertion")
+        mine, theirs = self.op, other.op
+        if (mine is None) != (theirs is None) or (mine and theirs and mine.name != theirs.name):
+            out.append(f"operator {theirs.name if theirs else None} instead of {mine.name if mine else None}")
+        elif mine and theirs and mine.tensors != theirs.tensors:
+            out.append("different tensor dtype/shape/stride/device at the operator")
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["family"] = self.family.value
+        data["headline"] = self.headline
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Signature":
+        return cls(
+            type=data["type"],
+            message=data["message"],
+            normalized=data["normalized"],
+            op=OpRecord.from_json(data.get("op")),
+            frame=Frame.from_json(data.get("frame")),
+            kernel_assertion=data.get("kernel_assertion"),
+            family=Family(data.get("family", Family.OTHER.value)),
+            caught_earlier=tuple(data.get("caught_earlier", ())),
+        )
+
+    def describe(self) -> str:
+        lines = [self.headline, f"  family: {self.family.value}"]
+        if self.op is not None:
+            lines.append(f"  operator: {self.op.name}")
+            for t in self.op.tensors:
+                lines.append(f"    {t.describe()}")
+            for o in self.op.others:
+                lines.append(f"    {o}")
+        else:
+            lines.append("  operator: none (not raised by a torch call)")
+        if self.kernel_assertion:
+            lines.append(f"  kernel assertion: {self.kernel_assertion}")
+        if self.frame is not None:
+            lines.append(f"  at {self.frame.file}:{self.frame.line} in {self.frame.function}: {self.frame.source}")
+        for c in self.caught_earlier:
+            lines.append(f"  note: the script caught an earlier torch error: {c}")
+        return "\n".join(lines)
