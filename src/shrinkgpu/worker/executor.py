@@ -1,0 +1,181 @@
+"""Client side of the supervisor: start it, send it work, turn its events into futures.
+
+Runs in the reducer's process.  One reader thread owns the event pipe; everything else
+is the caller's thread.  If the supervisor dies, every pending future fails with
+``SupervisorGone`` (an infrastructure failure, never a verdict on a candidate).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+from concurrent.futures import Future
+from typing import Any, Mapping, Sequence
+
+
+class SupervisorGone(RuntimeError):
+    pass
+
+
+class PreloadRefused(RuntimeError):
+    def __init__(self, module: str | None, reason: str):
+        super().__init__(f"preloading {module or 'nothing'}: {reason}")
+        self.module = module
+        self.reason = reason
+
+
+class SupervisorClient:
+    def __init__(self, *, env: Mapping[str, str] | None = None, python: str = sys.executable):
+        self.env = dict(os.environ if env is None else env)
+        self.python = python
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._pending: dict[Any, Future] = {}
+        self._proc: subprocess.Popen | None = None
+        self._cmd_w: int | None = None
+        self._reader: threading.Thread | None = None
+        self._ready: Future = Future()
+        self._log = tempfile.TemporaryFile()
+        self.pid: int | None = None
+
+    def start(self, timeout: float = 60.0) -> None:
+        cmd_r, cmd_w = os.pipe()
+        evt_r, evt_w = os.pipe()
+        try:
+            self._proc = subprocess.Popen(
+                [self.python, "-m", "shrinkgpu.worker.supervisor", str(cmd_r), str(evt_w)],
+                pass_fds=(cmd_r, evt_w),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=self._log,
+                env=self.env,
+                # Its own session: Ctrl-C at the terminal reaches the reducer, which
+                # then shuts the supervisor down in order.
+                start_new_session=True,
+            )
+        finally:
+            os.close(cmd_r)
+            os.close(evt_w)
+        self._cmd_w = cmd_w
+        self._reader = threading.Thread(target=self._read, args=(evt_r,), daemon=True, name="shrinkgpu-events")
+        self._reader.start()
+        ready = self._ready.result(timeout=timeout)
+        self.pid = ready["pid"]
+        self.subreaper = ready.get("subreaper", False)
+
+    # -- events ---------------------------------------------------------------------
+    def _read(self, fd: int) -> None:
+        buffer = b""
+        try:
+            while True:
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    break
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip():
+                        self._dispatch(json.loads(line))
+        finally:
+            os.close(fd)
+            gone = SupervisorGone(f"the supervisor process exited{self._log_tail()}")
+            if not self._ready.done():
+                self._ready.set_exception(gone)
+            with self._lock:
+                pending, self._pending = self._pending, {}
+            for fut in pending.values():
+                if not fut.done():
+                    fut.set_exception(gone)
+
+    def _dispatch(self, event: dict[str, Any]) -> None:
+        kind = event.get("event")
+        if kind == "ready":
+            self._ready.set_result(event)
+            return
+        if kind in ("preloaded", "preload_refused"):
+            key: Any = "preload"
+        elif kind == "finished":
+            key = event["id"]
+        else:
+            return  # "started" and diagnostics need no answer
+        with self._lock:
+            fut = self._pending.pop(key, None)
+        if fut is not None and not fut.done():
+            fut.set_result(event)
+
+    def _log_tail(self) -> str:
+        try:
+            self._log.seek(0, os.SEEK_END)
+            size = self._log.tell()
+            self._log.seek(max(0, size - 4000))
+            text = self._log.read().decode(errors="replace").strip()
+        except Exception:
+            return ""
+        return f"; its last words:\n{text}" if text else ""
+
+    # -- commands -------------------------------------------------------------------
+    def _send(self, cmd: dict[str, Any]) -> None:
+        if self._cmd_w is None:
+            raise SupervisorGone("the supervisor is not running")
+        data = (json.dumps(cmd) + "\n").encode()
+        try:
+            while data:
+                n = os.write(self._cmd_w, data)
+                data = data[n:]
+        except (BrokenPipeError, OSError) as exc:
+            raise SupervisorGone(f"the supervisor process exited{self._log_tail()}") from exc
+
+    def preload(self, modules: Sequence[str], timeout: float = 600.0) -> dict[str, Any]:
+        fut: Future = Future()
+        with self._lock:
+            self._pending["preload"] = fut
+        self._send({"op": "preload", "modules": list(modules)})
+        event = fut.result(timeout=timeout)
+        if event["event"] == "preload_refused":
+            raise PreloadRefused(event.get("module"), event.get("reason", ""))
+        return event
+
+    def submit(self, cmd: dict[str, Any]) -> Future:
+        """Send a ``run`` command (without id); the future gets the ``finished`` event."""
+        fut: Future = Future()
+        with self._lock:
+            run_id = next(self._ids)
+            self._pending[run_id] = fut
+        fut.run_id = run_id  # type: ignore[attr-defined]
+        self._send({**cmd, "op": "run", "id": run_id})
+        return fut
+
+    def cancel(self, fut: Future) -> None:
+        run_id = getattr(fut, "run_id", None)
+        if run_id is not None and self._cmd_w is not None:
+            try:
+                self._send({"op": "cancel", "id": run_id})
+            except SupervisorGone:
+                pass
+
+    def close(self) -> None:
+        if self._cmd_w is not None:
+            try:
+                os.close(self._cmd_w)  # EOF: the supervisor kills what runs and exits
+            except OSError:
+                pass
+            self._cmd_w = None
+        if self._proc is not None:
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+            self._proc = None
+        if self._reader is not None:
+            self._reader.join(timeout=5)
+        self._log.close()
+
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None

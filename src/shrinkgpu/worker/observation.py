@@ -1,0 +1,120 @@
+"""What one run of a candidate showed, as a value: exit, output, and its first error."""
+
+from __future__ import annotations
+
+import json
+import signal as _signal
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from shrinkgpu.signature import ExceptionRecord, Signature, choose_first_error
+
+OUTPUT_TAIL = 64 * 1024
+
+
+@dataclass(frozen=True)
+class Observation:
+    exit_code: int | None
+    signal: int | None
+    timed_out: bool
+    wall: float  # seconds from fork to exit, as the supervisor saw them
+    status: str  # ok | exception | exit | no-report | probe-error | timeout | signal | infra
+    signature: Signature | None
+    stdout: str = ""
+    stderr: str = ""
+    duration: float | None = None  # the script's own time, inside the probe
+    # (name, file, path relative to the run's root when the module is the user's own)
+    modules: tuple[tuple[str, str | None, str | None], ...] = field(default=(), repr=False)
+    infra_error: str | None = None
+    environment: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def failed(self) -> bool:
+        """Whether the script failed (what ``shrinkgpu run`` exits 0 for)."""
+        return self.signature is not None
+
+    @classmethod
+    def infrastructure(cls, message: str) -> "Observation":
+        return cls(None, None, False, 0.0, "infra", None, infra_error=message)
+
+    @classmethod
+    def from_run(cls, event: dict[str, Any], obs_path: Path, stdout: Path, stderr: Path) -> "Observation":
+        out = _tail(stdout)
+        err = _tail(stderr)
+        if event.get("error"):
+            return cls.infrastructure(event["error"])
+        data: dict[str, Any] | None = None
+        try:
+            data = json.loads(obs_path.read_text(encoding="utf-8"))
+        except (FileNotFoundError, json.JSONDecodeError):
+            data = None
+        timed_out = bool(event.get("timed_out"))
+        sig = event.get("signal")
+        exit_code = event.get("exit_code")
+        signature = None
+        if timed_out:
+            status = "timeout"
+        elif data is not None:
+            status = data.get("status", "ok")
+            signature = _first_error(data, out + "\n" + err)
+        elif sig:
+            status = "signal"
+            name = _signal.Signals(sig).name if sig in _signal.Signals._value2member_map_ else f"SIG{sig}"
+            signature = Signature.for_signal(sig, name, out + "\n" + err)
+        else:
+            status = "no-report"  # left by os._exit or similar before the probe could write
+        return cls(
+            exit_code=exit_code,
+            signal=sig,
+            timed_out=timed_out,
+            wall=float(event.get("wall", 0.0)),
+            status=status,
+            signature=signature,
+            stdout=out,
+            stderr=err,
+            duration=(data or {}).get("duration"),
+            modules=tuple((m[0], m[1], m[2]) for m in (data or {}).get("modules", ())),
+            environment=(data or {}).get("environment", {}),
+        )
+
+    def describe(self) -> str:
+        if self.infra_error:
+            return f"could not run: {self.infra_error}"
+        if self.timed_out:
+            return f"timed out after {self.wall:.1f}s"
+        if self.signature is not None:
+            return self.signature.headline
+        if self.status == "no-report":
+            return f"exited with status {self.exit_code} without reporting (os._exit?)"
+        return f"finished without error (exit status {self.exit_code})"
+
+
+def _first_error(data: dict[str, Any], output: str) -> Signature | None:
+    chain = [ExceptionRecord.from_json(r) for r in data.get("chain", ())]
+    if not chain:
+        return None
+    torch_errors = [ExceptionRecord.from_json(r) for r in data.get("torch_errors", ())]
+    first = choose_first_error(chain, torch_errors)
+    if first is None:
+        return None
+    in_chain = {r.ident for r in chain}
+    caught = []
+    for rec in torch_errors:
+        if rec.ident == first.ident:
+            break
+        if rec.ident not in in_chain:
+            op = f" in {rec.op.name}" if rec.op else ""
+            caught.append(f"{rec.type}: {rec.message.strip().splitlines()[0] if rec.message.strip() else ''}{op}")
+    return Signature.from_record(first, output=output, caught_earlier=caught)
+
+
+def _tail(path: Path) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, 2)
+            size = fh.tell()
+            fh.seek(max(0, size - OUTPUT_TAIL))
+            return fh.read().decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return ""

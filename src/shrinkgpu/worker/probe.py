@@ -1,0 +1,433 @@
+"""What runs inside a candidate process: the user's script, watched.
+
+The probe makes the process look to the script exactly like ``python SCRIPT ARGS`` run
+from the user's directory (argv, cwd, ``sys.path[0]``, ``__main__``), runs it under a
+``TorchFunctionMode`` that notes every torch call that raises, and writes what it saw
+as JSON for the reducer.  It is used two ways:
+
+* forked from the supervisor, which already imported torch and the script's libraries
+  (``run_in_child``);
+* as ``python -c "...probe.main()" REQUEST.json`` in a fresh interpreter.
+
+It must import nothing heavy at module level: in the fresh case torch is imported by
+the script's own first ``import torch`` timing-wise, here just before it.
+"""
+
+from __future__ import annotations
+
+import json
+import linecache
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+MAX_TORCH_ERRORS = 16
+MAX_FLAT_ARGS = 64
+REPR_LIMIT = 80
+
+# Exit statuses the probe itself uses when the user's script could not even start.
+EXIT_PROBE_FAILURE = 70
+
+
+def _is_under(path: str, roots: tuple[str, ...]) -> bool:
+    return any(path == r or path.startswith(r + os.sep) for r in roots)
+
+
+class _Recorder:
+    """Collects torch calls that raised; lives for one run."""
+
+    def __init__(self, roots: tuple[str, ...]):
+        self.roots = roots
+        self.errors: list[dict[str, Any]] = []
+        self.by_id: dict[int, dict[str, Any]] = {}
+        self._keep: list[BaseException] = []  # keep exceptions alive so ids stay unique
+
+    def user_frame_from_stack(self) -> dict[str, Any] | None:
+        for fs in reversed(traceback.extract_stack()):
+            if _is_under(os.path.abspath(fs.filename), self.roots):
+                return self._frame(fs.filename, fs.lineno or 0, fs.name, fs.line or "")
+        return None
+
+    def user_frame_from_tb(self, tb) -> dict[str, Any] | None:
+        found = None
+        while tb is not None:
+            code = tb.tb_frame.f_code
+            if _is_under(os.path.abspath(code.co_filename), self.roots):
+                found = (code.co_filename, tb.tb_lineno, code.co_name)
+            tb = tb.tb_next
+        if found is None:
+            return None
+        filename, line, name = found
+        return self._frame(filename, line, name, linecache.getline(filename, line))
+
+    def _frame(self, filename: str, line: int, function: str, source: str) -> dict[str, Any]:
+        path = os.path.abspath(filename)
+        rel = path
+        for root in self.roots:
+            if _is_under(path, (root,)):
+                rel = os.path.relpath(path, root)
+                break
+        return {"file": rel, "line": line, "function": function, "source": source.strip()}
+
+    def note(self, func, args, kwargs, exc: BaseException) -> None:
+        if id(exc) in self.by_id:
+            return  # already seen at an outer call
+        record = {
+            "type": _qualified_type(exc),
+            "message": _message(exc),
+            "ident": id(exc),
+            "frame": self.user_frame_from_stack(),
+            "op": _op_record(func, args, kwargs),
+        }
+        self.by_id[id(exc)] = record
+        self._keep.append(exc)
+        if len(self.errors) < MAX_TORCH_ERRORS:
+            self.errors.append(record)
+
+
+def _qualified_type(exc: BaseException) -> str:
+    cls = type(exc)
+    module = cls.__module__
+    if module in ("builtins", "__main__", None):
+        return cls.__qualname__
+    # torch.OutOfMemoryError is defined in torch._C; name it where users meet it.
+    if module.startswith("torch._C") and hasattr(__import__("torch"), cls.__name__):
+        return f"torch.{cls.__name__}"
+    return f"{module}.{cls.__qualname__}"
+
+
+def _message(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:  # a broken __str__ must not hide the error itself
+        return f"<unprintable {type(exc).__name__}>"
+
+
+def op_name(func) -> str:
+    """A stable, readable name for what a TorchFunctionMode received.
+
+    Tensor methods arrive as descriptors of ``torch._C.TensorBase`` with no module,
+    ``torch.gather`` as ``_VariableFunctionsClass.gather``: both get the spelling users
+    write (``Tensor.view``, ``torch.gather``).
+    """
+    name = getattr(func, "__name__", None) or repr(func)
+    qual = getattr(func, "__qualname__", name)
+    owner = getattr(func, "__objclass__", None)
+    if owner is not None and owner.__name__ in ("TensorBase", "Tensor"):
+        return f"Tensor.{name}"
+    if qual.startswith(("TensorBase.", "Tensor.")):
+        return "Tensor." + qual.split(".", 1)[1]
+    module = getattr(func, "__module__", None)
+    if qual.startswith("_VariableFunctionsClass."):
+        qual = name
+    if module:
+        return f"{module}.{qual}"
+    return qual
+
+
+def _op_record(func, args, kwargs) -> dict[str, Any]:
+    import torch
+
+    tensors: list[dict[str, Any]] = []
+    others: list[str] = []
+
+    def walk(value, path: str, depth: int) -> None:
+        if len(tensors) + len(others) >= MAX_FLAT_ARGS:
+            return
+        if isinstance(value, torch.Tensor):
+            tensors.append(_tensor_meta(value, path))
+        elif isinstance(value, (list, tuple)) and depth < 3 and not isinstance(value, torch.Size):
+            for i, item in enumerate(value):
+                walk(item, f"{path}[{i}]", depth + 1)
+        elif isinstance(value, dict) and depth < 3:
+            for key, item in value.items():
+                walk(item, f"{path}[{key!r}]", depth + 1)
+        else:
+            others.append(f"{path} = {_short_repr(value)}")
+
+    for i, a in enumerate(args):
+        walk(a, f"args[{i}]", 0)
+    for k, v in (kwargs or {}).items():
+        walk(v, f"kwargs[{k!r}]", 0)
+    return {"name": op_name(func), "tensors": tensors, "others": others}
+
+
+def _tensor_meta(t, path: str) -> dict[str, Any]:
+    # Metadata only: touching values would synchronise (or fail) on a broken CUDA context.
+    try:
+        stride = list(t.stride())
+    except Exception:  # sparse and nested layouts have none
+        stride = None
+    return {
+        "path": path,
+        "dtype": str(t.dtype).removeprefix("torch."),
+        "shape": list(t.shape),
+        "stride": stride,
+        "device": str(t.device),
+    }
+
+
+def _short_repr(value) -> str:
+    if value is None or isinstance(value, (bool, int, float, str, slice, type(Ellipsis))):
+        text = repr(value)
+    else:
+        cls = type(value)
+        if cls.__module__.startswith("torch") and cls.__name__ in ("dtype", "device", "Size", "layout", "memory_format"):
+            text = str(value)
+        else:
+            text = f"<{cls.__name__}>"
+    return text if len(text) <= REPR_LIMIT else text[: REPR_LIMIT - 3] + "..."
+
+
+def _make_mode(recorder: _Recorder):
+    from torch.overrides import TorchFunctionMode
+
+    class _WatchTorchCalls(TorchFunctionMode):
+        # While this handler runs, torch pops the mode, so nested calls are not seen:
+        # what gets recorded is the outermost torch API call, the one the user wrote.
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            try:
+                return func(*args, **kwargs)
+            except Exception as exc:
+                recorder.note(func, args, kwargs, exc)
+                raise
+
+    return _WatchTorchCalls()
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """The exception that ended the run, then its causes down to the root."""
+    out: list[BaseException] = []
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        out.append(cur)
+        seen.add(id(cur))
+        # Follow __context__ even under ``raise ... from None``: the hidden original is
+        # still the first error.
+        cur = cur.__cause__ if cur.__cause__ is not None else cur.__context__
+    return out
+
+
+def _record_chain(exc: BaseException, recorder: _Recorder) -> list[dict[str, Any]]:
+    records = []
+    for e in _chain(exc):
+        seen = recorder.by_id.get(id(e))
+        if seen is not None:
+            records.append(seen)
+            continue
+        records.append(
+            {
+                "type": _qualified_type(e),
+                "message": _message(e),
+                "ident": id(e),
+                "frame": recorder.user_frame_from_tb(e.__traceback__),
+                "op": None,
+            }
+        )
+    return records
+
+
+def _modules(roots: tuple[str, ...]) -> list[list[Any]]:
+    """[name, file, path relative to the run's root or None], in import order.
+
+    sys.modules keeps insertion order, so importing in this order reproduces the run's.
+    """
+    out = []
+    for name, mod in list(sys.modules.items()):
+        file = getattr(mod, "__file__", None)
+        local = None
+        if isinstance(file, str):
+            path = os.path.abspath(file)
+            for root in roots:
+                if _is_under(path, (root,)):
+                    local = os.path.relpath(path, root)
+                    break
+        out.append([name, file if isinstance(file, str) else None, local])
+    return out
+
+
+def _environment() -> dict[str, Any]:
+    """Versions and backend, for the maintainer's report.  Never initialises CUDA: device
+    names are read only if the script itself did."""
+    import platform
+
+    env: dict[str, Any] = {"python": platform.python_version(), "platform": platform.platform()}
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return env
+    version = getattr(torch, "version", None)
+    env["torch"] = getattr(torch, "__version__", None)
+    env["cuda"] = getattr(version, "cuda", None)
+    env["hip"] = getattr(version, "hip", None)
+    try:
+        if torch.cuda.is_initialized():
+            env["devices"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    except Exception as exc:  # a broken context after a device-side assert
+        env["devices_error"] = _message(exc).splitlines()[0] if _message(exc) else type(exc).__name__
+    return env
+
+
+def prepare_process(req: dict[str, Any], *, forked: bool) -> None:
+    """Make this process look like ``python SCRIPT ARGS`` started in the user's cwd."""
+    os.chdir(req["cwd"])
+    sys.argv = list(req["argv"])
+    sys.orig_argv = [sys.executable, *req["argv"]]
+    script_dir = os.path.dirname(os.path.abspath(req["script"]))
+    if sys.path:
+        sys.path[0] = script_dir
+    else:
+        sys.path.insert(0, script_dir)
+    if forked:
+        _fresh_random_state()
+
+
+def _fresh_random_state() -> None:
+    """A fresh interpreter seeds Python's and NumPy's generators from the OS: so must a
+    fork, or every candidate would share the parent's stream and a script that forgot to
+    seed would look deterministic during reduction and flaky afterwards.  torch's default
+    generator starts from a fixed seed in a fresh process; put it back there."""
+    import random
+
+    random.seed()
+    np = sys.modules.get("numpy")
+    if np is not None:
+        try:
+            np.random.seed()
+        except Exception:
+            pass
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        gen = torch.default_generator
+        gen.manual_seed(gen.initial_seed())
+
+
+def run(req: dict[str, Any], *, forked: bool) -> int:
+    """Run the request's script; write the observation; return the exit status."""
+    started = time.perf_counter()
+    obs: dict[str, Any] = {"status": "ok", "exit_code": 0, "chain": [], "torch_errors": []}
+    roots = tuple(os.path.abspath(r) for r in req["roots"])
+    recorder = _Recorder(roots)
+    try:
+        prepare_process(req, forked=forked)
+        script = os.path.abspath(req["script"])
+        if req.get("capture_ops", True):
+            import torch  # noqa: F401  (the mode needs it; the script imports it anyway)
+
+            mode = _make_mode(recorder)
+        else:
+            mode = None
+    except BaseException as exc:  # the probe failed before the script ran
+        traceback.print_exc()
+        obs.update(status="probe-error", exit_code=EXIT_PROBE_FAILURE, chain=[])
+        obs["probe_error"] = _message(exc)
+        _write(req["observation"], obs)
+        return EXIT_PROBE_FAILURE
+
+    code = 0
+    try:
+        if mode is not None:
+            with mode:
+                _run_main(script)
+        else:
+            _run_main(script)
+    except SystemExit as exc:
+        code = _exit_code(exc)
+        if code != 0:
+            obs["status"] = "exit"
+            obs["chain"] = _record_chain(exc, recorder)
+    except BaseException as exc:
+        code = 1
+        obs["status"] = "exception"
+        obs["chain"] = _record_chain(exc, recorder)
+        _print_traceback(exc, script)
+    obs["exit_code"] = code
+    obs["torch_errors"] = recorder.errors
+    obs["duration"] = time.perf_counter() - started
+    if req.get("collect_modules"):
+        obs["modules"] = _modules(roots)
+    if req.get("collect_env"):
+        obs["environment"] = _environment()
+    _flush()
+    _write(req["observation"], obs)
+    return code
+
+
+def _run_main(path: str) -> None:
+    """Execute ``path`` as ``__main__`` the way ``python path`` does.
+
+    Not ``runpy.run_path``: it rewrites ``sys.argv[0]`` to the path it is given, while
+    Python keeps argv[0] as typed and makes only ``__file__`` absolute.
+    """
+    import builtins
+    import importlib.machinery
+    import types
+
+    with open(path, "rb") as fh:
+        source = fh.read()
+    code = compile(source, path, "exec", dont_inherit=True)
+    module = types.ModuleType("__main__")
+    module.__file__ = path
+    module.__cached__ = None
+    module.__loader__ = importlib.machinery.SourceFileLoader("__main__", path)
+    module.__spec__ = None
+    module.__builtins__ = builtins
+    sys.modules["__main__"] = module
+    exec(code, module.__dict__)
+
+
+def _print_traceback(exc: BaseException, script: str) -> None:
+    """Print the traceback Python would print, without the probe's own frames on top."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename != script:
+        tb = tb.tb_next
+    try:
+        traceback.print_exception(type(exc), exc, tb or exc.__traceback__)
+    except Exception:
+        pass
+
+
+def _exit_code(exc: SystemExit) -> int:
+    if exc.code is None:
+        return 0
+    if isinstance(exc.code, int):
+        return exc.code & 0xFF
+    try:
+        print(exc.code, file=sys.stderr)
+    except Exception:
+        pass
+    return 1
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            if stream is not None:
+                stream.flush()
+        except Exception:
+            pass
+
+
+def _write(path: str, obs: dict[str, Any]) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(obs, fh, default=str)
+    os.replace(tmp, path)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The fresh-interpreter path (see the supervisor's ``FRESH_COMMAND``)."""
+    argv = sys.argv[1:] if argv is None else argv
+    req = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+    code = run(req, forked=False)
+    # Like the fork path: no waiting for non-daemon threads the script left behind;
+    # the run is over once the script's main code returned or raised.
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,274 @@
+"""Run a program exactly as the user's script would run, in isolation, and observe it.
+
+``Runner`` is the one object the reducer talks to.  It owns a sandbox (temporary
+directories) and a supervisor, learns from a fresh run of the original which modules to
+preload, and turns ``files -> Observation`` into a future so candidates can run in
+parallel.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import site
+import sys
+import sysconfig
+import threading
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, Sequence
+
+from shrinkgpu.worker.executor import PreloadRefused, SupervisorClient, SupervisorGone
+from shrinkgpu.worker.observation import Observation
+from shrinkgpu.worker.sandbox import Sandbox
+
+PRELOAD_ATTEMPTS = 6
+
+
+class Isolation(str, enum.Enum):
+    FORK = "fork"
+    FRESH = "fresh"
+
+
+@dataclass(frozen=True)
+class ScriptSpec:
+    """How the user runs the script: what every candidate must see too."""
+
+    script: Path  # absolute path of the user's script
+    args: tuple[str, ...] = ()
+    cwd: Path = field(default_factory=Path.cwd)
+    root: Path | None = None  # directory copied for each run; default: the script's
+    env: Mapping[str, str] | None = None  # default: this process's environment
+    stdin: bytes | None = None
+    argv0: str | None = None  # argv[0] as the user typed it; default: the script's name
+
+    @property
+    def root_dir(self) -> Path:
+        return (self.root or self.script.parent).resolve()
+
+    @property
+    def script_rel(self) -> str:
+        return str(self.script.resolve().relative_to(self.root_dir))
+
+    @property
+    def cwd_rel(self) -> str | None:
+        """The user's cwd relative to root, or None when it lies outside root."""
+        try:
+            return str(self.cwd.resolve().relative_to(self.root_dir))
+        except ValueError:
+            return None
+
+
+@dataclass(frozen=True)
+class PreloadReport:
+    modules: tuple[str, ...]
+    dropped: tuple[str, ...]  # modules refused because importing them threaded or touched CUDA
+    seconds: float
+    isolation: Isolation
+    note: str = ""
+
+
+def installed_paths() -> tuple[str, ...]:
+    """Where installed (not user-written) modules live."""
+    paths = set()
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        p = sysconfig.get_paths().get(key)
+        if p:
+            paths.add(os.path.realpath(p))
+    for p in [*getattr(site, "getsitepackages", lambda: [])(), site.getusersitepackages()]:
+        paths.add(os.path.realpath(p))
+    for p in (sys.prefix, sys.base_prefix, sys.exec_prefix):
+        paths.add(os.path.realpath(os.path.join(p, "lib")))
+    return tuple(sorted(paths))
+
+
+def preload_candidates(
+    modules: Iterable[tuple[str, str | None, str | None]], exclude_dirs: Iterable[Path] = ()
+) -> list[str]:
+    """The modules a run imported that the supervisor may import for every child.
+
+    Only installed modules qualify: the user's own files are what the reduction edits,
+    so each candidate must import its own copy.
+    """
+    installed = installed_paths()
+    excluded = tuple(os.path.realpath(p) for p in exclude_dirs)
+    out = []
+    for name, file, local in modules:
+        if name in ("__main__", "__mp_main__") or name.startswith("shrinkgpu"):
+            continue
+        if file is None or local is not None:
+            continue  # built in (already there), a namespace package, or the user's own
+        real = os.path.realpath(file)
+        if any(real.startswith(e + os.sep) for e in excluded):
+            continue
+        if not any(real.startswith(p + os.sep) for p in installed):
+            continue
+        out.append(name)
+    return out
+
+
+class Runner:
+    def __init__(
+        self,
+        spec: ScriptSpec,
+        *,
+        program_files: Iterable[str] = (),
+        exclude: Iterable[Path] = (),
+        isolation: Isolation = Isolation.FORK,
+        capture_ops: bool = True,
+        keep_temp: bool = False,
+    ):
+        self.spec = spec
+        self.isolation = isolation
+        self.capture_ops = capture_ops
+        self.env = dict(os.environ if spec.env is None else spec.env)
+        files = set(program_files) | {spec.script_rel}
+        self.sandbox = Sandbox(spec.root_dir, program_files=files, exclude=exclude, stdin=spec.stdin, keep=keep_temp)
+        self._client: SupervisorClient | None = None
+        self._lock = threading.Lock()
+        self.preload_report: PreloadReport | None = None
+
+    # -- lifecycle ------------------------------------------------------------------
+    def start(self, preload: Sequence[str] = ()) -> PreloadReport:
+        """Start the supervisor; in fork isolation, preload ``preload`` (in order)."""
+        import time
+
+        started = time.perf_counter()
+        if self.isolation is Isolation.FRESH:
+            self._client = self._new_client()
+            self.preload_report = PreloadReport((), (), 0.0, Isolation.FRESH)
+            return self.preload_report
+        modules = list(preload)
+        dropped: list[str] = []
+        for _ in range(PRELOAD_ATTEMPTS):
+            client = self._new_client()
+            try:
+                client.preload(modules)
+            except PreloadRefused as refused:
+                client.close()
+                if refused.module is None:
+                    break  # hazardous before any import: forking is not possible here
+                bad = refused.module
+                dropped.append(f"{bad} ({refused.reason})")
+                # Its submodules would bring it back.
+                modules = [m for m in modules if m != bad and not m.startswith(bad + ".")]
+                continue
+            self._client = client
+            self.preload_report = PreloadReport(
+                tuple(modules), tuple(dropped), time.perf_counter() - started, Isolation.FORK
+            )
+            return self.preload_report
+        # Could not make a clean fork server: every candidate pays for a fresh interpreter.
+        self.isolation = Isolation.FRESH
+        self._client = self._new_client()
+        self.preload_report = PreloadReport(
+            (), tuple(dropped), time.perf_counter() - started, Isolation.FRESH,
+            note="no fork-safe preload was found; running each candidate in a fresh interpreter",
+        )
+        return self.preload_report
+
+    def _new_client(self) -> SupervisorClient:
+        client = SupervisorClient(env=self.env)
+        client.start()
+        return client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        self.sandbox.close()
+
+    def __enter__(self) -> "Runner":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- running --------------------------------------------------------------------
+    def submit(
+        self,
+        files: Mapping[str, str],
+        *,
+        timeout: float,
+        isolation: Isolation | None = None,
+        collect_modules: bool = False,
+        collect_env: bool = False,
+    ) -> Future:
+        """Run ``files`` (path relative to root -> source); the future yields an Observation."""
+        mode = isolation or self.isolation
+        if mode is Isolation.FORK and self.isolation is Isolation.FRESH:
+            mode = Isolation.FRESH
+        run = self.sandbox.prepare(files)
+        spec = self.spec
+        script = run.root / spec.script_rel
+        cwd = run.root / spec.cwd_rel if spec.cwd_rel is not None else run.root
+        argv0 = spec.argv0 or spec.script.name
+        if os.path.isabs(argv0):
+            argv0 = str(script)
+        else:
+            argv0 = os.path.relpath(script, cwd)
+        request = {
+            "script": str(script),
+            "argv": [argv0, *spec.args],
+            "cwd": str(cwd),
+            "observation": str(run.observation),
+            "roots": [str(run.root)],
+            "capture_ops": self.capture_ops,
+            "collect_modules": collect_modules,
+            "collect_env": collect_env,
+        }
+        if mode is Isolation.FRESH:
+            import json
+
+            run.request.write_text(json.dumps(request), encoding="utf-8")
+        cmd = {
+            "mode": mode.value,
+            "request": request,
+            "request_path": str(run.request),
+            "timeout": timeout,
+            "stdin": str(self.sandbox.stdin),
+            "stdout": str(run.stdout),
+            "stderr": str(run.stderr),
+        }
+        result: Future = Future()
+        client = self._client
+        if client is None:
+            raise RuntimeError("Runner.start() was not called")
+        try:
+            raw = client.submit(cmd)
+        except SupervisorGone as exc:
+            self.sandbox.release(run)
+            result.set_result(Observation.infrastructure(str(exc)))
+            return result
+
+        def finish(raw_fut: Future) -> None:
+            try:
+                event = raw_fut.result()
+                obs = Observation.from_run(event, run.observation, run.stdout, run.stderr)
+            except SupervisorGone as exc:
+                obs = Observation.infrastructure(str(exc))
+            except BaseException as exc:  # noqa: BLE001 - surfaced as an infrastructure failure
+                obs = Observation.infrastructure(f"{type(exc).__name__}: {exc}")
+            try:
+                self.sandbox.release(run)
+            finally:
+                result.set_result(obs)
+
+        raw.add_done_callback(finish)
+        return result
+
+    def run(self, files: Mapping[str, str], **kwargs) -> Observation:
+        return self.submit(files, **kwargs).result()
+
+    @property
+    def alive(self) -> bool:
+        return self._client is not None and self._client.alive
+
+    def restart(self) -> None:
+        """Start a new supervisor after the old one died, with the same preload."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        modules = self.preload_report.modules if self.preload_report else ()
+        self.start(modules)

@@ -1,0 +1,162 @@
+"""Temporary directories in which candidates run, so that the user's files never change.
+
+Each candidate gets ``run-N/root/``: a tree shaped like the user's root directory (by
+default the script's own directory), with the candidate's program files written fresh
+and everything else hard-linked from a private *template* copy made once per session.
+Links make a run directory cheap whatever the size of the data beside the script, and
+because they point into our copy, a script that writes into a file in place can only
+damage the template: that is detected after each run by comparing size and mtime, and
+the file is copied again from the original.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Mapping
+
+# Directories that are never part of what a script needs at run time.
+SKIP_DIRS = frozenset(
+    {".git", ".hg", ".svn", "__pycache__", ".venv", "venv", ".tox", ".nox", ".mypy_cache",
+     ".pytest_cache", ".ruff_cache", ".hypothesis", "node_modules", ".ipynb_checkpoints"}
+)
+TEMPLATE_FILE_LIMIT = 20_000
+
+
+class SandboxError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class RunDir:
+    path: Path  # run-N/
+    root: Path  # run-N/root: the copy of the user's root directory
+
+    @property
+    def stdout(self) -> Path:
+        return self.path / "stdout"
+
+    @property
+    def stderr(self) -> Path:
+        return self.path / "stderr"
+
+    @property
+    def observation(self) -> Path:
+        return self.path / "observation.json"
+
+    @property
+    def request(self) -> Path:
+        return self.path / "request.json"
+
+
+class Sandbox:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        program_files: Iterable[str],
+        exclude: Iterable[Path] = (),
+        stdin: bytes | None = None,
+        keep: bool = False,
+    ):
+        self.root = Path(root).resolve()
+        self.program_files = frozenset(program_files)
+        self.exclude = frozenset(Path(p).resolve() for p in exclude)
+        self.keep = keep
+        self.session = Path(tempfile.mkdtemp(prefix="shrinkgpu-"))
+        self.template = self.session / "template"
+        self.stdin = self.session / "stdin"
+        self.stdin.write_bytes(stdin or b"")
+        self._counter = itertools.count()
+        self._stats: dict[str, tuple[int, int]] = {}
+        self._dirs: list[str] = []
+        self._links: dict[str, str] = {}
+        self._build_template()
+
+    def _build_template(self) -> None:
+        self.template.mkdir()
+        count = 0
+        for dirpath, dirnames, filenames in os.walk(self.root):
+            here = Path(dirpath)
+            rel_dir = here.relative_to(self.root)
+            keep = []
+            for d in sorted(dirnames):
+                if d in SKIP_DIRS or (here / d).resolve() in self.exclude:
+                    continue
+                if (here / d).is_symlink():
+                    # A linked data directory (``data -> /mnt/datasets``) is shared, not
+                    # copied: it can be any size, and scripts read datasets.
+                    self._links[str(rel_dir / d)] = os.readlink(here / d)
+                    continue
+                keep.append(d)
+            dirnames[:] = keep
+            (self.template / rel_dir).mkdir(exist_ok=True)
+            if rel_dir != Path("."):
+                self._dirs.append(str(rel_dir))
+            for name in sorted(filenames):
+                src = here / name
+                rel = str(rel_dir / name) if rel_dir != Path(".") else name
+                if rel in self.program_files or src.resolve() in self.exclude:
+                    continue
+                if not src.is_file():
+                    continue
+                count += 1
+                if count > TEMPLATE_FILE_LIMIT:
+                    raise SandboxError(
+                        f"{self.root} holds more than {TEMPLATE_FILE_LIMIT} files; every candidate "
+                        "runs in a copy of it. Point --root at a smaller directory that still "
+                        "holds what the script reads."
+                    )
+                dst = self.template / rel
+                shutil.copy2(src, dst)
+                st = dst.stat()
+                self._stats[rel] = (st.st_size, st.st_mtime_ns)
+
+    def prepare(self, files: Mapping[str, str]) -> RunDir:
+        """A fresh run directory holding ``files`` (path relative to root -> text)."""
+        path = self.session / f"run-{next(self._counter):06d}"
+        run = RunDir(path=path, root=path / "root")
+        run.root.mkdir(parents=True)
+        for d in self._dirs:
+            (run.root / d).mkdir(exist_ok=True)
+        for rel in self._stats:
+            os.link(self.template / rel, run.root / rel)
+        for rel, target in self._links.items():
+            link_target = target if os.path.isabs(target) else str((self.root / rel).parent / target)
+            os.symlink(os.path.realpath(link_target), run.root / rel)
+        for rel, text in files.items():
+            target = run.root / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+        return run
+
+    def release(self, run: RunDir) -> None:
+        """Remove a finished run's directory and repair the template if the run wrote
+        into a linked file."""
+        for rel, before in self._stats.items():
+            try:
+                st = (self.template / rel).stat()
+            except FileNotFoundError:
+                st = None
+            if st is None or (st.st_size, st.st_mtime_ns) != before:
+                # Unlink first: the damaged inode may still be linked from elsewhere.
+                (self.template / rel).unlink(missing_ok=True)
+                shutil.copy2(self.root / rel, self.template / rel)
+                fresh = (self.template / rel).stat()
+                self._stats[rel] = (fresh.st_size, fresh.st_mtime_ns)
+        if not self.keep:
+            shutil.rmtree(run.path, ignore_errors=True)
+
+    def close(self) -> None:
+        if not self.keep:
+            shutil.rmtree(self.session, ignore_errors=True)
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
