@@ -1,0 +1,28 @@
+"""The search core: pure delta debugging.  Imports nothing of shrinkgpu but itself, and
+knows nothing of programs, processes or torch -- only ``test(candidate) -> Verdict``."""
+
+from shrinkgpu.core.ddmin import ddmin
+from shrinkgpu.core.search import (
+    Budget,
+    Improved,
+    Outcome,
+    Pass,
+    PassStarted,
+    ReductionStopped,
+    Tested,
+    reduce_to_fixpoint,
+)
+from shrinkgpu.core.verdict import Verdict
+
+__all__ = [
+    "Budget",
+    "Improved",
+    "Outcome",
+    "Pass",
+    "PassStarted",
+    "ReductionStopped",
+    "Tested",
+    "Verdict",
+    "ddmin",
+    "reduce_to_fixpoint",
+]

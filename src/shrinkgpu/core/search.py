@@ -1,0 +1,176 @@
+"""The reduction driver: passes, levels, ddmin, to a fixpoint.
+
+The driver knows states only through three injected things: a ``test(state) ->
+Verdict``, a ``size(state)`` order, and passes that propose *units* (edits) on a state
+and build the state in which some units are applied.  States are immutable; a pass never
+changes one, it describes a new one.
+
+Each pass is asked for units level by level (``level`` 0, 1, 2, ... until it answers
+``None``): a statement-deleting pass uses the level as nesting depth, which gives
+hierarchical delta debugging; passes without levels answer only level 0.  Units of one
+level go through ``ddmin`` together.  Sweeps over all passes repeat until one makes no
+progress, so a pass that found nothing is not re-run on an unchanged state.
+
+Stopping (test budget, deadline, Ctrl-C) ends the search early with the best state
+found so far: a candidate that reproduced is never lost.  ``Outcome.stopped`` says why.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Generic, Protocol, Sequence, TypeVar
+
+from shrinkgpu.core.ddmin import ddmin
+from shrinkgpu.core.verdict import Verdict
+
+S = TypeVar("S")
+U = TypeVar("U")
+
+
+class Pass(Protocol[S, U]):
+    name: str
+
+    def units(self, state: S, level: int) -> Sequence[U] | None:
+        """Edits to try at ``level``; ``None`` when there is no such level."""
+
+    def apply(self, state: S, units: Sequence[U]) -> S:
+        """The state with ``units`` applied."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    max_tests: int | None = None
+    deadline: float | None = None  # time.monotonic() value
+
+
+class ReductionStopped(Exception):
+    def __init__(self, reason: str, result):
+        super().__init__(reason)
+        self.reason = reason
+        self.result = result
+
+
+# -- events, for whoever shows progress -------------------------------------------------
+@dataclass(frozen=True)
+class PassStarted:
+    name: str
+    level: int
+    units: int
+    size: int
+
+
+@dataclass(frozen=True)
+class Tested:
+    verdict: Verdict
+    size: int
+    best: int
+    tests: int
+
+
+@dataclass(frozen=True)
+class Improved:
+    name: str
+    size: int
+    before: int
+
+
+@dataclass
+class Tracker(Generic[S]):
+    """Counts tests, enforces the budget, and remembers the best state ever seen."""
+
+    best: S
+    best_size: int
+    budget: Budget = field(default_factory=Budget)
+    on_event: Callable[[object], None] | None = None
+    tests: int = 0
+    history: list = field(default_factory=list)  # states accepted, in order
+
+    def emit(self, event: object) -> None:
+        if self.on_event is not None:
+            self.on_event(event)
+
+    def check(self) -> None:
+        if self.budget.max_tests is not None and self.tests >= self.budget.max_tests:
+            raise ReductionStopped(f"test budget of {self.budget.max_tests} used up", self.best)
+        if self.budget.deadline is not None and time.monotonic() >= self.budget.deadline:
+            raise ReductionStopped("time limit reached", self.best)
+
+    def record(self, state: S, size: int, verdict: Verdict) -> None:
+        self.tests += 1
+        if verdict.interesting and size < self.best_size:
+            self.best, self.best_size = state, size
+            self.history.append(state)
+        self.emit(Tested(verdict, size, self.best_size, self.tests))
+
+
+@dataclass(frozen=True)
+class Outcome(Generic[S]):
+    best: S
+    history: tuple  # every state accepted, oldest (the input) first, ``best`` last
+    tests: int
+    stopped: str | None  # why the search ended early, or None when it reached a fixpoint
+
+
+def reduce_to_fixpoint(
+    state: S,
+    passes: Sequence[Pass],
+    test: Callable[[S], Verdict],
+    size: Callable[[S], int],
+    *,
+    budget: Budget = Budget(),
+    on_event: Callable[[object], None] | None = None,
+    max_sweeps: int | None = None,
+) -> Outcome[S]:
+    """Reduce ``state`` (assumed interesting) until no pass makes progress."""
+    tracker: Tracker[S] = Tracker(state, size(state), budget, on_event)
+    tracker.history.append(state)
+
+    def judged(candidate: S) -> Verdict:
+        tracker.check()
+        n = size(candidate)
+        if n >= tracker.best_size:
+            # Only strictly smaller programs count as progress; this is what makes the
+            # sweep terminate whatever the passes propose.
+            return Verdict.INVALID
+        try:
+            verdict = test(candidate)
+        except KeyboardInterrupt:
+            raise ReductionStopped("interrupted", tracker.best) from None
+        tracker.record(candidate, n, verdict)
+        return verdict
+
+    sweeps = 0
+    stopped: str | None = None
+    try:
+        while max_sweeps is None or sweeps < max_sweeps:
+            sweeps += 1
+            before = tracker.best_size
+            for p in passes:
+                level = 0
+                while True:
+                    current = tracker.best
+                    units = p.units(current, level)
+                    if units is None:
+                        break
+                    level += 1
+                    if not units:
+                        continue
+                    tracker.emit(PassStarted(p.name, level - 1, len(units), tracker.best_size))
+                    start_size = tracker.best_size
+                    index = list(range(len(units)))
+
+                    def test_kept(kept: Sequence[int], units=units, current=current) -> Verdict:
+                        keep = set(kept)
+                        return judged(p.apply(current, [units[i] for i in index if i not in keep]))
+
+                    ddmin(index, test_kept)
+                    if tracker.best_size < start_size:
+                        tracker.emit(Improved(p.name, tracker.best_size, start_size))
+            if tracker.best_size >= before:
+                break
+    except ReductionStopped as stop:
+        stopped = stop.reason
+    except KeyboardInterrupt:
+        stopped = "interrupted"
+    return Outcome(tracker.best, tuple(tracker.history), tracker.tests, stopped)
