@@ -1,0 +1,36 @@
+from __future__ import annotations
+
+from shrinkgpu.passes.base import LevelZeroPass
+from shrinkgpu.syntax.program import Candidate, Edit
+
+
+class HoistThen(LevelZeroPass):
+    """``if c: A else: B`` -> ``A`` (the condition and the other branch go)."""
+
+    name = "if-to-then"
+
+    def edits(self, cand: Candidate) -> list[Edit]:
+        return [Edit("body", s.id) for s in cand.editable() if s.kind in ("if", "elif")]
+
+
+class HoistElse(LevelZeroPass):
+    """``if c: A else: B`` -> ``B``; ``if c: A elif d: B`` -> ``if d: B``."""
+
+    name = "if-to-else"
+
+    def edits(self, cand: Candidate) -> list[Edit]:
+        return [
+            Edit("else", s.id)
+            for s in cand.editable()
+            if s.kind in ("if", "elif") and s.node.orelse is not None
+        ]
+
+
+class TryToBody(LevelZeroPass):
+    """``try: A except: H else: E finally: F`` -> ``A E F``: the path without an
+    exception, with the handlers that could have swallowed or re-wrapped the error gone."""
+
+    name = "try-to-body"
+
+    def edits(self, cand: Candidate) -> list[Edit]:
+        return [Edit("body", s.id) for s in cand.editable() if s.kind == "try"]

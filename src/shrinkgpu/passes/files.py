@@ -1,0 +1,24 @@
+from __future__ import annotations
+
+from shrinkgpu.passes.base import LevelZeroPass
+from shrinkgpu.syntax.program import Candidate, Edit, inline_candidates
+
+
+class InlineModules(LevelZeroPass):
+    """Replace the import of a local module by the module's (reduced) statements, so
+    that the result can be a single self-contained file."""
+
+    name = "inline-modules"
+
+    def edits(self, cand: Candidate) -> list[Edit]:
+        return [Edit("inline", s.id, path) for s, path in inline_candidates(cand)]
+
+
+class DropFiles(LevelZeroPass):
+    """Leave out local module files nothing needs any more."""
+
+    name = "drop-files"
+
+    def edits(self, cand: Candidate) -> list[Edit]:
+        main = cand.program.main
+        return [Edit("drop", file=path) for path in sorted(cand.files) if path != main]

@@ -1,0 +1,481 @@
+"""Programs as an immutable original plus a set of edits.
+
+The original files are parsed once with libcst and every statement gets an integer id
+(document order).  A ``Candidate`` is that original with a frozen set of ``Edit``s; it
+renders by walking the original tree with a transformer that looks each original node up
+by identity.  Nothing is ever mutated, so any two edit sets can be rendered, compared or
+merged, and the text of every statement that survives is the user's own, comments and
+formatting included.
+
+Edits:
+
+``delete``   remove a statement (an emptied block gets ``pass``)
+``body``     replace a compound statement by its body: ``if`` -> its then-branch, ``try``
+             -> body + ``else`` + ``finally`` (the path without an exception), ``with``
+             -> body
+``else``     replace an ``if`` by its ``else`` branch (an ``elif`` chain becomes an ``if``)
+``inline``   replace ``import mod`` / ``from mod import ...`` of a local module by the
+             module's own (edited) statements
+``drop``     leave a local module file out of the program
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Iterable, Mapping, Sequence
+
+import libcst as cst
+
+from shrinkgpu.syntax.tokens import count_tokens
+
+# Which parts of a compound statement survive a ``body`` edit.
+BODY_BRANCHES: dict[str, frozenset[str]] = {
+    "if": frozenset({"body"}),
+    "elif": frozenset({"body"}),
+    "try": frozenset({"body", "orelse", "finalbody"}),
+    "with": frozenset({"body"}),
+    "for": frozenset({"body"}),
+    "while": frozenset({"body"}),
+}
+
+_KINDS: tuple[tuple[type, str], ...] = (
+    (cst.SimpleStatementLine, "simple"),
+    (cst.FunctionDef, "def"),
+    (cst.ClassDef, "class"),
+    (cst.If, "if"),
+    (cst.For, "for"),
+    (cst.While, "while"),
+    (cst.With, "with"),
+    (cst.Try, "try"),
+    (cst.TryStar, "try"),
+    (cst.Match, "match"),
+)
+
+_PASS = cst.SimpleStatementLine(body=[cst.Pass()])
+
+
+@dataclass(frozen=True)
+class Stmt:
+    id: int
+    file: str
+    node: cst.CSTNode = field(compare=False, repr=False)
+    parent: int | None
+    branch: str | None  # the part of the parent holding it: body/orelse/handlers/finalbody/cases
+    kind: str
+    depth: int
+    size: int  # tokens of its original text
+
+
+@dataclass(frozen=True, order=True)
+class Edit:
+    op: str
+    stmt: int = -1
+    file: str = ""
+
+    def __repr__(self) -> str:
+        target = f"#{self.stmt}" if self.stmt >= 0 else self.file
+        return f"{self.op}({target})"
+
+
+class Program:
+    """The immutable original: files, parse trees and the statement table."""
+
+    def __init__(self, files: Mapping[str, str], main: str):
+        if main not in files:
+            raise ValueError(f"the main file {main!r} is not among the program's files")
+        self.main = main
+        self.texts: dict[str, str] = dict(files)
+        self.modules: dict[str, cst.Module] = {}
+        for path, text in self.texts.items():
+            try:
+                self.modules[path] = cst.parse_module(text)
+            except cst.ParserSyntaxError as exc:
+                raise SyntaxError(f"{path}: {exc}") from exc
+        self.stmts: list[Stmt] = []
+        self.by_node: dict[int, int] = {}
+        self.children: dict[int | None, list[int]] = {}
+        for path, module in self.modules.items():
+            _Indexer(self, path, module).index()
+
+    def initial(self) -> "Candidate":
+        return Candidate(self, frozenset())
+
+    def local_module_names(self) -> dict[str, str]:
+        """Importable name -> file, for the program's files other than the main one."""
+        out = {}
+        for path in self.texts:
+            if path == self.main or not path.endswith(".py"):
+                continue
+            name = path[:-3].replace("/", ".")
+            if name.endswith(".__init__"):
+                name = name[: -len(".__init__")]
+            out[name] = path
+        return out
+
+
+class _Indexer(cst.CSTVisitor):
+    def __init__(self, program: Program, path: str, module: cst.Module):
+        self.program = program
+        self.path = path
+        self.module = module
+        # (statement id, node, branch currently being visited)
+        self.stack: list[list] = [[None, None, "body"]]
+
+    def index(self) -> None:
+        self.module.visit(self)
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        top = self.stack[-1]
+        if isinstance(node, cst.BaseStatement):
+            kind = next((k for t, k in _KINDS if isinstance(node, t)), "other")
+            branch = top[2]
+            if kind == "if" and isinstance(top[1], cst.If) and top[1].orelse is node:
+                kind, branch = "elif", "orelse"
+            program = self.program
+            sid = len(program.stmts)
+            depth = sum(1 for entry in self.stack if entry[0] is not None)
+            program.stmts.append(
+                Stmt(
+                    id=sid,
+                    file=self.path,
+                    node=node,
+                    parent=top[0],
+                    branch=branch if top[0] is not None else None,
+                    kind=kind,
+                    depth=depth,
+                    size=count_tokens(self.module.code_for_node(node)),
+                )
+            )
+            program.by_node[id(node)] = sid
+            program.children.setdefault(top[0], []).append(sid)
+            self.stack.append([sid, node, "body"])
+            return kind != "simple"  # nothing inside a simple line is a statement
+        if isinstance(node, cst.Else):
+            top[2] = "orelse"
+        elif isinstance(node, (cst.ExceptHandler, cst.ExceptStarHandler)):
+            top[2] = "handlers"
+        elif isinstance(node, cst.Finally):
+            top[2] = "finalbody"
+        elif isinstance(node, cst.MatchCase):
+            top[2] = "cases"
+        elif isinstance(node, cst.BaseExpression):
+            return False  # no statements inside expressions
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        if isinstance(original_node, cst.BaseStatement):
+            self.stack.pop()
+        elif isinstance(original_node, (cst.Else, cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally, cst.MatchCase)):
+            self.stack[-1][2] = "body"
+
+
+class Candidate:
+    """The original program with a set of edits applied.  Immutable; renders lazily."""
+
+    __slots__ = ("program", "edits", "__dict__")
+
+    def __init__(self, program: Program, edits: frozenset[Edit]):
+        self.program = program
+        self.edits = edits
+
+    def with_edits(self, edits: Iterable[Edit]) -> "Candidate":
+        return Candidate(self.program, self.edits | frozenset(edits))
+
+    # -- structure --------------------------------------------------------------------
+    @cached_property
+    def edit_of(self) -> dict[int, Edit]:
+        out: dict[int, Edit] = {}
+        for e in sorted(self.edits):
+            if e.stmt < 0:
+                continue
+            if e.stmt not in out or e.op == "delete":
+                out[e.stmt] = e
+        return out
+
+    @cached_property
+    def dropped_files(self) -> frozenset[str]:
+        gone = {e.file for e in self.edits if e.op == "drop"}
+        gone |= {e.file for e in self.edits if e.op == "inline" and self._stmt_live_raw(e.stmt)}
+        return frozenset(gone)
+
+    def _stmt_live_raw(self, sid: int) -> bool:
+        return sid in self.live
+
+    @cached_property
+    def live(self) -> frozenset[int]:
+        """Statements that are still part of the program (possibly hoisted)."""
+        program = self.program
+        edit_of = self.edit_of
+        drops = {e.file for e in self.edits if e.op == "drop"}
+        alive: set[int] = set()
+        for s in program.stmts:  # parents come before their children
+            if s.file in drops:
+                continue
+            e = edit_of.get(s.id)
+            if e is not None and e.op == "delete":
+                continue
+            if s.parent is None:
+                alive.add(s.id)
+                continue
+            if s.parent not in alive:
+                continue
+            pe = edit_of.get(s.parent)
+            if pe is None or pe.op == "inline":
+                alive.add(s.id)
+            elif pe.op == "body" and s.branch in BODY_BRANCHES.get(program.stmts[s.parent].kind, ()):
+                alive.add(s.id)
+            elif pe.op == "else" and s.branch == "orelse":
+                alive.add(s.id)
+        return frozenset(alive)
+
+    def editable(self) -> list[Stmt]:
+        """Live statements without an edit of their own, in document order."""
+        live, edit_of = self.live, self.edit_of
+        return [s for s in self.program.stmts if s.id in live and s.id not in edit_of]
+
+    def depth(self, sid: int) -> int:
+        """Nesting depth as rendered: hoisted ancestors no longer nest."""
+        stmts, edit_of = self.program.stmts, self.edit_of
+        d, cur = 0, stmts[sid].parent
+        while cur is not None:
+            e = edit_of.get(cur)
+            if e is None or e.op not in ("body", "else"):
+                d += 1
+            cur = stmts[cur].parent
+        return d
+
+    # -- rendering --------------------------------------------------------------------
+    @cached_property
+    def files(self) -> dict[str, str]:
+        """Rendered program: path -> source, without dropped or inlined files."""
+        rendered = _render_all(self)
+        return {p: t for p, t in rendered.items() if p not in self.dropped_files}
+
+    @cached_property
+    def size(self) -> int:
+        return sum(count_tokens(t) for t in self.files.values())
+
+    @cached_property
+    def key(self) -> tuple[tuple[str, str], ...]:
+        return tuple(sorted(self.files.items()))
+
+    def __repr__(self) -> str:
+        return f"Candidate({sorted(self.edits)!r})"
+
+
+# -- the renderer ----------------------------------------------------------------------
+def _render_all(cand: Candidate) -> dict[str, str]:
+    program = cand.program
+    inlined: dict[str, list[cst.BaseStatement]] = {}
+    order = sorted(program.modules, key=lambda p: (p == program.main, p))
+    trees: dict[str, cst.Module] = {}
+    # Files that others inline are rendered first; one level of inlining is supported.
+    inline_sources = {e.file for e in cand.edits if e.op == "inline"}
+    for path in sorted(order, key=lambda p: p not in inline_sources):
+        trees[path] = program.modules[path].visit(_Renderer(cand, path, trees))
+    return {p: trees[p].code for p in program.modules}
+
+
+def _block_statements(block: cst.BaseSuite) -> list[cst.BaseStatement]:
+    if isinstance(block, cst.IndentedBlock):
+        return list(block.body)
+    assert isinstance(block, cst.SimpleStatementSuite)
+    return [cst.SimpleStatementLine(body=block.body)]
+
+
+def _only_added_pass(block: cst.BaseSuite | None) -> bool:
+    return isinstance(block, cst.IndentedBlock) and len(block.body) == 1 and block.body[0] is _PASS
+
+
+class _Renderer(cst.CSTTransformer):
+    def __init__(self, cand: Candidate, path: str, trees: Mapping[str, cst.Module]):
+        self.cand = cand
+        self.program = cand.program
+        self.edit_of = cand.edit_of
+        self.path = path
+        self.trees = trees
+        # ``import mod as m`` inlined: ``m.attr`` must become ``attr``.
+        self.aliases: set[str] = set()
+        for e in cand.edits:
+            if e.op == "inline" and self.program.stmts[e.stmt].file == path:
+                self.aliases |= _module_aliases(self.program.stmts[e.stmt].node)
+
+    def on_leave(self, original_node, updated_node):
+        if isinstance(updated_node, cst.IndentedBlock) and not updated_node.body:
+            return updated_node.with_changes(body=[_PASS])
+        if isinstance(updated_node, cst.Attribute) and self.aliases:
+            if isinstance(updated_node.value, cst.Name) and updated_node.value.value in self.aliases:
+                return cst.Name(updated_node.attr.value)
+            return updated_node
+        sid = self.program.by_node.get(id(original_node))
+        if sid is None:
+            return updated_node
+        stmt = self.program.stmts[sid]
+        updated_node = _tidy(updated_node)
+        if stmt.kind == "elif":
+            parent_edit = self.edit_of.get(stmt.parent)
+            if parent_edit is not None and parent_edit.op == "else":
+                return updated_node  # in statement position: the parent applies our edit
+            edit = self.edit_of.get(sid)
+            return updated_node if edit is None else _elif_in_place(edit, updated_node)
+        edit = self.edit_of.get(sid)
+        if edit is None:
+            return updated_node
+        return self._statement(edit, original_node, updated_node)
+
+    def _statement(self, edit: Edit, original, updated):
+        op = edit.op
+        if op == "delete":
+            return cst.RemoveFromParent()
+        if op == "body":
+            if not isinstance(getattr(updated, "body", None), cst.BaseSuite):
+                return updated  # nothing to hoist from a simple statement
+            stmts = _block_statements(updated.body)
+            if isinstance(updated, (cst.Try, cst.TryStar)):
+                if updated.orelse is not None:
+                    stmts += _block_statements(updated.orelse.body)
+                if updated.finalbody is not None:
+                    stmts += _block_statements(updated.finalbody.body)
+            return cst.FlattenSentinel(stmts)
+        if op == "else":
+            if not isinstance(updated, cst.If):
+                return updated
+            orelse = updated.orelse
+            if orelse is None:
+                return cst.RemoveFromParent()
+            if isinstance(orelse, cst.Else):
+                return cst.FlattenSentinel(_block_statements(orelse.body))
+            # An elif chain: its head becomes an ``if`` statement, with its own edit.
+            elif_sid = self.program.by_node[id(original.orelse)]
+            elif_edit = self.edit_of.get(elif_sid)
+            if elif_edit is None:
+                return orelse
+            return self._statement(elif_edit, original.orelse, orelse)
+        if op == "inline":
+            return self._inline(edit, updated)
+        raise ValueError(f"unknown edit {edit!r}")
+
+    def _inline(self, edit: Edit, updated):
+        tree = self.trees.get(edit.file)
+        if tree is None:
+            return updated
+        body = [s for s in tree.body if not _is_main_guard(s) and not _is_future_import(s)]
+        body += _alias_assignments(self.program.stmts[edit.stmt].node)
+        return cst.FlattenSentinel(body) if body else cst.RemoveFromParent()
+
+
+def _tidy(node):
+    """Drop ``else``/``finally`` parts that edits emptied (they hold only our ``pass``)."""
+    if isinstance(node, (cst.If, cst.For, cst.While)) and isinstance(node.orelse, cst.Else):
+        if _only_added_pass(node.orelse.body):
+            return node.with_changes(orelse=None)
+    if isinstance(node, (cst.Try, cst.TryStar)):
+        if node.orelse is not None and _only_added_pass(node.orelse.body):
+            node = node.with_changes(orelse=None)
+        if node.finalbody is not None and node.handlers and _only_added_pass(node.finalbody.body):
+            node = node.with_changes(finalbody=None)
+    return node
+
+
+def _elif_in_place(edit: Edit, updated: cst.If):
+    if edit.op == "delete":
+        return cst.RemoveFromParent()  # drops the rest of the chain
+    if edit.op == "body":
+        return cst.Else(body=updated.body)
+    if edit.op == "else":
+        return updated.orelse if updated.orelse is not None else cst.RemoveFromParent()
+    return updated
+
+
+def _is_main_guard(stmt: cst.CSTNode) -> bool:
+    if not isinstance(stmt, cst.If) or not isinstance(stmt.test, cst.Comparison):
+        return False
+    code = cst.Module(body=[]).code_for_node(stmt.test).replace("'", '"').replace(" ", "")
+    return code in ('__name__=="__main__"', '"__main__"==__name__')
+
+
+def _is_future_import(stmt: cst.CSTNode) -> bool:
+    return (
+        isinstance(stmt, cst.SimpleStatementLine)
+        and any(isinstance(s, cst.ImportFrom) and isinstance(s.module, cst.Name) and s.module.value == "__future__" for s in stmt.body)
+    )
+
+
+def import_targets(node: cst.CSTNode) -> tuple[str, list[tuple[str, str | None]]] | None:
+    """For a line holding one plain import: (module, [(name, alias)]); else None.
+
+    ``import mod`` gives ("mod", []); ``from mod import a, b as c`` gives ("mod",
+    [("a", None), ("b", "c")]); ``from mod import *`` gives ("mod", [("*", None)]).
+    """
+    if not isinstance(node, cst.SimpleStatementLine) or len(node.body) != 1:
+        return None
+    imp = node.body[0]
+    if isinstance(imp, cst.Import):
+        if len(imp.names) != 1:
+            return None
+        return _dotted(imp.names[0].name), []
+    if isinstance(imp, cst.ImportFrom):
+        if imp.relative or imp.module is None:
+            return None
+        if isinstance(imp.names, cst.ImportStar):
+            return _dotted(imp.module), [("*", None)]
+        names = []
+        for alias in imp.names:
+            asname = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else None
+            names.append((_dotted(alias.name), asname))
+        return _dotted(imp.module), names
+    return None
+
+
+def _dotted(node) -> str:
+    return cst.Module(body=[]).code_for_node(node)
+
+
+def _module_aliases(node: cst.CSTNode) -> set[str]:
+    """Names under which ``import mod [as m]`` binds the module."""
+    if isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1 and isinstance(node.body[0], cst.Import):
+        alias = node.body[0].names[0]
+        if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+            return {alias.asname.name.value}
+        if isinstance(alias.name, cst.Name):
+            return {alias.name.value}
+    return set()
+
+
+def _alias_assignments(node: cst.CSTNode) -> list[cst.BaseStatement]:
+    target = import_targets(node)
+    if target is None:
+        return []
+    out = []
+    for name, asname in target[1]:
+        if asname is not None and asname != name:
+            out.append(cst.parse_statement(f"{asname} = {name}\n"))
+    return out
+
+
+def inline_candidates(cand: Candidate) -> list[tuple[Stmt, str]]:
+    """Live import lines of a local module that could be replaced by the module."""
+    local = cand.program.local_module_names()
+    out = []
+    for s in cand.editable():
+        if s.kind != "simple":
+            continue
+        target = import_targets(s.node)
+        if target is None:
+            continue
+        module, names = target
+        path = local.get(module)
+        if path is None or path == s.file or path in cand.dropped_files:
+            continue
+        if not names and "." in module:
+            continue  # ``import pkg.mod``: attribute chains we do not rewrite
+        out.append((s, path))
+    return out
+
+
+def statements_of(cand: Candidate, kinds: Sequence[str] | None = None) -> list[Stmt]:
+    stmts = cand.editable()
+    if kinds is not None:
+        stmts = [s for s in stmts if s.kind in kinds]
+    return stmts
