@@ -1,0 +1,3 @@
+from shrinkgpu.cli import main
+
+main()

@@ -1,0 +1,171 @@
+"""Command line: options into a frozen config, the library does the work, an exit code.
+
+Exit codes: 0 done; 3 the script did not fail (``run``) or its first error is not the
+one to keep (``reduce``); 2 bad usage; 1 anything else; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from shrinkgpu.reducer import NotReproduced, ReduceConfig, ReduceError, reduce, run_once
+from shrinkgpu.signature import Strictness
+from shrinkgpu.worker import Isolation
+
+EXIT_NOT_REPRODUCED = 3
+
+
+def _stdin_bytes(stdin: str | None) -> bytes | None:
+    """What the script reads on stdin: a file, or what was piped to us (never a terminal)."""
+    if stdin is not None:
+        return Path(stdin).read_bytes()
+    stream = sys.stdin
+    if stream is None or stream.isatty():
+        return None
+    try:
+        return stream.buffer.read() if hasattr(stream, "buffer") else stream.read().encode()
+    except (OSError, ValueError):
+        return None
+
+
+def _config(script, script_args, **kw) -> ReduceConfig:
+    return ReduceConfig(
+        script=Path(script),
+        args=tuple(script_args),
+        env=dict(os.environ),
+        argv0=script,
+        **kw,
+    )
+
+
+script_argument = click.argument("script", type=click.Path(dir_okay=False))
+args_argument = click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
+root_option = click.option(
+    "--root",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    help="Directory copied for every run (default: the script's directory).",
+)
+stdin_option = click.option(
+    "--stdin", "stdin_file", type=click.Path(dir_okay=False, exists=True),
+    help="File the script reads as stdin (default: what is piped to shrinkgpu, else nothing).",
+)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="shrinkgpu")
+def main() -> None:
+    """Reduce a failing PyTorch script to a small one that fails with the same first error."""
+
+
+@main.command(context_settings={"ignore_unknown_options": False})
+@script_argument
+@args_argument
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=None, help="Seconds before the run is killed.")
+@click.option("--isolation", type=click.Choice([i.value for i in Isolation]), default="fresh", show_default=True)
+@root_option
+@stdin_option
+@click.option("--json", "as_json", is_flag=True, help="Print the observation as JSON.")
+def run(script, script_args, timeout, isolation, root, stdin_file, as_json) -> None:
+    """Run SCRIPT once in a worker and print its first error.
+
+    Arguments after `--` are passed to the script. Exits 0 if the script failed,
+    3 if it did not.
+    """
+    config = _config(script, script_args, timeout=timeout, root=root, stdin=_stdin_bytes(stdin_file))
+    try:
+        obs, _ = run_once(config, isolation=Isolation(isolation), collect=False)
+    except ReduceError as exc:
+        raise click.ClickException(str(exc)) from None
+    if obs.infra_error:
+        raise click.ClickException(f"could not run the script: {obs.infra_error}")
+    if as_json:
+        click.echo(json.dumps({
+            "failed": obs.failed,
+            "status": obs.status,
+            "exit_code": obs.exit_code,
+            "signal": obs.signal,
+            "timed_out": obs.timed_out,
+            "seconds": round(obs.wall, 3),
+            "signature": obs.signature.to_json() if obs.signature else None,
+            "environment": obs.environment,
+        }, indent=2))
+    elif obs.signature is not None:
+        click.echo(obs.signature.describe())
+    else:
+        click.echo(f"no error: {obs.describe()}")
+    sys.exit(0 if obs.failed else EXIT_NOT_REPRODUCED)
+
+
+@main.command()
+@script_argument
+@args_argument
+@click.option("--keep-error", "-k", required=True, metavar="REGEX",
+              help="Regular expression the first error (class: message) must match.")
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
+              help="Where to write the result (default: <stem>.min.py beside SCRIPT).")
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=None,
+              help="Seconds per candidate (default: calibrated from the original run).")
+@click.option("--isolation", type=click.Choice([i.value for i in Isolation]), default="fork", show_default=True,
+              help="fork: fork a preloaded server per candidate; fresh: a new interpreter each time.")
+@click.option("--strictness", type=click.Choice([s.value for s in Strictness]), default="strict", show_default=True,
+              help="strict: same dtype/shape/stride/device at the operator; operator: same operator only.")
+@click.option("--max-tests", type=click.IntRange(min=1), default=None, help="Stop after this many candidates.")
+@click.option("--max-time", type=click.FloatRange(min=1), default=None, help="Stop after this many seconds.")
+@click.option("--verify", "verify_runs", type=click.IntRange(min=0), default=2, show_default=True,
+              help="Fresh-interpreter runs the result must reproduce in.")
+@root_option
+@stdin_option
+@click.option("--keep-temp", is_flag=True, help="Keep the temporary run directories (for debugging).")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary at the end.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress lines.")
+def reduce_cmd(script, script_args, keep_error, output, timeout, isolation, strictness, max_tests, max_time,
+               verify_runs, root, stdin_file, keep_temp, as_json, quiet) -> None:
+    """Reduce SCRIPT while its first error still matches --keep-error.
+
+    Arguments after `--` are passed to the script. SCRIPT itself is never modified.
+    """
+    from shrinkgpu.report import OutputError, ProgressPrinter
+
+    config = _config(
+        script, script_args,
+        keep_error=keep_error, output=output, timeout=timeout, isolation=Isolation(isolation),
+        strictness=Strictness(strictness), max_tests=max_tests, max_time=max_time,
+        verify_runs=verify_runs, root=root, stdin=_stdin_bytes(stdin_file), keep_temp=keep_temp,
+    )
+    try:
+        result = reduce(config, on_event=None if quiet else ProgressPrinter())
+    except NotReproduced as exc:
+        click.echo(f"shrinkgpu: {exc}", err=True)
+        if as_json:
+            obs = exc.observation
+            click.echo(json.dumps({"error": str(exc), "signature": obs.signature.to_json() if obs and obs.signature else None}))
+        sys.exit(EXIT_NOT_REPRODUCED)
+    except ReduceError as exc:
+        click.echo(f"shrinkgpu: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except OutputError as exc:
+        raise click.ClickException(str(exc)) from None
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        ratio = 100 * result.tokens_after / result.tokens_before if result.tokens_before else 0
+        click.echo(
+            f"wrote {result.output} ({result.tokens_before} -> {result.tokens_after} tokens, {ratio:.0f}%; "
+            f"{result.candidates_tested} candidates in {result.seconds:.1f}s)"
+        )
+        click.echo(f"report: {result.report}")
+        if result.stopped:
+            click.echo(f"stopped early: {result.stopped}")
+    sys.exit(130 if result.stopped == "interrupted" else 0)
+
+
+reduce_cmd.name = "reduce"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,346 @@
+"""The library entry point: ``reduce(config)`` and ``run_once(spec)``.
+
+Order of work, and why:
+
+1. Run the original once in a *fresh* interpreter: this is the first error as the user
+   sees it, and the run tells which modules to preload and which local files belong to
+   the program.
+2. Start the fork server with those modules and run the original again there: the
+   signature must be the same bug, or forking is not faithful for this script and every
+   candidate runs fresh instead.
+3. Reduce: passes and ddmin (core) over candidates (syntax), judged by the oracle.
+4. Verify the result in fresh interpreters, as plain ``python`` would run it; if it does
+   not reproduce every time, fall back to the newest accepted state that does.
+5. Write the output and the report; the input is never opened for writing.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping
+
+from shrinkgpu.core import Budget, Verdict, reduce_to_fixpoint
+from shrinkgpu.oracle import Oracle, OracleStats, Target
+from shrinkgpu.passes import PASSES
+from shrinkgpu.signature import Signature, Strictness
+from shrinkgpu.syntax import Candidate, Program, count_tokens
+from shrinkgpu.worker import Isolation, Observation, Runner, ScriptSpec, preload_candidates
+
+DEFAULT_FRESH_TIMEOUT = 600.0
+TIMEOUT_FACTOR = 10.0
+TIMEOUT_FLOOR = 5.0
+TIMEOUT_CEILING = 600.0
+
+
+class ReduceError(Exception):
+    """The reduction cannot start; ``exit_code`` is what the CLI should return."""
+
+    def __init__(self, message: str, exit_code: int = 1, observation: Observation | None = None):
+        super().__init__(message)
+        self.exit_code = exit_code
+        self.observation = observation
+
+
+class NotReproduced(ReduceError):
+    def __init__(self, message: str, observation: Observation | None):
+        super().__init__(message, exit_code=3, observation=observation)
+
+
+@dataclass(frozen=True)
+class ReduceConfig:
+    script: Path
+    args: tuple[str, ...] = ()
+    keep_error: str | None = None  # regex the first error must match
+    output: Path | None = None  # default: <stem>.min.py beside the script
+    timeout: float | None = None  # per candidate; default: calibrated from the original
+    isolation: Isolation = Isolation.FORK
+    root: Path | None = None
+    cwd: Path | None = None
+    env: Mapping[str, str] | None = None
+    stdin: bytes | None = None
+    argv0: str | None = None
+    strictness: Strictness = Strictness.STRICT
+    verify_runs: int = 2
+    max_tests: int | None = None
+    max_time: float | None = None
+    keep_temp: bool = False
+    write: bool = True
+
+
+@dataclass
+class ReductionResult:
+    output: Path | None
+    report: Path | None
+    files: dict[str, str]
+    main: str
+    signature: Signature
+    final_signature: Signature | None
+    tokens_before: int
+    tokens_after: int
+    candidates_tested: int
+    oracle: OracleStats
+    seconds: float
+    stopped: str | None
+    verified: tuple[int, int]  # (reproduced, runs) in fresh interpreters
+    isolation: Isolation
+    preload_modules: int
+    preload_seconds: float
+    original_seconds: float
+    timeout: float
+    environment: dict = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {
+            "output": str(self.output) if self.output else None,
+            "report": str(self.report) if self.report else None,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "ratio": round(self.tokens_after / self.tokens_before, 4) if self.tokens_before else None,
+            "candidates_tested": self.candidates_tested,
+            "runs": self.oracle.runs,
+            "cache_hits": self.oracle.cache_hits,
+            "invalid_skipped": self.oracle.invalid,
+            "verdicts": dict(self.oracle.by_verdict),
+            "seconds": round(self.seconds, 3),
+            "stopped_early": self.stopped is not None,
+            "stop_reason": self.stopped,
+            "verified": {"reproduced": self.verified[0], "runs": self.verified[1]},
+            "isolation": self.isolation.value,
+            "preloaded_modules": self.preload_modules,
+            "timeout": self.timeout,
+            "signature": self.signature.to_json(),
+            "final_signature": self.final_signature.to_json() if self.final_signature else None,
+            "environment": self.environment,
+            "notes": self.notes,
+        }
+
+
+# -- helpers -----------------------------------------------------------------------------
+def compile_pattern(pattern: str | None) -> re.Pattern[str] | None:
+    if pattern is None:
+        return None
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise ReduceError(f"--keep-error is not a valid regular expression: {exc}", exit_code=2) from exc
+
+
+def spec_for(config: ReduceConfig) -> ScriptSpec:
+    script = Path(config.script)
+    if not script.exists():
+        raise ReduceError(f"{script}: no such file", exit_code=2)
+    if not script.is_file():
+        raise ReduceError(f"{script}: not a file", exit_code=2)
+    script = script.resolve()
+    cwd = (config.cwd or Path.cwd()).resolve()
+    root = (config.root or script.parent).resolve()
+    try:
+        script.relative_to(root)
+    except ValueError:
+        raise ReduceError(f"the script {script} is not inside --root {root}", exit_code=2) from None
+    return ScriptSpec(
+        script=script,
+        args=tuple(config.args),
+        cwd=cwd,
+        root=root,
+        env=config.env,
+        stdin=config.stdin,
+        argv0=config.argv0 if config.argv0 is not None else str(config.script),
+    )
+
+
+def default_output(script: Path) -> Path:
+    return script.with_name(f"{script.stem}.min.py")
+
+
+def run_once(
+    config: ReduceConfig, *, isolation: Isolation = Isolation.FRESH, collect: bool = True
+) -> tuple[Observation, ScriptSpec]:
+    """Run the script once, in a worker, and observe it (``shrinkgpu run``)."""
+    spec = spec_for(config)
+    files = {spec.script_rel: spec.script.read_text(encoding="utf-8")}
+    with Runner(spec, isolation=isolation, keep_temp=config.keep_temp) as runner:
+        runner.start()
+        timeout = config.timeout or DEFAULT_FRESH_TIMEOUT
+        obs = runner.run(files, timeout=timeout, collect_modules=collect, collect_env=True)
+    return obs, spec
+
+
+def _local_files(obs: Observation, spec: ScriptSpec) -> dict[str, str]:
+    """The program: the script and the local Python files its run imported."""
+    files = {spec.script_rel: spec.script.read_text(encoding="utf-8")}
+    for _name, _file, local in obs.modules:
+        if local is None or not local.endswith(".py") or local in files:
+            continue
+        original = spec.root_dir / local
+        if original.is_file():
+            try:
+                files[local] = original.read_text(encoding="utf-8")
+            except UnicodeDecodeError:
+                continue
+    return files
+
+
+def calibrated_timeout(fresh: Observation, forked: Observation | None, isolation: Isolation) -> float:
+    if isolation is Isolation.FRESH or forked is None:
+        base = fresh.wall
+    else:
+        base = forked.wall
+    return min(TIMEOUT_CEILING, max(TIMEOUT_FLOOR, TIMEOUT_FACTOR * base + 1.0))
+
+
+# -- the reduction -----------------------------------------------------------------------
+def reduce(config: ReduceConfig, on_event: Callable[[object], None] | None = None) -> ReductionResult:
+    started = time.monotonic()
+    emit = on_event or (lambda event: None)
+    pattern = compile_pattern(config.keep_error)
+    spec = spec_for(config)
+    output = Path(config.output).resolve() if config.output else default_output(spec.script)
+    if output == spec.script:
+        raise ReduceError(f"refusing to write the output over the input {spec.script}", exit_code=2)
+
+    emit(Stage("running the original in a fresh interpreter"))
+    first, _ = run_once(config, isolation=Isolation.FRESH, collect=True)
+    if first.infra_error:
+        raise ReduceError(f"could not run the script: {first.infra_error}")
+    if first.signature is None:
+        raise NotReproduced(f"the script did not fail: {first.describe()}", first)
+    if pattern is not None and not pattern.search(first.signature.keep_text()):
+        raise NotReproduced(
+            f"the first error does not match --keep-error {pattern.pattern!r}:\n{first.signature.describe()}",
+            first,
+        )
+    target = Target(first.signature, pattern, config.strictness)
+    files = _local_files(first, spec)
+    program = Program(files, spec.script_rel)
+    exclude = [output, output.with_suffix(""), output.with_suffix(".md")]
+    notes: list[str] = []
+    if spec.cwd_rel is None:
+        notes.append(
+            f"the working directory {spec.cwd} is outside {spec.root_dir}; candidates run with "
+            "the copy of the root directory as their working directory"
+        )
+
+    runner = Runner(spec, program_files=files, exclude=exclude, isolation=config.isolation, keep_temp=config.keep_temp)
+    try:
+        emit(Stage("starting workers" + (" and preloading modules" if config.isolation is Isolation.FORK else "")))
+        modules = preload_candidates(first.modules, [spec.root_dir])
+        report = runner.start(modules)
+        if report.note:
+            notes.append(report.note)
+        if report.dropped:
+            notes.append("not preloaded (unsafe to fork after importing): " + ", ".join(report.dropped))
+        forked = None
+        if runner.isolation is Isolation.FORK:
+            forked = runner.run(files, timeout=max(DEFAULT_FRESH_TIMEOUT, 1.0))
+            if not target.matches(forked.signature):
+                notes.append(
+                    "the original failed differently in a forked worker "
+                    f"({forked.describe()}); every candidate runs in a fresh interpreter"
+                )
+                runner.close()
+                runner = Runner(spec, program_files=files, exclude=exclude, isolation=Isolation.FRESH, keep_temp=config.keep_temp)
+                runner.start()
+                forked = None
+        timeout = config.timeout or calibrated_timeout(first, forked, runner.isolation)
+        oracle = Oracle(runner, target, timeout, fresh_timeout=calibrated_timeout(first, None, Isolation.FRESH))
+        budget = Budget(
+            max_tests=config.max_tests,
+            deadline=None if config.max_time is None else started + config.max_time,
+        )
+
+        def test(cand: Candidate) -> Verdict:
+            try:
+                rendered = cand.files
+            except Exception:  # an edit combination libcst cannot render
+                return Verdict.INVALID
+            return oracle(rendered)
+
+        initial = program.initial()
+        emit(Stage(f"reducing {initial.size} tokens (timeout {timeout:.1f}s per candidate)"))
+        outcome = reduce_to_fixpoint(initial, PASSES, test, lambda c: c.size, budget=budget, on_event=emit)
+
+        emit(Stage("verifying the result in fresh interpreters"))
+        best, verified, final_sig = _verify(outcome.history, oracle, target, config.verify_runs, notes)
+    finally:
+        runner.close()
+
+    result = ReductionResult(
+        output=None,
+        report=None,
+        files=dict(best.files),
+        main=program.main,
+        signature=first.signature,
+        final_signature=final_sig,
+        tokens_before=initial.size,
+        tokens_after=best.size,
+        candidates_tested=outcome.tests,
+        oracle=oracle.stats,
+        seconds=time.monotonic() - started,
+        stopped=outcome.stopped,
+        verified=verified,
+        isolation=runner.isolation,
+        preload_modules=len(report.modules),
+        preload_seconds=report.seconds,
+        original_seconds=first.wall,
+        timeout=timeout,
+        environment=first.environment,
+        notes=notes,
+    )
+    if config.write:
+        from shrinkgpu.report import write_outputs
+
+        write_outputs(result, output, spec)
+    return result
+
+
+def _verify(
+    history: tuple, oracle: Oracle, target: Target, runs: int, notes: list[str]
+) -> tuple[Candidate, tuple[int, int], Signature | None]:
+    """The newest accepted state that reproduces in every fresh run, with its record."""
+    if runs <= 0:
+        return history[-1], (0, 0), None
+
+    failures: list[str] = []
+
+    def check(cand: Candidate) -> tuple[int, Signature | None]:
+        ok, sig = 0, None
+        for _ in range(runs):
+            obs = oracle.observe(cand.files, isolation=Isolation.FRESH, timeout=oracle.fresh_timeout)
+            if target.matches(obs.signature):
+                ok += 1
+                sig = obs.signature
+            else:
+                failures.append(obs.describe())
+                break
+        return ok, sig
+
+    ok, sig = check(history[-1])
+    if ok == runs:
+        return history[-1], (ok, runs), sig
+    notes.append(
+        f"the smallest candidate reproduced in {ok} of {runs} fresh runs ({failures[0]}); "
+        "fell back to the newest larger candidate that reproduces every time"
+    )
+    # history[0] is the original, known to reproduce; search for the newest good state.
+    sig = target.signature
+    lo, hi = 0, len(history) - 1  # lo good, hi bad
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        mid_ok, mid_sig = check(history[mid])
+        if mid_ok == runs:
+            lo, sig = mid, mid_sig
+        else:
+            hi = mid
+    return history[lo], (runs, runs), sig
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A progress event of the reducer itself (the core emits the rest)."""
+
+    message: str

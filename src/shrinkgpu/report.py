@@ -1,0 +1,154 @@
+"""What the user and the maintainer get: the reduced files, a report, progress lines."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import TextIO
+
+from shrinkgpu.core import Improved, PassStarted, Tested
+from shrinkgpu.signature import Signature
+from shrinkgpu.worker import ScriptSpec
+
+
+class OutputError(Exception):
+    pass
+
+
+def output_paths(result_files: dict[str, str], main: str, output: Path) -> tuple[Path, dict[Path, str]]:
+    """Where each file goes: one file at ``output``, or a directory for several."""
+    if len(result_files) == 1:
+        return output, {output: result_files[main]}
+    directory = output.with_suffix("") if output.suffix == ".py" else output
+    return directory, {directory / rel: text for rel, text in result_files.items()}
+
+
+def write_outputs(result, output: Path, spec: ScriptSpec) -> None:
+    """Write the reduced program and the report; never over one of the user's sources."""
+    target, files = output_paths(result.files, result.main, output)
+    protected = {spec.script.resolve()} | {(spec.root_dir / rel).resolve() for rel in result.files}
+    for path in files:
+        if path.resolve() in protected:
+            raise OutputError(f"refusing to overwrite the user's file {path}")
+    if len(files) == 1 and target.is_dir():
+        raise OutputError(f"{target} is a directory; give -o a file name")
+    for path, text in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    result.output = target
+    report = target.with_suffix(".md") if target.suffix == ".py" else target.with_name(target.name + ".md")
+    if report.resolve() in protected:
+        raise OutputError(f"refusing to overwrite the user's file {report}")
+    report.write_text(render_report(result, spec, target), encoding="utf-8")
+    result.report = report
+
+
+def _git_revision(directory: Path) -> str:
+    try:
+        rev = subprocess.run(
+            ["git", "-C", str(directory), "rev-parse", "--short", "HEAD"],
+            capture_output=True, text=True, timeout=5,
+        )
+        if rev.returncode != 0:
+            return "not in a git checkout"
+        dirty = subprocess.run(
+            ["git", "-C", str(directory), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=5,
+        )
+        return rev.stdout.strip() + (" (with uncommitted changes)" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+
+
+def _signature_table(sig: Signature) -> list[str]:
+    lines = ["| | |", "|---|---|", f"| error | `{sig.headline}` |", f"| family | {sig.family.value} |"]
+    if sig.op is not None:
+        lines.append(f"| operator | `{sig.op.name}` |")
+        for t in sig.op.tensors:
+            lines.append(f"| `{t.path}` | {t.describe().split(': ', 1)[1]} |")
+        for other in sig.op.others:
+            path, _, value = other.partition(" = ")
+            lines.append(f"| `{path}` | `{value}` |")
+    else:
+        lines.append("| operator | none: the error was not raised by a torch call |")
+    if sig.kernel_assertion:
+        lines.append(f"| kernel assertion | `{sig.kernel_assertion}` |")
+    return lines
+
+
+def render_report(result, spec: ScriptSpec, target: Path) -> str:
+    sig = result.signature
+    env = result.environment or {}
+    script_name = spec.script.name
+    main_name = target.name if target.suffix == ".py" else f"{target.name}/{result.main}"
+    args = " ".join(spec.args)
+    out = [f"# shrinkgpu: reduction of `{script_name}`", ""]
+    out += ["## First error", ""] + _signature_table(sig) + [""]
+    if sig.frame is not None:
+        out.append(f"In the original: `{sig.frame.file}:{sig.frame.line}` in `{sig.frame.function}`: `{sig.frame.source}`")
+    final = result.final_signature
+    if final is not None and final.frame is not None:
+        out.append(f"In the reduced script: line {final.frame.line}: `{final.frame.source}`")
+    for note in sig.caught_earlier:
+        out.append(f"\nNote: the script caught an earlier torch error before this one: `{note}`")
+    out += ["", "## Reproduce", "", "```sh", f"python {main_name}{' ' + args if args else ''}", "```", ""]
+    for rel, text in sorted(result.files.items(), key=lambda kv: kv[0] != result.main):
+        out += [f"`{rel}`:" if len(result.files) > 1 else "", "```python", text.rstrip("\n"), "```", ""]
+    out += [
+        "## Environment",
+        "",
+        f"- Python {env.get('python', sys.version.split()[0])}, torch {env.get('torch', 'unknown')}",
+        f"- backend: CUDA {env.get('cuda') or 'none'}, HIP {env.get('hip') or 'none'}"
+        + (f", devices: {', '.join(env['devices'])}" if env.get("devices") else ""),
+        f"- platform: {env.get('platform', 'unknown')}",
+        f"- code revision: {_git_revision(spec.script.parent)}",
+        "",
+        "## Reduction",
+        "",
+        f"- tokens: {result.tokens_before} -> {result.tokens_after}"
+        + (f" ({100 * result.tokens_after / result.tokens_before:.1f}%)" if result.tokens_before else ""),
+        f"- candidates tested: {result.candidates_tested} (runs: {result.oracle.runs}, cache hits: "
+        f"{result.oracle.cache_hits}, rejected without running: {result.oracle.invalid})",
+        f"- verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(result.oracle.by_verdict.items())),
+        f"- time: {result.seconds:.1f}s; isolation: {result.isolation.value}"
+        + (f" ({result.preload_modules} modules preloaded)" if result.preload_modules else "")
+        + f"; timeout per candidate {result.timeout:.1f}s",
+        f"- verified in fresh interpreters: {result.verified[0]} of {result.verified[1]} runs",
+    ]
+    if result.stopped:
+        out.append(f"- stopped early: {result.stopped} (the result is the best found so far)")
+    if result.notes:
+        out += ["", "## Notes", ""] + [f"- {n}" for n in result.notes]
+    return "\n".join(out) + "\n"
+
+
+class ProgressPrinter:
+    """Plain progress lines on a stream: stages, improvements, a heartbeat every few seconds."""
+
+    def __init__(self, stream: TextIO = sys.stderr, heartbeat: float = 5.0):
+        self.stream = stream
+        self.heartbeat = heartbeat
+        self._last = time.monotonic()
+        self._tests = 0
+        self._best: int | None = None
+
+    def __call__(self, event: object) -> None:
+        from shrinkgpu.reducer import Stage
+
+        now = time.monotonic()
+        if isinstance(event, Stage):
+            self._print(event.message)
+        elif isinstance(event, Improved):
+            self._print(f"{event.name}: {event.before} -> {event.size} tokens ({self._tests} tests)")
+        elif isinstance(event, Tested):
+            self._tests, self._best = event.tests, event.best
+            if now - self._last >= self.heartbeat:
+                self._print(f"... {event.tests} tests, best {event.best} tokens")
+        elif isinstance(event, PassStarted):
+            pass
+
+    def _print(self, message: str) -> None:
+        self._last = time.monotonic()
+        print(f"shrinkgpu: {message}", file=self.stream, flush=True)
