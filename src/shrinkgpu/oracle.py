@@ -48,6 +48,13 @@ def classify(obs: Observation, target: Target) -> Verdict:
     return Verdict.PASSED
 
 
+def _facts_only(obs: Observation) -> Observation:
+    """Drop the output text: only the signature and run facts are kept per candidate."""
+    from dataclasses import replace
+
+    return replace(obs, stdout="", stderr="", modules=())
+
+
 @dataclass
 class OracleStats:
     runs: int = 0
@@ -60,16 +67,29 @@ class OracleStats:
 class Oracle:
     """``files -> Verdict`` with compile check, cache, and one retry after a worker loss."""
 
-    def __init__(self, runner: Runner, target: Target, timeout: float, fresh_timeout: float | None = None):
+    def __init__(
+        self,
+        runner: Runner,
+        target: Target,
+        timeout: float,
+        fresh_timeout: float | None = None,
+        confirm: int = 1,
+    ):
         self.runner = runner
         self.target = target
         self.timeout = timeout
+        # A candidate must reproduce reliably, not once: one that lost the script's
+        # seeding fails only sometimes.  Reproductions are re-run this many times.
+        self.confirm = confirm
         # A fresh interpreter pays for its imports again: its limit comes from the fresh run.
         self.fresh_timeout = fresh_timeout or timeout
         self.stats = OracleStats()
         self._cache: dict[tuple, Verdict] = {}
         self._lock = threading.Lock()
         self.last_other: Observation | None = None
+        # For candidates that reproduced: what their run showed (call chain, argparse
+        # results), which passes need once the candidate becomes the new original.
+        self.reproduced: dict[tuple, Observation] = {}
 
     def __call__(self, files: Mapping[str, str]) -> Verdict:
         key = tuple(sorted(files.items()))
@@ -95,8 +115,16 @@ class Oracle:
                 return Verdict.INVALID
         obs = self.observe(files)
         verdict = classify(obs, self.target)
+        if verdict is Verdict.REPRODUCED:
+            for _ in range(self.confirm):
+                if classify(self.observe(files), self.target) is not Verdict.REPRODUCED:
+                    verdict = Verdict.FLAKY
+                    break
         if verdict is Verdict.OTHER_ERROR:
             self.last_other = obs
+        elif verdict is Verdict.REPRODUCED:
+            with self._lock:
+                self.reproduced[tuple(sorted(files.items()))] = _facts_only(obs)
         return verdict
 
     def observe(

@@ -26,7 +26,7 @@ from shrinkgpu.core import Budget, Verdict, reduce_to_fixpoint
 from shrinkgpu.oracle import Oracle, OracleStats, Target
 from shrinkgpu.passes import PASSES
 from shrinkgpu.signature import Signature, Strictness
-from shrinkgpu.syntax import Candidate, Program, count_tokens
+from shrinkgpu.syntax import Candidate, Facts, ParseRecord, Program, count_tokens
 from shrinkgpu.worker import Isolation, Observation, Runner, ScriptSpec, preload_candidates
 
 DEFAULT_FRESH_TIMEOUT = 600.0
@@ -64,6 +64,7 @@ class ReduceConfig:
     argv0: str | None = None
     strictness: Strictness = Strictness.STRICT
     verify_runs: int = 2
+    confirm_runs: int = 1  # extra runs a reproducing candidate must pass
     max_tests: int | None = None
     max_time: float | None = None
     keep_temp: bool = False
@@ -185,6 +186,27 @@ def _local_files(obs: Observation, spec: ScriptSpec) -> dict[str, str]:
     return files
 
 
+def facts_of(obs: Observation | None) -> Facts:
+    """The run facts passes use, from an observation of that exact program."""
+    if obs is None:
+        return Facts()
+    stack = obs.signature.stack if obs.signature is not None else ()
+    parses = []
+    for p in obs.parses:
+        try:
+            parses.append(
+                ParseRecord(
+                    file=p["file"],
+                    line=int(p["line"]),
+                    values=tuple(sorted(p["values"].items())),
+                    known_args="parse_known_args" in p.get("caller", ""),
+                )
+            )
+        except (KeyError, TypeError, ValueError):
+            continue
+    return Facts(stack=tuple(stack), parses=tuple(parses))
+
+
 def calibrated_timeout(fresh: Observation, forked: Observation | None, isolation: Isolation) -> float:
     if isolation is Isolation.FRESH or forked is None:
         base = fresh.wall
@@ -216,7 +238,7 @@ def reduce(config: ReduceConfig, on_event: Callable[[object], None] | None = Non
         )
     target = Target(first.signature, pattern, config.strictness)
     files = _local_files(first, spec)
-    program = Program(files, spec.script_rel)
+    program = Program(files, spec.script_rel, facts=facts_of(first))
     exclude = [output, output.with_suffix(""), output.with_suffix(".md")]
     notes: list[str] = []
     if spec.cwd_rel is None:
@@ -247,7 +269,11 @@ def reduce(config: ReduceConfig, on_event: Callable[[object], None] | None = Non
                 runner.start()
                 forked = None
         timeout = config.timeout or calibrated_timeout(first, forked, runner.isolation)
-        oracle = Oracle(runner, target, timeout, fresh_timeout=calibrated_timeout(first, None, Isolation.FRESH))
+        oracle = Oracle(
+            runner, target, timeout,
+            fresh_timeout=calibrated_timeout(first, None, Isolation.FRESH),
+            confirm=config.confirm_runs,
+        )
         budget = Budget(
             max_tests=config.max_tests,
             deadline=None if config.max_time is None else started + config.max_time,
@@ -260,9 +286,19 @@ def reduce(config: ReduceConfig, on_event: Callable[[object], None] | None = Non
                 return Verdict.INVALID
             return oracle(rendered)
 
+        def rebase(cand: Candidate) -> Candidate:
+            # The accepted candidate becomes the new original: fresh statement ids and
+            # dependencies for its own text, and the facts of its own run.
+            if not cand.edits:
+                return cand
+            facts = facts_of(oracle.reproduced.get(cand.key))
+            return Program(cand.files, program.main, facts=facts).initial()
+
         initial = program.initial()
         emit(Stage(f"reducing {initial.size} tokens (timeout {timeout:.1f}s per candidate)"))
-        outcome = reduce_to_fixpoint(initial, PASSES, test, lambda c: c.size, budget=budget, on_event=emit)
+        outcome = reduce_to_fixpoint(
+            initial, PASSES, test, lambda c: c.size, budget=budget, on_event=emit, normalize=rebase
+        )
 
         emit(Stage("verifying the result in fresh interpreters"))
         best, verified, final_sig = _verify(outcome.history, oracle, target, config.verify_runs, notes)

@@ -112,6 +112,7 @@ class ExceptionRecord:
     frame: Frame | None = None
     op: OpRecord | None = None  # set when a torch call raised exactly this exception
     ident: int = 0  # identity inside the run, to relate chain members and torch errors
+    stack: tuple[tuple[str, int], ...] = ()  # (file, line) of the user's frames, outermost first
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "ExceptionRecord":
@@ -121,6 +122,7 @@ class ExceptionRecord:
             frame=Frame.from_json(data.get("frame")),
             op=OpRecord.from_json(data.get("op")),
             ident=data.get("ident", 0),
+            stack=tuple((f, int(n)) for f, n in data.get("stack", ())),
         )
 
 
@@ -150,12 +152,22 @@ _FAMILY_RULES: tuple[tuple[Family, re.Pattern[str]], ...] = (
         Family.MISSING_KERNEL,
         re.compile(r"no kernel image|not implemented for|NotImplementedError|could not run '", re.I),
     ),
-    (Family.DEVICE_MISMATCH, re.compile(r"(same|different) devices?|found at least two devices", re.I)),
+    (
+        Family.DEVICE_MISMATCH,
+        re.compile(
+            r"(same|different) devices?|found at least two devices|"
+            r"Input type \(\S+\) and weight type \(\S+\) should be the same",
+            re.I,
+        ),
+    ),
     (Family.DTYPE, re.compile(r"dtype|expected scalar type|Double and Float|Float and Double", re.I)),
     (Family.INDEX, re.compile(r"out of (bounds|range)|index .* is out", re.I)),
     (
         Family.SHAPE,
-        re.compile(r"shape|size of tensor|cannot be multiplied|view size|stride|dimension", re.I),
+        re.compile(
+            r"shape|size of tensor|cannot be multiplied|view size|stride|dimension|batch_size|channels",
+            re.I,
+        ),
     ),
 )
 
@@ -173,10 +185,12 @@ def classify_family(type_name: str, message: str) -> Family:
 # Lines that torch appends to CUDA errors: advice, not part of the error's identity, and
 # they vary with build flags and environment.
 _BOILERPLATE = re.compile(
-    r"^\s*(CUDA kernel errors might be asynchronously reported"
-    r"|For debugging consider passing (CUDA|HIP)_LAUNCH_BLOCKING"
+    r"^\s*((CUDA|HIP) kernel errors might be asynchronously reported"
+    r"|For debugging consider passing ((CUDA|HIP)_LAUNCH_BLOCKING|AMD_SERIALIZE_KERNEL)"
     r"|Compile with `TORCH_USE_(CUDA|HIP)_DSA`"
-    r"|Search for `cuda\w+' in https?://"
+    r"|Search for `(cuda|hip)\w+' in https?://"
+    r"|For more detailed error information, run with CUDA_LOG_FILE"
+    r"|Device-side assertions were explicitly omitted"
     r"|Exception raised from "
     r"|frame #\d+"
     r"|Device-side assertion tracking was not enabled"
@@ -186,7 +200,7 @@ _BOILERPLATE = re.compile(
 _PATH = re.compile(r"(?:[A-Za-z]:\\|~|\.{1,2})?/(?:[\w.@+-]+/)*[\w.@+-]+")
 _DIMS = re.compile(r"\b\d+(?:x\d+)+\b")  # "2x4" in shape messages
 _HEX = re.compile(r"\b0x[0-9a-fA-F]+\b")
-_NUMBER = re.compile(r"(?<![A-Za-z_])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+_NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?!\w)")
 _SPACE = re.compile(r"[ \t]+")
 
 
@@ -201,17 +215,26 @@ def normalize_message(message: str) -> str:
     return _SPACE.sub(" ", text).strip()
 
 
-_KERNEL_ASSERT = re.compile(
-    r"(?P<file>[\w./-]+\.(?:cu|cuh|hip|cpp|h)):\d+: (?P<kernel>[^\n]*?): "
-    r"block: \[[\d,\s]+\], thread: \[[\d,\s]+\] Assertion `(?P<cond>[^\n]*?)` failed"
+_KERNEL_ASSERT = (
+    # CUDA: "Loss.cu:250: kernel: block: [0,0,0], thread: [5,0,0] Assertion `t >= 0` failed."
+    re.compile(
+        r"(?P<file>[\w./-]+\.(?:cu|cuh|hip|cpp|h)):\d+: (?P<kernel>[^\n]*?): "
+        r"block: \[[\d,\s]+\], thread: \[[\d,\s]+\] Assertion `(?P<cond>[^\n]*?)` failed"
+    ),
+    # HIP's device __assert_fail: "Loss.hip:250: kernel: Device-side assertion `t >= 0' failed."
+    re.compile(
+        r"(?P<file>[\w./-]+\.(?:cu|cuh|hip|cpp|h)):\d+: (?P<kernel>[^\n]*?): "
+        r"Device-side assertion `(?P<cond>[^\n]*?)' failed"
+    ),
 )
 
 
 def parse_kernel_assertion(output: str) -> str | None:
     """The first device assertion in a run's output, without block/thread/line numbers."""
-    m = _KERNEL_ASSERT.search(output)
-    if m is None:
+    found = [m for m in (p.search(output) for p in _KERNEL_ASSERT) if m is not None]
+    if not found:
         return None
+    m = min(found, key=lambda m: m.start())
     base = m.group("file").rsplit("/", 1)[-1]
     return f"{base}: {m.group('kernel').strip()}: Assertion `{m.group('cond')}` failed"
 
@@ -260,6 +283,8 @@ class Signature:
     kernel_assertion: str | None = None
     family: Family = Family.OTHER
     caught_earlier: tuple[str, ...] = field(default=(), compare=False)
+    # Where the error happened in the user's code (call chain): facts for passes, not identity.
+    stack: tuple[tuple[str, int], ...] = field(default=(), compare=False)
 
     @classmethod
     def from_record(
@@ -278,6 +303,7 @@ class Signature:
             kernel_assertion=parse_kernel_assertion(output),
             family=classify_family(rec.type, rec.message),
             caught_earlier=tuple(caught_earlier),
+            stack=rec.stack,
         )
 
     @classmethod
@@ -308,7 +334,7 @@ class Signature:
     def same_bug(self, other: "Signature", strictness: Strictness = Strictness.STRICT) -> bool:
         if (self.type, self.normalized) != (other.type, other.normalized):
             return False
-        if self.kernel_assertion is not None and self.kernel_assertion != other.kernel_assertion:
+        if self.kernel_assertion != other.kernel_assertion:
             return False
         if self.op is None or other.op is None:
             # An error no torch call raised: all that identifies its place is the
@@ -331,9 +357,14 @@ class Signature:
             out.append(f"class {other.type} instead of {self.type}")
         if self.normalized != other.normalized:
             out.append(f"message {other.headline!r}")
-        if self.kernel_assertion and self.kernel_assertion != other.kernel_assertion:
+        if self.kernel_assertion != other.kernel_assertion:
             out.append("different kernel assertion")
         mine, theirs = self.op, other.op
+        if mine is None and theirs is None:
+            a = self.frame.source if self.frame else None
+            b = other.frame.source if other.frame else None
+            if a != b:
+                out.append(f"raised by {b!r} instead of {a!r}")
         if (mine is None) != (theirs is None) or (mine and theirs and mine.name != theirs.name):
             out.append(f"operator {theirs.name if theirs else None} instead of {mine.name if mine else None}")
         elif mine and theirs and mine.tensors != theirs.tensors:
@@ -357,6 +388,7 @@ class Signature:
             kernel_assertion=data.get("kernel_assertion"),
             family=Family(data.get("family", Family.OTHER.value)),
             caught_earlier=tuple(data.get("caught_earlier", ())),
+            stack=tuple((f, int(n)) for f, n in data.get("stack", ())),
         )
 
     def describe(self) -> str:

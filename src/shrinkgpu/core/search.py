@@ -121,8 +121,14 @@ def reduce_to_fixpoint(
     budget: Budget = Budget(),
     on_event: Callable[[object], None] | None = None,
     max_sweeps: int | None = None,
+    normalize: Callable[[S], S] | None = None,
 ) -> Outcome[S]:
-    """Reduce ``state`` (assumed interesting) until no pass makes progress."""
+    """Reduce ``state`` (assumed interesting) until no pass makes progress.
+
+    ``normalize``, if given, is applied to the best state after each pass that improved
+    it; it must return an equivalent state of the same size (a program re-parsed from its
+    own text, say), which lets passes work on a simpler representation.
+    """
     tracker: Tracker[S] = Tracker(state, size(state), budget, on_event)
     tracker.history.append(state)
 
@@ -147,6 +153,7 @@ def reduce_to_fixpoint(
             sweeps += 1
             before = tracker.best_size
             for p in passes:
+                pass_start = tracker.best_size
                 level = 0
                 while True:
                     current = tracker.best
@@ -167,6 +174,8 @@ def reduce_to_fixpoint(
                     ddmin(index, test_kept)
                     if tracker.best_size < start_size:
                         tracker.emit(Improved(p.name, tracker.best_size, start_size))
+                if normalize is not None and tracker.best_size < pass_start:
+                    tracker.best = normalize(tracker.best)
             if tracker.best_size >= before:
                 break
     except ReductionStopped as stop:

@@ -7,6 +7,7 @@ import enum
 
 class Verdict(str, enum.Enum):
     REPRODUCED = "reproduced"  # the same first error: keep the candidate
+    FLAKY = "flaky"  # the same first error, but not in every run: not kept
     OTHER_ERROR = "other-error"  # failed, but with a different bug
     PASSED = "passed"  # ran to the end without the error
     TIMEOUT = "timeout"  # ran past its time limit (never a reproduction)

@@ -11,11 +11,12 @@ from shrinkgpu.passes.base import EditPass
 from shrinkgpu.passes.branches import HoistElse, HoistThen, TryToBody
 from shrinkgpu.passes.definitions import DeleteDefinitions
 from shrinkgpu.passes.files import DropFiles, InlineModules
-from shrinkgpu.passes.statements import DeleteStatements
+from shrinkgpu.passes.statements import DeleteStatements, SliceToFailure
 
 # Order within a sweep: cheap, large removals first; the driver repeats the sweep until
 # nothing changes, so the order affects speed, not the result's minimality.
 PASSES: tuple[EditPass, ...] = (
+    SliceToFailure(),
     DeleteDefinitions(),
     DeleteStatements(),
     HoistThen(),
@@ -34,5 +35,6 @@ __all__ = [
     "HoistElse",
     "HoistThen",
     "InlineModules",
+    "SliceToFailure",
     "TryToBody",
 ]

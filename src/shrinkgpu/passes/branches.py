@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from shrinkgpu.passes.base import LevelZeroPass
+from shrinkgpu.passes.base import LevelZeroPass, Unit
 from shrinkgpu.syntax.program import Candidate, Edit
 
 
@@ -9,8 +9,8 @@ class HoistThen(LevelZeroPass):
 
     name = "if-to-then"
 
-    def edits(self, cand: Candidate) -> list[Edit]:
-        return [Edit("body", s.id) for s in cand.editable() if s.kind in ("if", "elif")]
+    def edits(self, cand: Candidate) -> list[Unit]:
+        return [(Edit("body", s.id),) for s in cand.editable() if s.kind in ("if", "elif")]
 
 
 class HoistElse(LevelZeroPass):
@@ -18,9 +18,9 @@ class HoistElse(LevelZeroPass):
 
     name = "if-to-else"
 
-    def edits(self, cand: Candidate) -> list[Edit]:
+    def edits(self, cand: Candidate) -> list[Unit]:
         return [
-            Edit("else", s.id)
+            (Edit("else", s.id),)
             for s in cand.editable()
             if s.kind in ("if", "elif") and s.node.orelse is not None
         ]
@@ -32,5 +32,5 @@ class TryToBody(LevelZeroPass):
 
     name = "try-to-body"
 
-    def edits(self, cand: Candidate) -> list[Edit]:
-        return [Edit("body", s.id) for s in cand.editable() if s.kind == "try"]
+    def edits(self, cand: Candidate) -> list[Unit]:
+        return [(Edit("body", s.id),) for s in cand.editable() if s.kind == "try"]

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from shrinkgpu.passes.base import LevelZeroPass
-from shrinkgpu.syntax.program import Candidate, Edit
+from shrinkgpu.passes.base import LevelZeroPass, Unit, deletion_unit
+from shrinkgpu.syntax.program import Candidate
 
 
 class DeleteDefinitions(LevelZeroPass):
@@ -13,5 +13,5 @@ class DeleteDefinitions(LevelZeroPass):
 
     name = "delete-definitions"
 
-    def edits(self, cand: Candidate) -> list[Edit]:
-        return [Edit("delete", s.id) for s in cand.editable() if s.kind in ("def", "class")]
+    def edits(self, cand: Candidate) -> list[Unit]:
+        return [deletion_unit(cand, [s.id]) for s in cand.editable() if s.kind in ("def", "class")]

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from shrinkgpu.passes.base import LevelZeroPass
+from shrinkgpu.passes.base import LevelZeroPass, Unit
 from shrinkgpu.syntax.program import Candidate, Edit, inline_candidates
 
 
@@ -10,8 +10,8 @@ class InlineModules(LevelZeroPass):
 
     name = "inline-modules"
 
-    def edits(self, cand: Candidate) -> list[Edit]:
-        return [Edit("inline", s.id, path) for s, path in inline_candidates(cand)]
+    def edits(self, cand: Candidate) -> list[Unit]:
+        return [(Edit("inline", s.id, path),) for s, path in inline_candidates(cand)]
 
 
 class DropFiles(LevelZeroPass):
@@ -19,6 +19,6 @@ class DropFiles(LevelZeroPass):
 
     name = "drop-files"
 
-    def edits(self, cand: Candidate) -> list[Edit]:
+    def edits(self, cand: Candidate) -> list[Unit]:
         main = cand.program.main
-        return [Edit("drop", file=path) for path in sorted(cand.files) if path != main]
+        return [(Edit("drop", file=path),) for path in sorted(cand.files) if path != main]

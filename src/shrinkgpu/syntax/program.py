@@ -72,19 +72,49 @@ class Edit:
     op: str
     stmt: int = -1
     file: str = ""
+    node: int = -1  # for ``expr``: index of an original expression node (Program.node_index)
+    text: str = ""  # for ``replace`` and ``expr``: the new code
 
     def __repr__(self) -> str:
+        if self.op == "expr":
+            return f"expr(@{self.node} -> {self.text!r})"
         target = f"#{self.stmt}" if self.stmt >= 0 else self.file
-        return f"{self.op}({target})"
+        extra = f", {self.text!r}" if self.text else ""
+        return f"{self.op}({target}{extra})"
+
+
+# Edits that change a statement's shape; a statement carrying one is no longer offered to
+# other passes.  ``replace`` (new text for a simple statement) and ``expr`` (new text for
+# one expression) are refinements: a newer one for the same target supersedes the older.
+STRUCTURAL = frozenset({"delete", "body", "else", "inline"})
+
+
+@dataclass(frozen=True)
+class ParseRecord:
+    """An ``argparse`` parse seen at run time: where it was called and what it returned."""
+
+    file: str
+    line: int
+    values: tuple[tuple[str, str | None], ...]  # name -> repr of a literal, None if not one
+    known_args: bool = False  # parse_known_args: the call returns (namespace, rest)
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What a run of this exact program showed, for passes that use more than syntax."""
+
+    stack: tuple[tuple[str, int], ...] = ()  # (file, line) of the first error's user frames, outermost first
+    parses: tuple[ParseRecord, ...] = ()
 
 
 class Program:
     """The immutable original: files, parse trees and the statement table."""
 
-    def __init__(self, files: Mapping[str, str], main: str):
+    def __init__(self, files: Mapping[str, str], main: str, facts: Facts | None = None):
         if main not in files:
             raise ValueError(f"the main file {main!r} is not among the program's files")
         self.main = main
+        self.facts = facts or Facts()
         self.texts: dict[str, str] = dict(files)
         self.modules: dict[str, cst.Module] = {}
         for path, text in self.texts.items():
@@ -97,9 +127,32 @@ class Program:
         self.children: dict[int | None, list[int]] = {}
         for path, module in self.modules.items():
             _Indexer(self, path, module).index()
+        self._by_file: dict[str, list[int]] = {}
+        for st in self.stmts:
+            self._by_file.setdefault(st.file, []).append(st.id)
+        self.nodes: list[cst.CSTNode] = []
+        self.node_ids: dict[int, int] = {}
 
     def initial(self) -> "Candidate":
         return Candidate(self, frozenset())
+
+    def stmts_in_file(self, path: str) -> list[int]:
+        return self._by_file.get(path, [])
+
+    def node_index(self, node: cst.CSTNode) -> int:
+        """A stable index for an original node that an ``expr`` edit targets."""
+        idx = self.node_ids.get(id(node))
+        if idx is None:
+            idx = len(self.nodes)
+            self.nodes.append(node)
+            self.node_ids[id(node)] = idx
+        return idx
+
+    @cached_property
+    def deps(self):
+        from shrinkgpu.syntax.deps import Dependencies
+
+        return Dependencies(self)
 
     def local_module_names(self) -> dict[str, str]:
         """Importable name -> file, for the program's files other than the main one."""
@@ -180,18 +233,38 @@ class Candidate:
         self.edits = edits
 
     def with_edits(self, edits: Iterable[Edit]) -> "Candidate":
-        return Candidate(self.program, self.edits | frozenset(edits))
+        new = frozenset(edits)
+        if not new:
+            return self
+        replaced = {e.stmt for e in new if e.op == "replace"}
+        exprs = {e.node for e in new if e.op == "expr"}
+        kept = self.edits
+        if replaced or exprs:
+            kept = frozenset(
+                e for e in kept
+                if not (e.op == "replace" and e.stmt in replaced) and not (e.op == "expr" and e.node in exprs)
+            )
+        return Candidate(self.program, kept | new)
 
     # -- structure --------------------------------------------------------------------
     @cached_property
     def edit_of(self) -> dict[int, Edit]:
+        """The structural edit of each statement that has one (``delete`` wins)."""
         out: dict[int, Edit] = {}
         for e in sorted(self.edits):
-            if e.stmt < 0:
+            if e.stmt < 0 or e.op not in STRUCTURAL:
                 continue
             if e.stmt not in out or e.op == "delete":
                 out[e.stmt] = e
         return out
+
+    @cached_property
+    def replacement_of(self) -> dict[int, Edit]:
+        return {e.stmt: e for e in self.edits if e.op == "replace"}
+
+    @cached_property
+    def expr_of(self) -> dict[int, Edit]:
+        return {e.node: e for e in self.edits if e.op == "expr"}
 
     @cached_property
     def dropped_files(self) -> frozenset[str]:
@@ -293,6 +366,8 @@ class _Renderer(cst.CSTTransformer):
         self.cand = cand
         self.program = cand.program
         self.edit_of = cand.edit_of
+        self.expr_of = cand.expr_of
+        self.replacement_of = cand.replacement_of
         self.path = path
         self.trees = trees
         # ``import mod as m`` inlined: ``m.attr`` must become ``attr``.
@@ -302,6 +377,10 @@ class _Renderer(cst.CSTTransformer):
                 self.aliases |= _module_aliases(self.program.stmts[e.stmt].node)
 
     def on_leave(self, original_node, updated_node):
+        if self.expr_of:
+            idx = self.program.node_ids.get(id(original_node))
+            if idx is not None and idx in self.expr_of:
+                return parse_expression(self.expr_of[idx].text)
         if isinstance(updated_node, cst.IndentedBlock) and not updated_node.body:
             return updated_node.with_changes(body=[_PASS])
         if isinstance(updated_node, cst.Attribute) and self.aliases:
@@ -321,6 +400,10 @@ class _Renderer(cst.CSTTransformer):
             return updated_node if edit is None else _elif_in_place(edit, updated_node)
         edit = self.edit_of.get(sid)
         if edit is None:
+            replacement = self.replacement_of.get(sid)
+            if replacement is not None:
+                new = cst.parse_statement(replacement.text)
+                return new.with_changes(leading_lines=updated_node.leading_lines)
             return updated_node
         return self._statement(edit, original_node, updated_node)
 
@@ -363,6 +446,22 @@ class _Renderer(cst.CSTTransformer):
         body = [s for s in tree.body if not _is_main_guard(s) and not _is_future_import(s)]
         body += _alias_assignments(self.program.stmts[edit.stmt].node)
         return cst.FlattenSentinel(body) if body else cst.RemoveFromParent()
+
+
+_ATOMS = (
+    cst.Name, cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString,
+    cst.FormattedString, cst.Call, cst.Attribute, cst.Subscript, cst.List, cst.Dict, cst.Set,
+    cst.Ellipsis,
+)
+
+
+def parse_expression(text: str) -> cst.BaseExpression:
+    """The expression for ``text``, parenthesised unless it is an atom, so it can stand
+    in any position without changing how the code around it parses."""
+    expr = cst.parse_expression(text)
+    if isinstance(expr, _ATOMS) or (isinstance(expr, cst.Tuple) and expr.lpar):
+        return expr
+    return cst.parse_expression(f"({text})")
 
 
 def _tidy(node):

@@ -28,6 +28,7 @@ class Observation:
     modules: tuple[tuple[str, str | None, str | None], ...] = field(default=(), repr=False)
     infra_error: str | None = None
     environment: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    parses: tuple[dict[str, Any], ...] = field(default=(), compare=False, repr=False)  # argparse results
 
     @property
     def failed(self) -> bool:
@@ -44,6 +45,9 @@ class Observation:
         err = _tail(stderr)
         if event.get("error"):
             return cls.infrastructure(event["error"])
+        if event.get("cancelled"):
+            # Killed by us (shutdown or cancel): says nothing about the candidate.
+            return cls.infrastructure("the run was cancelled")
         data: dict[str, Any] | None = None
         try:
             data = json.loads(obs_path.read_text(encoding="utf-8"))
@@ -76,6 +80,7 @@ class Observation:
             duration=(data or {}).get("duration"),
             modules=tuple((m[0], m[1], m[2]) for m in (data or {}).get("modules", ())),
             environment=(data or {}).get("environment", {}),
+            parses=tuple((data or {}).get("parses", ())),
         )
 
     def describe(self) -> str:

@@ -45,11 +45,28 @@ class _Recorder:
         self.by_id: dict[int, dict[str, Any]] = {}
         self._keep: list[BaseException] = []  # keep exceptions alive so ids stay unique
 
+    def user_stack(self) -> list[list[Any]]:
+        """[file, line] of each frame of the user's code on the current stack, outermost first."""
+        out = []
+        for fs in traceback.extract_stack():
+            if _is_under(os.path.abspath(fs.filename), self.roots):
+                out.append([self._rel(fs.filename), fs.lineno or 0])
+        return out
+
     def user_frame_from_stack(self) -> dict[str, Any] | None:
         for fs in reversed(traceback.extract_stack()):
             if _is_under(os.path.abspath(fs.filename), self.roots):
                 return self._frame(fs.filename, fs.lineno or 0, fs.name, fs.line or "")
         return None
+
+    def tb_stack(self, tb) -> list[list[Any]]:
+        out = []
+        while tb is not None:
+            code = tb.tb_frame.f_code
+            if _is_under(os.path.abspath(code.co_filename), self.roots):
+                out.append([self._rel(code.co_filename), tb.tb_lineno])
+            tb = tb.tb_next
+        return out
 
     def user_frame_from_tb(self, tb) -> dict[str, Any] | None:
         found = None
@@ -63,14 +80,15 @@ class _Recorder:
         filename, line, name = found
         return self._frame(filename, line, name, linecache.getline(filename, line))
 
-    def _frame(self, filename: str, line: int, function: str, source: str) -> dict[str, Any]:
+    def _rel(self, filename: str) -> str:
         path = os.path.abspath(filename)
-        rel = path
         for root in self.roots:
             if _is_under(path, (root,)):
-                rel = os.path.relpath(path, root)
-                break
-        return {"file": rel, "line": line, "function": function, "source": source.strip()}
+                return os.path.relpath(path, root)
+        return path
+
+    def _frame(self, filename: str, line: int, function: str, source: str) -> dict[str, Any]:
+        return {"file": self._rel(filename), "line": line, "function": function, "source": source.strip()}
 
     def note(self, func, args, kwargs, exc: BaseException) -> None:
         if id(exc) in self.by_id:
@@ -80,6 +98,7 @@ class _Recorder:
             "message": _message(exc),
             "ident": id(exc),
             "frame": self.user_frame_from_stack(),
+            "stack": self.user_stack(),
             "op": _op_record(func, args, kwargs),
         }
         self.by_id[id(exc)] = record
@@ -199,6 +218,54 @@ def _make_mode(recorder: _Recorder):
     return _WatchTorchCalls()
 
 
+MAX_PARSES = 8
+
+
+def _watch_argparse(recorder: _Recorder, parses: list[dict[str, Any]]) -> None:
+    """Record what each ``parse_known_args`` (hence ``parse_args``) returned, and where it
+    was called from, so a pass can replace the parser by the namespace it produced."""
+    import argparse
+
+    original = argparse.ArgumentParser.parse_known_args
+
+    def parse_known_args(self, args=None, namespace=None):
+        result = original(self, args, namespace)
+        if len(parses) < MAX_PARSES:
+            frame = recorder.user_frame_from_stack()
+            if frame is not None:
+                ns = result[0]
+                parses.append(
+                    {
+                        "file": frame["file"],
+                        "line": frame["line"],
+                        "values": {k: _literal(v) for k, v in vars(ns).items()},
+                        "caller": frame["source"],
+                    }
+                )
+        return result
+
+    argparse.ArgumentParser.parse_known_args = parse_known_args
+
+
+def _literal(value: Any) -> str | None:
+    """Source text that evaluates to ``value``, or None when there is none."""
+    import ast
+    import math
+
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"float({str(value)!r})"
+    if value is None or isinstance(value, (bool, int, float, str)) or (
+        isinstance(value, (list, tuple)) and len(value) <= 64
+    ):
+        text = repr(value)
+        try:
+            if ast.literal_eval(text) == value:
+                return text
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return None
+    return None
+
+
 def _chain(exc: BaseException) -> list[BaseException]:
     """The exception that ended the run, then its causes down to the root."""
     out: list[BaseException] = []
@@ -226,6 +293,7 @@ def _record_chain(exc: BaseException, recorder: _Recorder) -> list[dict[str, Any
                 "message": _message(e),
                 "ident": id(e),
                 "frame": recorder.user_frame_from_tb(e.__traceback__),
+                "stack": recorder.tb_stack(e.__traceback__),
                 "op": None,
             }
         )
@@ -241,6 +309,8 @@ def _modules(roots: tuple[str, ...]) -> list[list[Any]]:
     for name, mod in list(sys.modules.items()):
         file = getattr(mod, "__file__", None)
         local = None
+        if isinstance(file, str) and not os.path.isabs(file):
+            file = None  # a relative __file__ (torch.ops) would resolve against the run's cwd
         if isinstance(file, str):
             path = os.path.abspath(file)
             for root in roots:
@@ -287,10 +357,10 @@ def prepare_process(req: dict[str, Any], *, forked: bool) -> None:
 
 
 def _fresh_random_state() -> None:
-    """A fresh interpreter seeds Python's and NumPy's generators from the OS: so must a
-    fork, or every candidate would share the parent's stream and a script that forgot to
-    seed would look deterministic during reduction and flaky afterwards.  torch's default
-    generator starts from a fixed seed in a fresh process; put it back there."""
+    """A fresh interpreter seeds Python's, NumPy's and torch's default generators from
+    the OS; so must a fork.  Otherwise every candidate would share the parent's streams,
+    and a candidate that deleted the script's seeding would look deterministic during
+    reduction and fail only sometimes afterwards."""
     import random
 
     random.seed()
@@ -302,8 +372,7 @@ def _fresh_random_state() -> None:
             pass
     torch = sys.modules.get("torch")
     if torch is not None:
-        gen = torch.default_generator
-        gen.manual_seed(gen.initial_seed())
+        torch.default_generator.seed()
 
 
 def run(req: dict[str, Any], *, forked: bool) -> int:
@@ -321,6 +390,9 @@ def run(req: dict[str, Any], *, forked: bool) -> int:
             mode = _make_mode(recorder)
         else:
             mode = None
+        parses: list[dict[str, Any]] = []
+        if req.get("watch_argparse", True):
+            _watch_argparse(recorder, parses)
     except BaseException as exc:  # the probe failed before the script ran
         traceback.print_exc()
         obs.update(status="probe-error", exit_code=EXIT_PROBE_FAILURE, chain=[])
@@ -347,6 +419,7 @@ def run(req: dict[str, Any], *, forked: bool) -> int:
         _print_traceback(exc, script)
     obs["exit_code"] = code
     obs["torch_errors"] = recorder.errors
+    obs["parses"] = parses
     obs["duration"] = time.perf_counter() - started
     if req.get("collect_modules"):
         obs["modules"] = _modules(roots)

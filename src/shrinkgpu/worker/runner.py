@@ -206,7 +206,8 @@ class Runner:
         argv0 = spec.argv0 or spec.script.name
         if os.path.isabs(argv0):
             argv0 = str(script)
-        else:
+        elif os.path.normpath(os.path.join(cwd, argv0)) != os.path.normpath(script):
+            # Typed relative to a cwd outside root: point at the copy instead.
             argv0 = os.path.relpath(script, cwd)
         request = {
             "script": str(script),

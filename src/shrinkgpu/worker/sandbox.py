@@ -53,6 +53,13 @@ class RunDir:
         return self.path / "request.json"
 
 
+def _fingerprint(path: Path) -> tuple[int, ...]:
+    # ctime changes on every write, chmod or utime and cannot be set by the script, so a
+    # change through a hard link shows even when size and mtime were restored.
+    st = path.stat()
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
+
+
 class Sandbox:
     def __init__(
         self,
@@ -72,7 +79,7 @@ class Sandbox:
         self.stdin = self.session / "stdin"
         self.stdin.write_bytes(stdin or b"")
         self._counter = itertools.count()
-        self._stats: dict[str, tuple[int, int]] = {}
+        self._stats: dict[str, tuple[int, ...]] = {}
         self._dirs: list[str] = []
         self._links: dict[str, str] = {}
         self._build_template()
@@ -113,8 +120,7 @@ class Sandbox:
                     )
                 dst = self.template / rel
                 shutil.copy2(src, dst)
-                st = dst.stat()
-                self._stats[rel] = (st.st_size, st.st_mtime_ns)
+                self._stats[rel] = _fingerprint(dst)
 
     def prepare(self, files: Mapping[str, str]) -> RunDir:
         """A fresh run directory holding ``files`` (path relative to root -> text)."""
@@ -139,15 +145,14 @@ class Sandbox:
         into a linked file."""
         for rel, before in self._stats.items():
             try:
-                st = (self.template / rel).stat()
+                now = _fingerprint(self.template / rel)
             except FileNotFoundError:
-                st = None
-            if st is None or (st.st_size, st.st_mtime_ns) != before:
+                now = None
+            if now != before:
                 # Unlink first: the damaged inode may still be linked from elsewhere.
                 (self.template / rel).unlink(missing_ok=True)
                 shutil.copy2(self.root / rel, self.template / rel)
-                fresh = (self.template / rel).stat()
-                self._stats[rel] = (fresh.st_size, fresh.st_mtime_ns)
+                self._stats[rel] = _fingerprint(self.template / rel)
         if not self.keep:
             shutil.rmtree(run.path, ignore_errors=True)
 

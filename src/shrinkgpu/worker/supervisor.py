@@ -87,6 +87,9 @@ class Supervisor:
         signal.set_wakeup_fd(self.wake_w)
         signal.signal(signal.SIGTERM, lambda *_: self._shutdown(0))
         self.preloaded: list[str] = []
+        # The environment the user's script must see, before any preloaded module had a
+        # chance to set a variable at import time.
+        self.environ = dict(os.environ)
 
     # -- protocol -----------------------------------------------------------------
     def send(self, **event: Any) -> None:
@@ -215,7 +218,10 @@ class Supervisor:
             _redirect(2, cmd["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
             if cmd["mode"] == "fresh":
                 exe = sys.executable
-                os.execv(exe, [exe, "-c", FRESH_COMMAND, cmd["request_path"]])
+                os.execve(exe, [exe, "-c", FRESH_COMMAND, cmd["request_path"]], self.environ)
+            if os.environ != self.environ:
+                os.environ.clear()
+                os.environ.update(self.environ)
             from shrinkgpu.worker import probe
 
             code = probe.run(cmd["request"], forked=True)
@@ -228,14 +234,15 @@ class Supervisor:
         finally:
             os._exit(code)
 
-    def _reap(self) -> None:
+    def _reap(self, sweep: bool = True) -> None:
+        finished = False
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
-                return
+                break
             if pid == 0:
-                return
+                break
             run = self.running.pop(pid, None)
             if run is None:
                 continue  # an orphan re-parented to us and already killed
@@ -252,6 +259,8 @@ class Supervisor:
                 cancelled=run["cancelled"],
                 wall=time.monotonic() - run["started"],
             )
+            finished = True
+        if finished and sweep:
             self._sweep_orphans()
 
     def _expire(self) -> None:
@@ -262,27 +271,43 @@ class Supervisor:
                 _killpg(pid)
 
     def _sweep_orphans(self) -> None:
-        """Kill processes re-parented to us that no running candidate accounts for."""
+        """Kill processes re-parented to us that no running candidate accounts for, with
+        their whole trees (a double-forked daemon is not a group leader, and its own
+        children would otherwise be re-parented to us only after it died)."""
         if not self.subreaper:
             return
         try:
             import psutil
         except ImportError:
             return
-        try:
-            children = psutil.Process().children()
-        except Exception:
-            return
-        for child in children:
-            if child.pid not in self.running:
-                _killpg(child.pid)
+        for _ in range(8):
+            try:
+                me = psutil.Process()
+                orphans = [c for c in me.children() if c.pid not in self.running]
+            except Exception:
+                return
+            if not orphans:
+                return
+            for orphan in orphans:
                 try:
-                    child.kill()
+                    tree = [orphan, *orphan.children(recursive=True)]
                 except Exception:
-                    pass
+                    tree = [orphan]
+                for proc in tree:
+                    try:
+                        _killpg(os.getpgid(proc.pid))
+                    except (ProcessLookupError, PermissionError, OSError):
+                        pass
+                    try:
+                        proc.kill()
+                    except Exception:
+                        pass
+            self._reap(sweep=False)
+            time.sleep(0.005)
 
     def _shutdown(self, code: int) -> None:
-        for pid in list(self.running):
+        for pid, run in list(self.running.items()):
+            run["cancelled"] = True
             _killpg(pid)
         deadline = time.monotonic() + 2.0
         while self.running and time.monotonic() < deadline:

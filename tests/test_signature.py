@@ -1,0 +1,1066 @@
+"""The first error as a value, and the rule for "same bug".
+
+Pure unit tests of ``shrinkgpu.signature`` and of the step that turns a worker's JSON
+report into a ``Signature`` (``Observation.from_run``): no processes, no torch.  The
+messages are the ones PyTorch really prints (CPU messages measured in the brief; CUDA
+texts from c10/cuda/CUDAException.cpp, CUDAMiscFunctions.cpp, CUDADeviceAssertionHost.cpp
+and the CUDA/HIP device ``__assert_fail`` formats).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shrinkgpu.signature import (
+    ExceptionRecord,
+    Family,
+    Frame,
+    OpRecord,
+    Signature,
+    Strictness,
+    TensorMeta,
+    choose_first_error,
+    classify_family,
+    normalize_message,
+    parse_kernel_assertion,
+)
+from shrinkgpu.worker.observation import Observation
+
+# --------------------------------------------------------------------------------------
+# Realistic texts
+# --------------------------------------------------------------------------------------
+
+DEVICE_ASSERT = (
+    "CUDA error: device-side assert triggered\n"
+    "CUDA kernel errors might be asynchronously reported at some other API call, so the "
+    "stacktrace below might be incorrect.\n"
+    "For debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
+    "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n"
+)
+# torch >= 2.8 adds a "Search for `cudaErrorAssert' ..." line after the first one.
+DEVICE_ASSERT_NEW = (
+    "CUDA error: device-side assert triggered\n"
+    "Search for `cudaErrorAssert' in https://docs.nvidia.com/cuda/cuda-runtime-api/"
+    "group__CUDART__TYPES.html for more information.\n"
+    "CUDA kernel errors might be asynchronously reported at some other API call, so the "
+    "stacktrace below might be incorrect.\n"
+    "For debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
+    "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n"
+)
+# With CUDA_LAUNCH_BLOCKING=1 torch leaves out the asynchrony advice.
+DEVICE_ASSERT_BLOCKING = (
+    "CUDA error: device-side assert triggered\n"
+    "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n"
+)
+DEVICE_ASSERT_HIP = (
+    "HIP error: device-side assert triggered\n"
+    "For debugging consider passing HIP_LAUNCH_BLOCKING=1\n"
+    "Compile with `TORCH_USE_HIP_DSA` to enable device-side assertions.\n"
+)
+# Older releases appended the C++ stack to the message.
+ILLEGAL_ACCESS_WITH_CPP_STACK = (
+    "CUDA error: an illegal memory access was encountered\n"
+    "CUDA kernel errors might be asynchronously reported at some other API call, so the "
+    "stacktrace below might be incorrect.\n"
+    "For debugging consider passing CUDA_LAUNCH_BLOCKING=1.\n"
+    "Exception raised from c10_cuda_check_implementation at ../c10/cuda/CUDAException.cpp:43 "
+    "(most recent call first):\n"
+    "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x57 (0x7f2c5a16e617 in "
+    "/usr/local/lib/python3.10/dist-packages/torch/lib/libc10.so)\n"
+    "frame #1: c10::detail::torchCheckFail(char const*, char const*, unsigned int, "
+    "std::string const&) + 0x64 (0x7f2c5a12498d in "
+    "/usr/local/lib/python3.10/dist-packages/torch/lib/libc10.so)\n"
+)
+
+
+def oom(tried: str, total: str, free: str, used: str) -> str:
+    return (
+        f"CUDA out of memory. Tried to allocate {tried} GiB. GPU 0 has a total capacity of "
+        f"{total} GiB of which {free} GiB is free. Including non-PyTorch memory, this "
+        f"process has {used} GiB memory in use. If reserved but unallocated memory is large "
+        "try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation."
+    )
+
+
+def cuda_assert_line(file: str, line: int, kernel: str, block: str, thread: str, cond: str) -> str:
+    """The line CUDA's device ``__assertfail`` prints."""
+    return f"{file}:{line}: {kernel}: block: [{block}], thread: [{thread}] Assertion `{cond}` failed."
+
+
+LOSS_ASSERT = cuda_assert_line(
+    "/pytorch/aten/src/ATen/native/cuda/Loss.cu",
+    250,
+    "nll_loss_forward_reduce_cuda_kernel_2d",
+    "0,0,0",
+    "5,0,0",
+    "t >= 0 && t < n_classes",
+)
+LOSS_ASSERT_VALUE = "Loss.cu: nll_loss_forward_reduce_cuda_kernel_2d: Assertion `t >= 0 && t < n_classes` failed"
+INDEX_ASSERT = cuda_assert_line(
+    "/opt/conda/conda-bld/pytorch_1695392067/work/aten/src/ATen/native/cuda/IndexKernel.cu",
+    92,
+    "operator()",
+    "3,0,0",
+    "64,0,0",
+    '-sizes[i] <= index && index < sizes[i] && "index out of bounds"',
+)
+
+# --------------------------------------------------------------------------------------
+# Builders
+# --------------------------------------------------------------------------------------
+
+CE = "torch.nn.functional.cross_entropy"
+
+
+def tm(path="args[0]", dtype="torch.float32", shape=(3, 4), stride=(4, 1), device="cuda:0") -> TensorMeta:
+    return TensorMeta(path=path, dtype=dtype, shape=shape, stride=stride, device=device)
+
+
+def ce_op(**target) -> OpRecord:
+    """F.cross_entropy(logits[3, 4] float32, target[3] int64) on cuda:0."""
+    tgt = dict(path="args[1]", dtype="torch.int64", shape=(3,), stride=(1,), device="cuda:0")
+    tgt.update(target)
+    return OpRecord(CE, (tm(), tm(**tgt)), others=("reduction='mean'",))
+
+
+FRAME = Frame(file="train.py", line=87, function="train_step", source="loss = F.cross_entropy(logits, target)")
+
+
+def rec(type="IndexError", message="Target 4 is out of bounds.", *, op=None, frame=FRAME, ident=0) -> ExceptionRecord:
+    return ExceptionRecord(type=type, message=message, frame=frame, op=op, ident=ident)
+
+
+def make_sig(
+    type="IndexError",
+    message="Target 4 is out of bounds.",
+    *,
+    op="default",
+    frame=FRAME,
+    kernel=None,
+    caught=(),
+) -> Signature:
+    op = ce_op() if op == "default" else op
+    sig = Signature.from_record(rec(type, message, op=op, frame=frame), caught_earlier=caught)
+    return dataclasses.replace(sig, kernel_assertion=kernel)
+
+
+# ======================================================================================
+# normalize_message
+# ======================================================================================
+
+
+@pytest.mark.parametrize(
+    "message, expected",
+    [
+        ("Target 4 is out of bounds.", "Target <n> is out of bounds."),
+        (
+            "index -5 is out of bounds for dimension 1 with size 3",
+            "index <n> is out of bounds for dimension <n> with size <n>",
+        ),
+        ("shape '[2, -1]' is invalid for input of size 7", "shape '[<n>, <n>]' is invalid for input of size <n>"),
+        ("softmax over dim=-1 and +3", "softmax over dim=<n> and <n>"),
+        ("eps 1e-05, lr 2.5E+3, momentum 0.9, scale 1.", "eps <n>, lr <n>, momentum <n>, scale <n>."),
+        (
+            "CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 7.79 GiB total capacity; "
+            "6.50 GiB already allocated)",
+            "CUDA out of memory. Tried to allocate <n> MiB (GPU <n>; <n> GiB total capacity; "
+            "<n> GiB already allocated)",
+        ),
+        (
+            "mat1 and mat2 shapes cannot be multiplied (2x4 and 5x3)",
+            "mat1 and mat2 shapes cannot be multiplied (<n>x<n> and <n>x<n>)",
+        ),
+        ("expected 2x4x8 but got 16x3x8", "expected <n>x<n>x<n> but got <n>x<n>x<n>"),
+        (
+            "Cannot access data pointer of Tensor at 0x7f3a2b1c0040 (device cuda:1)",
+            "Cannot access data pointer of Tensor at <addr> (device cuda:<n>)",
+        ),
+        (
+            "[Errno 2] No such file or directory: '/home/alice/project/checkpoints/epoch_12.pt'",
+            "[Errno <n>] No such file or directory: '<path>'",
+        ),
+        ("~/data/train.csv not found", "<path> not found"),
+        ("see ../data/x.pt and ./y", "see <path> and <path>"),
+        ('File "/home/alice/train.py", line 12, in main', 'File "<path>", line <n>, in main'),
+        # a per-run temp dir with digits in it is one path, not a path plus numbers
+        ("/tmp/shrinkgpu-abc123/run-7/train.py failed", "<path> failed"),
+        # whitespace: runs of blanks and tabs become one blank, blank lines go, ends stripped
+        ("  a   b\t\tc  ", "a b c"),
+        ("line one\n\n   line two  \n", "line one\n line two"),
+    ],
+)
+def test_normalize_message_replaces_numbers_addresses_and_paths(message, expected):
+    assert normalize_message(message) == expected
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "mat1 and mat2 must have the same dtype, but got Double and Float",
+        "Expected 3D (unbatched) or 4D (batched) input to conv2d",
+        "aten::_conv_depthwise2d F.conv2d x1 h2",
+        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+    ],
+)
+def test_normalize_message_keeps_identifiers_with_one_digit(message):
+    # Digits glued to letters ("3D", "mat1", "x1") are part of a word, not a value.
+    assert normalize_message(message) == message
+
+
+@pytest.mark.parametrize("ident", ["float16", "bfloat16", "int64", "torch.float32", "fc12.weight", "sm_80"])
+def test_normalize_message_keeps_identifiers_with_several_digits(ident):
+    message = f"size mismatch at {ident} in conv2d"
+    assert normalize_message(message) == message
+
+
+@pytest.mark.parametrize(
+    "message",
+    [DEVICE_ASSERT, DEVICE_ASSERT_NEW, DEVICE_ASSERT_BLOCKING, DEVICE_ASSERT + "\n\n"],
+)
+def test_normalize_message_removes_cuda_boilerplate(message):
+    assert normalize_message(message) == "CUDA error: device-side assert triggered"
+
+
+def test_normalize_message_removes_hip_launch_blocking_and_dsa_lines():
+    assert normalize_message(DEVICE_ASSERT_HIP) == "HIP error: device-side assert triggered"
+
+
+# What ROCm builds of PyTorch print today (verbatim from ROCm/TheRock#2707; the same
+# three advice lines appear in mila-iqia/milabench#397): hipify turned every "CUDA" of
+# CUDAMiscFunctions.cpp into "HIP", and the debugging advice is AMD_SERIALIZE_KERNEL.
+ROCM_INVALID_ARGUMENT = (
+    "HIP error: invalid argument\n"
+    "Search for `hipErrorInvalidValue' in https://docs.nvidia.com/cuda/cuda-runtime-api/"
+    "group__HIPRT__TYPES.html for more information.\n"
+    "HIP kernel errors might be asynchronously reported at some other API call, so the "
+    "stacktrace below might be incorrect.\n"
+    "For debugging consider passing AMD_SERIALIZE_KERNEL=3\n"
+    "Compile with `TORCH_USE_HIP_DSA` to enable device-side assertions.\n"
+)
+
+
+def test_normalize_message_removes_rocm_boilerplate():
+    assert normalize_message(ROCM_INVALID_ARGUMENT) == "HIP error: invalid argument"
+
+
+def test_normalize_message_removes_the_cpp_stack_of_older_releases():
+    assert normalize_message(ILLEGAL_ACCESS_WITH_CPP_STACK) == "CUDA error: an illegal memory access was encountered"
+
+
+def test_normalize_message_keeps_lines_that_are_not_boilerplate():
+    message = "Error(s) in loading state_dict for Net:\n\tsize mismatch for fc.weight"
+    assert normalize_message(message) == "Error(s) in loading state_dict for Net:\n size mismatch for fc.weight"
+
+
+def test_normalize_message_of_two_oom_reports_with_different_amounts_is_equal():
+    a = normalize_message(oom("2.00", "79.15", "1.21", "77.93"))
+    b = normalize_message(oom("512.00", "23.64", "0.50", "23.10"))
+    assert a == b
+    assert "expandable_segments:True" in a
+
+
+@given(st.integers(-(10**12), 10**12), st.integers(-64, 64), st.integers(0, 10**9))
+def test_normalize_message_ignores_every_integer_value(a, b, c):
+    message = f"index {a} is out of bounds for dimension {b} with size {c}"
+    assert normalize_message(message) == "index <n> is out of bounds for dimension <n> with size <n>"
+
+
+@given(st.floats(allow_nan=False, allow_infinity=False, min_value=-1e300, max_value=1e300))
+def test_normalize_message_ignores_every_float_value(x):
+    assert normalize_message(f"got value {x!r} here") == "got value <n> here"
+
+
+# ======================================================================================
+# parse_kernel_assertion
+# ======================================================================================
+
+
+def test_parse_kernel_assertion_on_the_cuda_nll_loss_line():
+    assert parse_kernel_assertion(LOSS_ASSERT) == LOSS_ASSERT_VALUE
+
+
+def test_parse_kernel_assertion_ignores_block_thread_line_and_build_path():
+    other = cuda_assert_line(
+        "/opt/conda/conda-bld/pytorch_1695392067/work/aten/src/ATen/native/cuda/Loss.cu",
+        248,
+        "nll_loss_forward_reduce_cuda_kernel_2d",
+        "12,0,0",
+        "31,0,0",
+        "t >= 0 && t < n_classes",
+    )
+    assert parse_kernel_assertion(other) == parse_kernel_assertion(LOSS_ASSERT) == LOSS_ASSERT_VALUE
+
+
+def test_parse_kernel_assertion_takes_the_first_assertion_in_noisy_output():
+    output = "\n".join(
+        [
+            "epoch 0 step 12 loss 1.3862",
+            LOSS_ASSERT,
+            LOSS_ASSERT.replace("thread: [5,0,0]", "thread: [6,0,0]"),
+            INDEX_ASSERT,
+            "Traceback (most recent call last):",
+        ]
+    )
+    assert parse_kernel_assertion(output) == LOSS_ASSERT_VALUE
+
+
+def test_parse_kernel_assertion_keeps_kernel_and_condition():
+    assert parse_kernel_assertion(INDEX_ASSERT) == (
+        'IndexKernel.cu: operator(): Assertion `-sizes[i] <= index && index < sizes[i] && "index out of bounds"` failed'
+    )
+    assert parse_kernel_assertion(INDEX_ASSERT) != parse_kernel_assertion(LOSS_ASSERT)
+
+
+def test_parse_kernel_assertion_distinguishes_conditions():
+    other = LOSS_ASSERT.replace("t >= 0 && t < n_classes", "cur_target >= 0 && cur_target < n_classes")
+    assert parse_kernel_assertion(other) != parse_kernel_assertion(LOSS_ASSERT)
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        "",
+        "RuntimeError: CUDA error: device-side assert triggered",
+        DEVICE_ASSERT,
+        'Traceback (most recent call last):\n  File "train.py", line 3\nAssertionError: t >= 0',
+        "usage: train.py [-h] [--lr LR]\ntrain.py: error: unrecognized arguments: Assertion `t >= 0` failed",
+    ],
+)
+def test_parse_kernel_assertion_is_none_without_a_device_assertion(output):
+    assert parse_kernel_assertion(output) is None
+
+
+# HIP's device __assert_fail (hip/amd_detail/amd_device_functions.h) prints
+#   "%s:%u: %s: Device-side assertion `%s' failed.\n"
+# and PyTorch's CUDA_KERNEL_ASSERT calls __assert_fail on ROCm when built with
+# C10_USE_ROCM_KERNEL_ASSERT (c10/macros/Macros.h); hipified sources end in .hip.
+HIP_LOSS_ASSERT = (
+    "/pytorch/aten/src/ATen/native/hip/Loss.hip:250: nll_loss_forward_reduce_cuda_kernel_2d: "
+    "Device-side assertion `t >= 0 && t < n_classes' failed."
+)
+
+
+def test_parse_kernel_assertion_on_the_rocm_form():
+    value = parse_kernel_assertion(HIP_LOSS_ASSERT)
+    assert value is not None
+    assert "t >= 0 && t < n_classes" in value
+    assert "Loss.hip" in value and "250" not in value
+    assert parse_kernel_assertion(HIP_LOSS_ASSERT.replace(":250:", ":251:")) == value
+
+
+# ======================================================================================
+# classify_family
+# ======================================================================================
+
+
+@pytest.mark.parametrize(
+    "type_name, message, family",
+    [
+        ("torch.AcceleratorError", DEVICE_ASSERT, Family.DEVICE_ASSERT),
+        ("RuntimeError", DEVICE_ASSERT_NEW, Family.DEVICE_ASSERT),
+        ("RuntimeError", DEVICE_ASSERT_HIP, Family.DEVICE_ASSERT),
+        ("torch.OutOfMemoryError", oom("2.00", "79.15", "1.21", "77.93"), Family.OUT_OF_MEMORY),
+        ("RuntimeError", "CUDA error: out of memory", Family.OUT_OF_MEMORY),
+        ("torch.OutOfMemoryError", "", Family.OUT_OF_MEMORY),
+        ("RuntimeError", "CUDA error: no kernel image is available for execution on the device", Family.MISSING_KERNEL),
+        (
+            "NotImplementedError",
+            "Could not run 'aten::empty_strided' with arguments from the 'CUDA' backend. This could be "
+            "because the operator doesn't exist for this backend, or was omitted during the "
+            "selective/custom build process (if using custom build).",
+            Family.MISSING_KERNEL,
+        ),
+        ("RuntimeError", "\"addmm_impl_cpu_\" not implemented for 'Half'", Family.MISSING_KERNEL),
+        (
+            "RuntimeError",
+            "Expected all tensors to be on the same device, but found at least two devices, cuda:0 "
+            "and cpu! (when checking argument for argument mat1 in method wrapper_CUDA_addmm)",
+            Family.DEVICE_MISMATCH,
+        ),
+        ("IndexError", "Target 4 is out of bounds.", Family.INDEX),
+        ("IndexError", "index out of range in self", Family.INDEX),
+        ("RuntimeError", "index 5 is out of bounds for dimension 1 with size 3", Family.INDEX),
+        ("RuntimeError", "mat1 and mat2 shapes cannot be multiplied (2x4 and 5x3)", Family.SHAPE),
+        (
+            "RuntimeError",
+            "view size is not compatible with input tensor's size and stride (at least one dimension "
+            "spans across two contiguous subspaces). Use .reshape(...) instead.",
+            Family.SHAPE,
+        ),
+        (
+            "RuntimeError",
+            "The size of tensor a (3) must match the size of tensor b (4) at non-singleton dimension 1",
+            Family.SHAPE,
+        ),
+        ("RuntimeError", "shape '[2, -1]' is invalid for input of size 7", Family.SHAPE),
+        ("RuntimeError", "mat1 and mat2 must have the same dtype, but got Double and Float", Family.DTYPE),
+        ("RuntimeError", "expected scalar type Long but found Float", Family.DTYPE),
+        ("RuntimeError", "Found dtype Long but expected Float", Family.DTYPE),
+        ("signal.SIGSEGV", "killed by signal 11 (SIGSEGV)", Family.CRASH),
+        # the signal decides, whatever the text says
+        ("signal.SIGKILL", "out of memory", Family.CRASH),
+        ("KeyError", "'model_state_dict'", Family.OTHER),
+        ("FileNotFoundError", "[Errno 2] No such file or directory: 'ckpt.pt'", Family.OTHER),
+        ("ValueError", "invalid literal for int() with base 10: 'abc'", Family.OTHER),
+    ],
+)
+def test_classify_family(type_name, message, family):
+    assert classify_family(type_name, message) is family
+
+
+def test_classify_family_device_assert_wins_over_words_of_other_families():
+    message = DEVICE_ASSERT + LOSS_ASSERT + " index out of bounds, shape, dtype"
+    assert classify_family("RuntimeError", message) is Family.DEVICE_ASSERT
+
+
+@pytest.mark.parametrize(
+    "type_name, message, family",
+    [
+        (
+            "RuntimeError",
+            "Input type (torch.FloatTensor) and weight type (torch.cuda.FloatTensor) should be the same "
+            "or input should be a MKLDNN tensor and weight is a dense tensor",
+            Family.DEVICE_MISMATCH,
+        ),
+        ("ValueError", "Expected input batch_size (4) to match target batch_size (3).", Family.SHAPE),
+        (
+            "RuntimeError",
+            "Given groups=1, weight of size [16, 3, 3, 3], expected input[1, 1, 28, 28] to have 3 "
+            "channels, but got 1 channels instead",
+            Family.SHAPE,
+        ),
+    ],
+)
+def test_classify_family_of_common_wordings_missed_by_the_rules(type_name, message, family):
+    assert classify_family(type_name, message) is family
+
+
+# ======================================================================================
+# choose_first_error
+# ======================================================================================
+
+
+def test_choose_first_error_plain_root():
+    root = rec("IndexError", "Target 4 is out of bounds.", op=ce_op(), ident=1)
+    assert choose_first_error([root], [root]) is root
+
+
+def test_choose_first_error_plain_root_without_any_torch_call():
+    root = rec("KeyError", "'model_state_dict'", ident=1)
+    assert choose_first_error([root], []) is root
+
+
+def test_choose_first_error_skips_a_wrapper_raised_from_the_root():
+    # raise RuntimeError("training failed") from e
+    root = rec("IndexError", "Target 4 is out of bounds.", op=ce_op(), ident=1)
+    wrapper = rec("RuntimeError", "training failed at step 12", ident=2)
+    assert choose_first_error([wrapper, root], [root]) is root
+
+
+def test_choose_first_error_skips_a_wrapper_even_without_torch_calls():
+    root = rec("KeyError", "'lr'", ident=1)
+    wrapper = rec("ValueError", "bad config", ident=2)
+    assert choose_first_error([wrapper, root], []) is root
+
+
+def test_choose_first_error_prefers_a_torch_error_over_a_harmless_root():
+    # try: load(ckpt) except FileNotFoundError: <torch call that fails>
+    harmless = rec("FileNotFoundError", "[Errno 2] No such file or directory: 'ckpt.pt'", ident=1)
+    torch_err = rec("IndexError", "Target 4 is out of bounds.", op=ce_op(), ident=2)
+    assert choose_first_error([torch_err, harmless], [torch_err]) is torch_err
+    wrapper = rec("RuntimeError", "training failed", ident=3)
+    assert choose_first_error([wrapper, torch_err, harmless], [torch_err]) is torch_err
+
+
+def test_choose_first_error_prefers_the_deepest_torch_error_of_the_chain():
+    first = rec("IndexError", "Target 4 is out of bounds.", op=ce_op(), ident=1)
+    later = rec("RuntimeError", "view size is not compatible", op=OpRecord("Tensor.view", (tm(),)), ident=2)
+    assert choose_first_error([later, first], [first, later]) is first
+
+
+def test_choose_first_error_sticky_cuda_error_returns_the_earlier_caught_one():
+    # The script caught the first report at cross_entropy and died later at .item():
+    # same class, same message once normalised (boilerplate differs here).
+    earlier = rec("torch.AcceleratorError", DEVICE_ASSERT_BLOCKING, op=ce_op(), ident=1)
+    innocent = rec(
+        "torch.AcceleratorError",
+        DEVICE_ASSERT,
+        op=OpRecord("Tensor.item", (tm(shape=(), stride=()),)),
+        frame=Frame("train.py", 120, "log", "print(loss.item())"),
+        ident=2,
+    )
+    assert choose_first_error([innocent], [earlier, innocent]) is earlier
+
+
+def test_choose_first_error_sticky_match_ignores_numbers():
+    earlier = rec("IndexError", "Target 4 is out of bounds.", op=ce_op(), ident=1)
+    last = rec("IndexError", "Target 7 is out of bounds.", op=ce_op(), ident=2)
+    assert choose_first_error([last], [earlier, last]) is earlier
+
+
+def test_choose_first_error_ignores_an_earlier_torch_error_with_another_message():
+    earlier = rec("RuntimeError", "index 5 is out of bounds for dimension 1 with size 3", op=ce_op(), ident=1)
+    last = rec("RuntimeError", "mat1 and mat2 shapes cannot be multiplied (2x4 and 5x3)", op=ce_op(), ident=2)
+    assert choose_first_error([last], [earlier, last]) is last
+
+
+def test_choose_first_error_ignores_an_earlier_torch_error_with_another_class():
+    earlier = rec("ValueError", DEVICE_ASSERT, op=ce_op(), ident=1)
+    last = rec("torch.AcceleratorError", DEVICE_ASSERT, op=ce_op(), ident=2)
+    assert choose_first_error([last], [earlier, last]) is last
+
+
+def test_choose_first_error_only_looks_at_torch_errors_before_the_first():
+    first = rec("torch.AcceleratorError", DEVICE_ASSERT, op=ce_op(), ident=1)
+    after = rec("torch.AcceleratorError", DEVICE_ASSERT, op=ce_op(), ident=2)
+    assert choose_first_error([first], [first, after]) is first
+
+
+def test_choose_first_error_sticky_case_when_the_last_call_was_not_seen_by_the_mode():
+    # e.g. torch.cuda.synchronize(): no op recorded, but the same sticky error
+    earlier = rec("torch.AcceleratorError", DEVICE_ASSERT, op=ce_op(), ident=1)
+    last = rec("torch.AcceleratorError", DEVICE_ASSERT_BLOCKING, ident=2)
+    assert choose_first_error([last], [earlier]) is earlier
+
+
+def test_choose_first_error_of_an_empty_chain_is_none():
+    assert choose_first_error([], []) is None
+    assert choose_first_error([], [rec(op=ce_op(), ident=1)]) is None
+
+
+# ======================================================================================
+# Signature.same_bug and differences
+# ======================================================================================
+
+
+def test_from_record_fills_the_derived_fields():
+    sig = Signature.from_record(
+        rec("torch.AcceleratorError", DEVICE_ASSERT, op=ce_op()),
+        output="step 3\n" + LOSS_ASSERT + "\n",
+        caught_earlier=["x"],
+    )
+    assert sig.normalized == "CUDA error: device-side assert triggered"
+    assert sig.kernel_assertion == LOSS_ASSERT_VALUE
+    assert sig.family is Family.DEVICE_ASSERT
+    assert sig.op == ce_op()
+    assert sig.frame == FRAME
+    assert sig.caught_earlier == ("x",)
+
+
+def test_for_signal():
+    sig = Signature.for_signal(11, "SIGSEGV")
+    assert (sig.type, sig.message, sig.normalized) == ("signal.SIGSEGV", "killed by signal 11 (SIGSEGV)", "killed by signal SIGSEGV")
+    assert sig.op is None and sig.frame is None and sig.kernel_assertion is None
+    assert sig.family is Family.CRASH
+    assert Signature.for_signal(6, "SIGABRT", output=LOSS_ASSERT).kernel_assertion == LOSS_ASSERT_VALUE
+
+
+def test_same_bug_when_only_numbers_in_the_message_differ():
+    a = make_sig(message="Target 4 is out of bounds.")
+    b = make_sig(message="Target 7 is out of bounds.")
+    assert a.same_bug(b) and b.same_bug(a)
+    assert a.differences(b) == []
+
+
+def test_same_bug_ignores_boilerplate_lines():
+    a = make_sig("torch.AcceleratorError", DEVICE_ASSERT)
+    b = make_sig("torch.AcceleratorError", DEVICE_ASSERT_BLOCKING)
+    assert a.same_bug(b)
+
+
+def test_same_bug_ignores_location_and_non_tensor_arguments_when_an_operator_raised():
+    a = make_sig()
+    moved = Frame(file="repro.py", line=3, function="<module>", source="F.cross_entropy(x, t)")
+    b = make_sig(frame=moved, op=dataclasses.replace(ce_op(), others=("reduction='sum'",)))
+    assert a.same_bug(b) and b.same_bug(a)
+    assert a.same_bug(make_sig(frame=None))
+
+
+def test_same_bug_ignores_family_and_caught_earlier():
+    a = make_sig()
+    b = dataclasses.replace(make_sig(caught=("RuntimeError: x",)), family=Family.OTHER)
+    assert a.same_bug(b)
+
+
+def test_not_same_bug_when_the_class_differs():
+    a = make_sig("IndexError", "Target 4 is out of bounds.")
+    b = make_sig("RuntimeError", "Target 4 is out of bounds.")
+    assert not a.same_bug(b) and not b.same_bug(a)
+    assert not a.same_bug(b, Strictness.OPERATOR)
+    assert a.differences(b) == ["class RuntimeError instead of IndexError"]
+
+
+def test_not_same_bug_when_the_normalized_message_differs():
+    a = make_sig(message="Target 4 is out of bounds.")
+    b = make_sig(message="Target 4 is out of range.")
+    assert not a.same_bug(b)
+    assert not a.same_bug(b, Strictness.OPERATOR)
+    assert a.differences(b) == ["message 'IndexError: Target 4 is out of range.'"]
+
+
+def test_not_same_bug_when_the_operator_differs():
+    a = make_sig()
+    b = make_sig(op=dataclasses.replace(ce_op(), name="torch.nn.functional.nll_loss"))
+    assert not a.same_bug(b)
+    assert not a.same_bug(b, Strictness.OPERATOR)
+    assert a.differences(b) == [f"operator torch.nn.functional.nll_loss instead of {CE}"]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"dtype": "torch.int32"},
+        {"shape": (4,)},
+        {"stride": (2,)},
+        {"stride": None},
+        {"device": "cuda:1"},
+        {"device": "cpu"},
+        {"path": "kwargs['target']"},
+    ],
+    ids=lambda c: next(iter(c)),
+)
+def test_not_same_bug_when_tensor_metadata_differs(change):
+    a = make_sig()
+    b = make_sig(op=ce_op(**change))
+    assert not a.same_bug(b) and not b.same_bug(a)
+    assert a.differences(b) == ["different tensor dtype/shape/stride/device at the operator"]
+
+
+def test_not_same_bug_when_the_operator_gets_another_number_of_tensors():
+    a = make_sig()
+    b = make_sig(op=OpRecord(CE, ce_op().tensors[:1]))
+    assert not a.same_bug(b)
+    assert a.same_bug(b, Strictness.OPERATOR)
+
+
+@pytest.mark.parametrize("change", [{"dtype": "torch.int32"}, {"shape": (64,)}, {"stride": (2,)}, {"device": "cpu"}])
+def test_operator_strictness_lets_tensor_metadata_change(change):
+    a = make_sig()
+    b = make_sig(op=ce_op(**change))
+    assert not a.same_bug(b, Strictness.STRICT)
+    assert a.same_bug(b, Strictness.OPERATOR)
+
+
+def test_not_same_bug_when_the_kernel_assertion_differs():
+    other = parse_kernel_assertion(INDEX_ASSERT)
+    a = make_sig("torch.AcceleratorError", DEVICE_ASSERT, kernel=LOSS_ASSERT_VALUE)
+    b = make_sig("torch.AcceleratorError", DEVICE_ASSERT, kernel=other)
+    assert not a.same_bug(b) and not b.same_bug(a)
+    assert not a.same_bug(b, Strictness.OPERATOR)
+    assert a.differences(b) == ["different kernel assertion"]
+    assert a.same_bug(make_sig("torch.AcceleratorError", DEVICE_ASSERT, kernel=LOSS_ASSERT_VALUE))
+
+
+def test_a_signature_with_a_kernel_assertion_rejects_one_without():
+    a = make_sig("torch.AcceleratorError", DEVICE_ASSERT, kernel=LOSS_ASSERT_VALUE)
+    b = make_sig("torch.AcceleratorError", DEVICE_ASSERT, kernel=None)
+    assert not a.same_bug(b)
+    assert a.differences(b) == ["different kernel assertion"]
+
+
+def test_same_bug_is_symmetric_in_the_kernel_assertion():
+    a = make_sig("torch.AcceleratorError", DEVICE_ASSERT, kernel=LOSS_ASSERT_VALUE)
+    b = make_sig("torch.AcceleratorError", DEVICE_ASSERT, kernel=None)
+    assert b.same_bug(a) == a.same_bug(b)
+
+
+def test_without_an_operator_the_source_line_decides():
+    a = make_sig("KeyError", "'lr'", op=None, frame=Frame("train.py", 10, "main", "lr = cfg['lr']"))
+    moved = make_sig("KeyError", "'lr'", op=None, frame=Frame("repro.py", 2, "<module>", "lr = cfg['lr']"))
+    other = make_sig("KeyError", "'lr'", op=None, frame=Frame("train.py", 10, "main", "lr = opts['lr']"))
+    assert a.same_bug(moved) and moved.same_bug(a)
+    assert a.same_bug(moved, Strictness.OPERATOR)
+    assert not a.same_bug(other) and not other.same_bug(a)
+    assert not a.same_bug(other, Strictness.OPERATOR)
+
+
+def test_without_an_operator_or_frame():
+    none1 = make_sig("KeyError", "'lr'", op=None, frame=None)
+    none2 = make_sig("KeyError", "'lr'", op=None, frame=None)
+    framed = make_sig("KeyError", "'lr'", op=None, frame=FRAME)
+    assert none1.same_bug(none2)
+    assert not none1.same_bug(framed) and not framed.same_bug(none1)
+
+
+@pytest.mark.parametrize("strictness", list(Strictness))
+def test_a_signature_with_an_operator_never_equals_one_without(strictness):
+    with_op = make_sig()
+    without = make_sig(op=None)  # same class, message and frame
+    assert not with_op.same_bug(without, strictness)
+    assert not without.same_bug(with_op, strictness)
+    assert with_op.differences(without) == [f"operator None instead of {CE}"]
+    assert without.differences(with_op) == [f"operator {CE} instead of None"]
+
+
+def test_signals():
+    segv = Signature.for_signal(11, "SIGSEGV")
+    assert segv.same_bug(Signature.for_signal(11, "SIGSEGV"))
+    assert not segv.same_bug(Signature.for_signal(6, "SIGABRT"))
+    assert segv.differences(Signature.for_signal(6, "SIGABRT")) == [
+        "class signal.SIGABRT instead of signal.SIGSEGV",
+        "message 'signal.SIGABRT: killed by signal 6 (SIGABRT)'",
+    ]
+
+
+def test_differences_lists_every_reason():
+    a = make_sig("torch.AcceleratorError", DEVICE_ASSERT, kernel=LOSS_ASSERT_VALUE)
+    b = make_sig("IndexError", "Target 4 is out of bounds.", op=OpRecord("torch.gather", (tm(),)))
+    assert a.differences(b) == [
+        "class IndexError instead of torch.AcceleratorError",
+        "message 'IndexError: Target 4 is out of bounds.'",
+        "different kernel assertion",
+        f"operator torch.gather instead of {CE}",
+    ]
+
+
+def test_differences_explains_an_op_less_mismatch_of_the_source_line():
+    a = make_sig("KeyError", "'lr'", op=None, frame=Frame("train.py", 10, "main", "lr = cfg['lr']"))
+    b = make_sig("KeyError", "'lr'", op=None, frame=Frame("train.py", 10, "main", "lr = opts['lr']"))
+    assert not a.same_bug(b)
+    assert a.differences(b) != []
+
+
+# ======================================================================================
+# Generated signatures: JSON round trip, and same_bug vs differences
+# ======================================================================================
+
+texts = st.text(max_size=40)
+tensor_metas = st.builds(
+    TensorMeta,
+    path=st.sampled_from(["args[0]", "args[1]", "kwargs['target']", "args[0][2]"]),
+    dtype=st.sampled_from(["torch.float32", "torch.float16", "torch.int64", "torch.bool"]),
+    shape=st.lists(st.integers(0, 2**40), max_size=4).map(tuple),
+    stride=st.none() | st.lists(st.integers(-(2**40), 2**40), max_size=4).map(tuple),
+    device=st.sampled_from(["cpu", "cuda:0", "cuda:1", "meta"]),
+)
+op_records = st.builds(
+    OpRecord,
+    name=st.sampled_from([CE, "torch.gather", "Tensor.view", "torch._C._nn.linear"]),
+    tensors=st.lists(tensor_metas, max_size=3).map(tuple),
+    others=st.lists(texts, max_size=3).map(tuple),
+)
+frames = st.builds(Frame, file=texts, line=st.integers(0, 10**6), function=texts, source=texts)
+_signature_fields = dict(
+    type=st.sampled_from(["IndexError", "RuntimeError", "torch.AcceleratorError", "signal.SIGSEGV"]),
+    message=texts,
+    normalized=texts,
+    op=st.none() | op_records,
+    frame=st.none() | frames,
+    kernel_assertion=st.none() | texts,
+    family=st.sampled_from(list(Family)),
+    caught_earlier=st.lists(texts, max_size=3).map(tuple),
+    # (file, line) of the user's frames: a newer, compare=False field
+    stack=st.lists(st.tuples(texts, st.integers(0, 10**6)), max_size=3).map(tuple),
+)
+signatures = st.builds(
+    Signature,
+    **{f.name: _signature_fields[f.name] for f in dataclasses.fields(Signature) if f.name in _signature_fields},
+)
+
+
+@settings(max_examples=200)
+@given(signatures)
+def test_signature_json_round_trip(sig):
+    data = sig.to_json()
+    assert data["family"] == sig.family.value
+    assert data["headline"] == sig.headline
+    back = Signature.from_json(json.loads(json.dumps(data)))
+    assert back == sig
+    assert back.family is sig.family
+    # every field, also those left out of == (caught_earlier, ...), comes back
+    for f in dataclasses.fields(Signature):
+        assert getattr(back, f.name) == getattr(sig, f.name), f.name
+    assert back.to_json() == data
+    assert Signature.from_json(data) == sig
+
+
+def test_signature_json_round_trip_of_a_realistic_signature():
+    sig = Signature.from_record(
+        rec("torch.AcceleratorError", DEVICE_ASSERT, op=ce_op(stride=None)),
+        output=LOSS_ASSERT,
+        caught_earlier=["IndexError: Target 4 is out of bounds. in torch.gather"],
+    )
+    back = Signature.from_json(json.loads(json.dumps(sig.to_json())))
+    assert back == sig and back.same_bug(sig) and sig.same_bug(back)
+    assert back.caught_earlier == sig.caught_earlier
+    assert back.op.tensors[1].stride is None
+    assert isinstance(back.op.tensors[0].shape, tuple)
+
+
+sig_variants = st.builds(
+    make_sig,
+    type=st.sampled_from(["IndexError", "RuntimeError"]),
+    message=st.sampled_from(["Target 4 is out of bounds.", "Target 9 is out of bounds.", "index out of range in self"]),
+    op=op_records,
+    frame=st.none() | st.sampled_from([FRAME]),
+    kernel=st.none() | st.sampled_from([LOSS_ASSERT_VALUE, "IndexKernel.cu: operator(): Assertion `x` failed"]),
+)
+
+
+@settings(max_examples=300)
+@given(sig_variants, sig_variants)
+def test_with_operators_same_bug_iff_no_differences(a, b):
+    # differences() only speaks for the kernel assertion of self, like same_bug
+    assert a.same_bug(b) == (a.differences(b) == [])
+
+
+# ======================================================================================
+# headline and keep_text: what --keep-error is matched against
+# ======================================================================================
+
+
+def test_headline_is_class_and_first_line():
+    sig = make_sig("torch.AcceleratorError", DEVICE_ASSERT)
+    assert sig.headline == "torch.AcceleratorError: CUDA error: device-side assert triggered"
+    assert make_sig("KeyboardInterrupt", "").headline == "KeyboardInterrupt"
+    assert make_sig("RuntimeError", "\n  \n  first\nsecond").headline == "RuntimeError: first"
+
+
+def test_keep_text_is_class_message_and_kernel_assertion():
+    sig = Signature.from_record(rec("torch.AcceleratorError", DEVICE_ASSERT, op=ce_op()), output=LOSS_ASSERT)
+    assert sig.keep_text() == f"torch.AcceleratorError: {DEVICE_ASSERT}\n{LOSS_ASSERT_VALUE}"
+    assert make_sig().keep_text() == "IndexError: Target 4 is out of bounds."
+
+
+@pytest.mark.parametrize(
+    "pattern, matches",
+    [
+        ("device-side assert", True),
+        (r"AcceleratorError: CUDA error", True),
+        ("n_classes", True),  # only in the kernel assertion
+        ("CUDA_LAUNCH_BLOCKING", True),  # later lines of the message count
+        ("cross_entropy", False),  # the operator name is not text of the error
+        ("train_step|F\\.cross_entropy", False),  # nor is the source line
+        ("epoch 3", False),  # nor is anything else the script printed
+    ],
+)
+def test_keep_error_pattern_search(pattern, matches):
+    sig = Signature.from_record(
+        rec("torch.AcceleratorError", DEVICE_ASSERT, op=ce_op()),
+        output="epoch 3 step 7 loss 1.38\n" + LOSS_ASSERT,
+    )
+    assert bool(re.search(pattern, sig.keep_text())) is matches
+
+
+def test_keep_text_of_an_argparse_exit_does_not_contain_what_it_printed():
+    # The slip of the brief: argparse echoes argv (holding the error text) into its usage
+    # error.  The structured signature of that run is SystemExit 2, nothing more.
+    usage = "usage: train.py [-h]\ntrain.py: error: unrecognized arguments: --keep-error device-side assert"
+    sig = Signature.from_record(rec("SystemExit", "2", frame=None), output=usage)
+    assert sig.keep_text() == "SystemExit: 2"
+    assert re.search("device-side assert", sig.keep_text()) is None
+
+
+# ======================================================================================
+# Observation.from_run: the worker's JSON report -> Signature
+# ======================================================================================
+
+
+def finished(**kw):
+    event = {"event": "finished", "id": 1, "exit_code": None, "signal": None, "timed_out": False, "cancelled": False, "wall": 0.25}
+    event.update(kw)
+    return event
+
+
+def rec_json(type, message, *, ident, op=None, frame=None):
+    return {"type": type, "message": message, "ident": ident, "op": op, "frame": frame}
+
+
+CE_JSON = {
+    "name": CE,
+    "tensors": [
+        {"path": "args[0]", "dtype": "torch.float32", "shape": [3, 4], "stride": [4, 1], "device": "cuda:0"},
+        {"path": "args[1]", "dtype": "torch.int64", "shape": [3], "stride": [1], "device": "cuda:0"},
+    ],
+    "others": ["reduction='mean'"],
+}
+ITEM_JSON = {"name": "Tensor.item", "tensors": [{"path": "args[0]", "dtype": "torch.float32", "shape": [], "stride": [], "device": "cuda:0"}]}
+FRAME_JSON = dataclasses.asdict(FRAME)
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    """Writes a report and the captured output; returns from_run's file arguments."""
+
+    def make(report=None, *, stdout=None, stderr=None, raw=None):
+        obs = tmp_path / "observation.json"
+        out = tmp_path / "stdout"
+        err = tmp_path / "stderr"
+        if raw is not None:
+            obs.write_text(raw, encoding="utf-8")
+        elif report is not None:
+            obs.write_text(json.dumps(report), encoding="utf-8")
+        if stdout is not None:
+            out.write_text(stdout, encoding="utf-8")
+        if stderr is not None:
+            err.write_text(stderr, encoding="utf-8")
+        return obs, out, err
+
+    return make
+
+
+def report(status="exception", chain=(), torch_errors=(), **extra):
+    data = {"status": status, "exit_code": 1 if status != "ok" else 0, "chain": list(chain), "torch_errors": list(torch_errors)}
+    data.update(extra)
+    return data
+
+
+def test_from_run_timeout_has_no_signature_even_with_a_report(run_dir):
+    root = rec_json("IndexError", "Target 4 is out of bounds.", ident=1, op=CE_JSON, frame=FRAME_JSON)
+    files = run_dir(report(chain=[root], torch_errors=[root]), stderr=LOSS_ASSERT)
+    obs = Observation.from_run(finished(timed_out=True, signal=9, wall=12.5), *files)
+    assert obs.status == "timeout"
+    assert obs.timed_out is True
+    assert obs.signature is None and not obs.failed
+    assert obs.describe() == "timed out after 12.5s"
+
+
+def test_from_run_signal_without_report(run_dir):
+    files = run_dir(None, stderr="Fatal Python error: Segmentation fault\n")
+    obs = Observation.from_run(finished(signal=11), *files)
+    assert obs.status == "signal"
+    assert obs.signal == 11 and obs.exit_code is None
+    assert obs.failed
+    assert obs.signature == Signature.for_signal(11, "SIGSEGV")
+    assert obs.signature.family is Family.CRASH
+    assert obs.describe() == "signal.SIGSEGV: killed by signal 11 (SIGSEGV)"
+
+
+def test_from_run_signal_keeps_a_kernel_assertion_from_the_output(run_dir):
+    files = run_dir(None, stdout=LOSS_ASSERT + "\n")
+    obs = Observation.from_run(finished(signal=6), *files)
+    assert obs.signature.type == "signal.SIGABRT"
+    assert obs.signature.kernel_assertion == LOSS_ASSERT_VALUE
+
+
+def test_from_run_signal_without_a_name(run_dir):
+    files = run_dir(None)
+    obs = Observation.from_run(finished(signal=40), *files)
+    assert obs.signature.type == "signal.SIG40"
+    assert obs.signature.message == "killed by signal 40 (SIG40)"
+
+
+def test_from_run_exit_without_report(run_dir):
+    files = run_dir(None)
+    obs = Observation.from_run(finished(exit_code=3), *files)
+    assert obs.status == "no-report"
+    assert obs.signature is None and not obs.failed
+    assert obs.exit_code == 3
+    assert obs.describe() == "exited with status 3 without reporting (os._exit?)"
+
+
+def test_from_run_unreadable_report_counts_as_no_report(run_dir):
+    files = run_dir(raw='{"status": "exception", "chain": [')
+    obs = Observation.from_run(finished(exit_code=1), *files)
+    assert obs.status == "no-report"
+    assert obs.signature is None
+
+
+def test_from_run_report_with_a_chain(run_dir):
+    caught = rec_json("IndexError", "Target 9 is out of bounds.\nmore", ident=7, op={**CE_JSON, "name": "torch.gather"})
+    caught_no_op = rec_json("RuntimeError", "", ident=8)
+    root = rec_json("IndexError", "index out of range in self", ident=1, op=CE_JSON, frame=FRAME_JSON)
+    wrapper = rec_json("RuntimeError", "training failed", ident=2, frame=FRAME_JSON)
+    files = run_dir(
+        report(
+            chain=[wrapper, root],
+            torch_errors=[caught, caught_no_op, root],
+            duration=0.75,
+            modules=[["json", "/usr/lib/python3/json/__init__.py", None], ["helpers", "/r/helpers.py", "helpers.py"]],
+            environment={"python": "3.12.1", "torch": "2.13.0"},
+        ),
+        stdout="step 1\n",
+        stderr="Traceback ...\n",
+    )
+    obs = Observation.from_run(finished(exit_code=1), *files)
+    assert obs.status == "exception"
+    assert obs.failed
+    sig = obs.signature
+    assert (sig.type, sig.message, sig.normalized) == ("IndexError", "index out of range in self", "index out of range in self")
+    assert sig.family is Family.INDEX
+    assert sig.op == OpRecord.from_json(CE_JSON)
+    assert sig.frame == FRAME
+    assert sig.kernel_assertion is None
+    assert sig.caught_earlier == ("IndexError: Target 9 is out of bounds. in torch.gather", "RuntimeError: ")
+    assert obs.duration == 0.75
+    assert obs.modules == (("json", "/usr/lib/python3/json/__init__.py", None), ("helpers", "/r/helpers.py", "helpers.py"))
+    assert obs.environment == {"python": "3.12.1", "torch": "2.13.0"}
+    assert obs.stdout == "step 1\n" and obs.stderr == "Traceback ...\n"
+
+
+def test_from_run_caught_earlier_leaves_out_chain_members_and_later_errors(run_dir):
+    harmless_torch = rec_json("RuntimeError", "view size is not compatible", ident=5, op=ITEM_JSON)
+    root = rec_json("IndexError", "Target 4 is out of bounds.", ident=1, op=CE_JSON)
+    wrapper_torch = rec_json("RuntimeError", "mat1 and mat2 shapes cannot be multiplied (2x4 and 5x3)", ident=2, op=ITEM_JSON)
+    later = rec_json("ValueError", "after", ident=9, op=ITEM_JSON)
+    files = run_dir(report(chain=[wrapper_torch, root], torch_errors=[harmless_torch, root, wrapper_torch, later]))
+    sig = Observation.from_run(finished(exit_code=1), *files).signature
+    assert sig.type == "IndexError"
+    assert sig.caught_earlier == ("RuntimeError: view size is not compatible in Tensor.item",)
+
+
+def test_from_run_sticky_error_is_attributed_to_the_earlier_operator(run_dir):
+    earlier = rec_json("torch.AcceleratorError", DEVICE_ASSERT, ident=1, op=CE_JSON, frame=FRAME_JSON)
+    innocent = rec_json(
+        "torch.AcceleratorError",
+        DEVICE_ASSERT,
+        ident=2,
+        op=ITEM_JSON,
+        frame={"file": "train.py", "line": 120, "function": "log", "source": "print(loss.item())"},
+    )
+    files = run_dir(report(chain=[innocent], torch_errors=[earlier, innocent]), stderr=LOSS_ASSERT + "\n")
+    sig = Observation.from_run(finished(exit_code=1), *files).signature
+    assert sig.op.name == CE
+    assert sig.frame == FRAME
+    assert sig.kernel_assertion == LOSS_ASSERT_VALUE
+    assert sig.family is Family.DEVICE_ASSERT
+    assert sig.caught_earlier == ()
+
+
+def test_from_run_ok_report(run_dir):
+    files = run_dir(report(status="ok"))
+    obs = Observation.from_run(finished(exit_code=0), *files)
+    assert obs.status == "ok"
+    assert obs.signature is None and not obs.failed
+    assert obs.describe() == "finished without error (exit status 0)"
+
+
+def test_from_run_nonzero_sys_exit(run_dir):
+    files = run_dir(report(status="exit", chain=[rec_json("SystemExit", "2", ident=1)]))
+    obs = Observation.from_run(finished(exit_code=2), *files)
+    assert obs.status == "exit"
+    assert obs.signature.headline == "SystemExit: 2"
+    assert obs.signature.op is None
+
+
+def test_from_run_probe_error_has_no_signature(run_dir):
+    files = run_dir(report(status="probe-error", probe_error="No module named 'torch'"))
+    obs = Observation.from_run(finished(exit_code=70), *files)
+    assert obs.status == "probe-error"
+    assert obs.signature is None
+
+
+def test_from_run_error_event_is_an_infrastructure_observation(run_dir):
+    root = rec_json("IndexError", "Target 4 is out of bounds.", ident=1, op=CE_JSON)
+    files = run_dir(report(chain=[root]))
+    obs = Observation.from_run({"event": "finished", "id": 3, "error": "cannot fork: CUDA is initialized"}, *files)
+    assert obs.status == "infra"
+    assert obs.infra_error == "cannot fork: CUDA is initialized"
+    assert obs.signature is None and not obs.failed
+    assert obs.describe() == "could not run: cannot fork: CUDA is initialized"
+    assert obs == Observation.infrastructure("cannot fork: CUDA is initialized")
+
+
+def test_from_run_reads_only_the_tail_of_huge_output(run_dir):
+    from shrinkgpu.worker.observation import OUTPUT_TAIL
+
+    files = run_dir(None, stdout="x" * (OUTPUT_TAIL + 100) + "END")
+    obs = Observation.from_run(finished(exit_code=0), *files)
+    assert len(obs.stdout) == OUTPUT_TAIL and obs.stdout.endswith("END")
+    assert obs.stderr == ""

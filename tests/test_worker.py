@@ -1,0 +1,817 @@
+"""The worker layer with real processes: fork server, fresh interpreters, sandbox, probe.
+
+Nothing here is mocked.  One fork server with torch preloaded (``fork_runner``) serves
+most tests; each test writes its own script text under the same file name through the
+``files`` mapping.  Fresh interpreters cost seconds, so the few fresh runs are made once
+(``fresh_facts``) and shared.  Tests about process trees use servers that do not import
+torch (``capture_ops=False``), which start in a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from concurrent.futures import wait
+from pathlib import Path
+
+import psutil
+import pytest
+
+from shrinkgpu.signature import Family, Frame, TensorMeta
+from shrinkgpu.worker import Isolation, Observation, Runner, ScriptSpec, preload_candidates
+
+# What the user typed: ``cd project/work && python ../s.py ARGS < stdin``.  The
+# arguments carry the error text on purpose (a worker whose argv held the reducer's
+# command line once made argparse echo it and fake a match).
+ARGV0 = "../s.py"
+ARGS = ("--lr", "0.1", "IndexError: Target 4 is out of bounds.", "--note=device-side assert triggered")
+STDIN = b"first line\nTarget 4 is out of bounds.\n\x00\xff\xfe last"
+ENV = {
+    "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+    "HOME": os.environ.get("HOME", "/root"),
+    "SHRINK_TEST_VALUE": "spaces, = and\na newline: Target 4",
+}
+LEAK_MARKER = "SHRINKGPU_TEST_REDUCER_ONLY"
+
+CE_CALL = "F.cross_entropy(torch.randn(3, 4), torch.tensor([0, 2, 4]))"
+CE_TENSORS = (
+    TensorMeta("args[0]", "float32", (3, 4), (4, 1), "cpu"),
+    TensorMeta("args[1]", "int64", (3,), (1,), "cpu"),
+)
+HEADER = "import sys\nimport torch\nimport torch.nn.functional as F\n"
+
+ORIGINAL_FILES = {
+    "s.py": "print('the original, never run by these tests')\n",
+    "helper.py": "VALUE = 41\n",
+    "mypkg/__init__.py": "NAME = 'mypkg'\n",
+    "work/data.txt": "original data\n",
+    "work/old.txt": "to be deleted by a candidate\n",
+    "work/keep.bin": bytes(range(256)) * 4,
+}
+
+
+# -- helpers ----------------------------------------------------------------------------
+def script(text: str) -> dict[str, str]:
+    return {"s.py": textwrap.dedent(text)}
+
+
+def line_of(text: str, needle: str) -> int:
+    """1-based number of the line of ``text`` that contains ``needle``."""
+    for number, line in enumerate(textwrap.dedent(text).splitlines(), 1):
+        if needle in line:
+            return number
+    raise AssertionError(f"{needle!r} not in script")
+
+
+def snapshot(root: Path) -> dict[str, tuple[bytes, int, int]]:
+    """Every file under ``root`` with its bytes, mode and mtime; every directory."""
+    out: dict[str, tuple[bytes, int, int]] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = Path(dirpath) / name
+            st = path.lstat()
+            data = path.read_bytes() if path.is_file() else b"<dir>"
+            out[str(path.relative_to(root))] = (data, st.st_mode, st.st_mtime_ns)
+    return out
+
+
+def gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def wait_gone(pids, timeout: float = 2.0) -> list[int]:
+    """Poll until every pid has ended (or is a zombie); return those still alive."""
+    deadline = time.monotonic() + timeout
+    alive = list(pids)
+    while alive and time.monotonic() < deadline:
+        alive = [p for p in alive if not gone(p)]
+        if alive:
+            time.sleep(0.05)
+    return [p for p in alive if not gone(p)]
+
+
+def read_pids(path: Path, count: int, timeout: float = 5.0) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            pids = [int(x) for x in path.read_text().split()]
+        except (FileNotFoundError, ValueError):
+            pids = []
+        if len(pids) == count:
+            return pids
+        time.sleep(0.02)
+    raise AssertionError(f"{path} never held {count} pids")
+
+
+def kill_quietly(pids) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def descendants() -> set[int]:
+    return {p.pid for p in psutil.Process().children(recursive=True) if not gone(p.pid)}
+
+
+def plain_interpreter(env: dict[str, str], cwd: Path) -> dict:
+    """What a plain ``python`` (no shrinkgpu, no torch) sees with this environment."""
+    code = "import json, os, sys; print(json.dumps({'env': dict(os.environ), 'path': sys.path}))"
+    done = subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True, check=True)
+    return json.loads(done.stdout)
+
+
+def make_project(root: Path, files: dict[str, str | bytes]) -> None:
+    for rel, content in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
+        os.chmod(path, 0o644)
+
+
+# -- fixtures ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("project")
+    make_project(root, ORIGINAL_FILES)
+    return root
+
+
+@pytest.fixture(scope="module")
+def spec(project) -> ScriptSpec:
+    return ScriptSpec(
+        script=project / "s.py", args=ARGS, cwd=project / "work", env=ENV, stdin=STDIN, argv0=ARGV0
+    )
+
+
+@pytest.fixture(scope="module")
+def pristine(project, spec) -> dict:
+    """The user's directory before any run."""
+    return snapshot(project)
+
+
+@pytest.fixture(scope="module")
+def fork_runner(spec, pristine):
+    # Something only the reducer's own environment holds: no candidate may see it.
+    os.environ[LEAK_MARKER] = "1"
+    runner = Runner(spec, isolation=Isolation.FORK)
+    try:
+        runner.start(["torch"])
+    finally:
+        os.environ.pop(LEAK_MARKER, None)
+    yield runner
+    runner.close()
+
+
+def run(runner: Runner, text: str, timeout: float = 20.0, **kwargs) -> Observation:
+    return runner.run(script(text), timeout=timeout, **kwargs)
+
+
+FACTS = """\
+import os, sys
+threads_at_start = len(os.listdir("/proc/self/task"))
+import json, random
+import torch
+import torch.nn.functional as F
+import helper
+facts = {
+    "threads": threads_at_start,
+    "argv": sys.argv,
+    "orig_argv": sys.orig_argv,
+    "cwd": os.getcwd(),
+    "file": __file__,
+    "name": __name__,
+    "path": sys.path,
+    "env": dict(os.environ),
+    "stdin": sys.stdin.buffer.read().hex(),
+    "listing": sorted(os.listdir(".")),
+    "data": open("data.txt").read(),
+    "helper": helper.VALUE,
+    "cuda_initialized": torch.cuda.is_initialized(),
+    "torch_seed": torch.initial_seed(),
+    "torch_rand": torch.rand(1).item(),
+    "py_rand": random.random(),
+}
+print(json.dumps(facts), flush=True)
+F.cross_entropy(torch.randn(3, 4), torch.tensor([0, 2, 4]))
+"""
+
+
+def parse_facts(obs: Observation) -> dict:
+    assert obs.infra_error is None, obs.infra_error
+    return json.loads(obs.stdout.strip().splitlines()[0])
+
+
+@pytest.fixture(scope="module")
+def fork_facts(fork_runner):
+    obs = fork_runner.run({"s.py": FACTS}, timeout=30)
+    return obs, parse_facts(obs)
+
+
+@pytest.fixture(scope="module")
+def fresh_facts(fork_runner):
+    """Two fresh-interpreter runs of FACTS, side by side (they cost seconds each)."""
+    futures = [fork_runner.submit({"s.py": FACTS}, timeout=60, isolation=Isolation.FRESH) for _ in range(2)]
+    return [(f.result(), parse_facts(f.result())) for f in futures]
+
+
+@pytest.fixture(params=["fork", "fresh"])
+def facts(request, fork_facts, fresh_facts):
+    return fork_facts if request.param == "fork" else fresh_facts[0]
+
+
+@pytest.fixture(scope="module")
+def plain_runner(tmp_path_factory):
+    """A fork server without torch, for process-tree tests (starts in ~0.1 s)."""
+    root = tmp_path_factory.mktemp("plain")
+    (root / "s.py").write_text("pass\n")
+    spec = ScriptSpec(script=root / "s.py", cwd=root, env=ENV)
+    with Runner(spec, capture_ops=False) as runner:
+        runner.start()
+        yield runner
+
+
+@pytest.fixture(scope="module")
+def libdir(tmp_path_factory) -> Path:
+    lib = tmp_path_factory.mktemp("lib")
+    (lib / "threadmod.py").write_text(
+        "import threading, time\n"
+        "threading.Thread(target=time.sleep, args=(100,), daemon=True).start()\n"
+    )
+    (lib / "envmod.py").write_text("import os\nos.environ['ENVMOD_WAS_HERE'] = '1'\n")
+    return lib
+
+
+@pytest.fixture(scope="module")
+def preload_runner(tmp_path_factory, libdir):
+    """A fork server asked to preload a module that starts a thread at import time."""
+    root = tmp_path_factory.mktemp("preload")
+    (root / "s.py").write_text("pass\n")
+    spec = ScriptSpec(script=root / "s.py", cwd=root, env={**ENV, "PYTHONPATH": str(libdir)})
+    with Runner(spec, capture_ops=False) as runner:
+        runner.start(["threadmod", "envmod", "json"])
+        yield runner
+
+
+# -- 1. the signature of a failing script -----------------------------------------------
+def test_failing_script_signature_has_root_class_message_operator_tensors_and_user_frame(fork_runner):
+    text = HEADER + "x = 1\nloss = " + CE_CALL + "\nprint('not reached')\n"
+    obs = run(fork_runner, text)
+    assert (obs.status, obs.exit_code, obs.signal, obs.timed_out) == ("exception", 1, None, False)
+    sig = obs.signature
+    assert sig.type == "IndexError"
+    assert sig.message == "Target 4 is out of bounds."
+    assert sig.normalized == "Target <n> is out of bounds."
+    assert sig.family is Family.INDEX
+    assert sig.op.name == "torch.nn.functional.cross_entropy"
+    assert sig.op.tensors == CE_TENSORS
+    assert "kwargs['ignore_index'] = -100" in sig.op.others
+    assert sig.frame == Frame(file="s.py", line=5, function="<module>", source="loss = " + CE_CALL)
+    assert sig.caught_earlier == ()
+    assert obs.failed and obs.describe() == "IndexError: Target 4 is out of bounds."
+    assert "not reached" not in obs.stdout
+    assert obs.stderr.rstrip().endswith("IndexError: Target 4 is out of bounds.")
+
+
+@pytest.mark.parametrize(
+    "call, kind, message, op, tensors",
+    [
+        (
+            "torch.randn(4, 6).t().view(24)",
+            "RuntimeError",
+            "view size is not compatible with input tensor's size and stride",
+            "Tensor.view",
+            (TensorMeta("args[0]", "float32", (6, 4), (1, 6), "cpu"),),
+        ),
+        (
+            "torch.gather(torch.randn(2, 3), 1, torch.tensor([[5], [0]]))",
+            "RuntimeError",
+            "index 5 is out of bounds for dimension 1 with size 3",
+            "torch.gather",
+            (
+                TensorMeta("args[0]", "float32", (2, 3), (3, 1), "cpu"),
+                TensorMeta("args[2]", "int64", (2, 1), (1, 1), "cpu"),
+            ),
+        ),
+        (
+            "torch.nn.Linear(5, 3)(torch.randn(2, 4))",
+            "RuntimeError",
+            "mat1 and mat2 shapes cannot be multiplied (2x4 and 5x3)",
+            "torch._C._nn.linear",
+            (
+                TensorMeta("args[0]", "float32", (2, 4), (4, 1), "cpu"),
+                TensorMeta("args[1]", "float32", (3, 5), (5, 1), "cpu"),
+                TensorMeta("args[2]", "float32", (3,), (1,), "cpu"),
+            ),
+        ),
+        (
+            "torch.nn.Embedding(3, 2)(torch.tensor([3]))",
+            "IndexError",
+            "index out of range in self",
+            "torch.nn.functional.embedding",
+            (
+                TensorMeta("args[0]", "int64", (1,), (1,), "cpu"),
+                TensorMeta("args[1]", "float32", (3, 2), (2, 1), "cpu"),
+            ),
+        ),
+    ],
+    ids=["view", "gather", "linear", "embedding"],
+)
+def test_suspect_operator_is_the_python_api_call_with_its_real_tensor_metadata(
+    fork_runner, call, kind, message, op, tensors
+):
+    obs = run(fork_runner, HEADER + call + "\n")
+    sig = obs.signature
+    assert sig.type == kind
+    assert sig.message.startswith(message)
+    assert sig.op.name == op
+    assert sig.op.tensors == tensors
+    assert sig.frame == Frame("s.py", 4, "<module>", call)
+
+
+# -- 2. wrapper chains -------------------------------------------------------------------
+CHAINS = {
+    "raise-from": f"""\
+        class Wrapper(Exception):
+            pass
+        try:
+            {CE_CALL}
+        except IndexError as e:
+            raise Wrapper("training step failed") from e
+        """,
+    "implicit-context": f"""\
+        try:
+            {CE_CALL}
+        except IndexError:
+            raise RuntimeError("while handling: logging failed")
+        """,
+    "from-none": f"""\
+        try:
+            {CE_CALL}
+        except IndexError:
+            raise ValueError("bad batch") from None
+        """,
+    "error-in-finally": f"""\
+        try:
+            {CE_CALL}
+        finally:
+            raise OSError("could not write the checkpoint")
+        """,
+    "harmless-root": f"""\
+        try:
+            open("missing.ckpt")
+        except FileNotFoundError:
+            {CE_CALL}
+        """,
+}
+
+
+@pytest.mark.parametrize("case", sorted(CHAINS))
+def test_root_of_a_wrapper_chain_is_the_torch_error(fork_runner, case):
+    text = HEADER + textwrap.dedent(CHAINS[case])
+    obs = run(fork_runner, text)
+    assert obs.status == "exception" and obs.exit_code == 1
+    sig = obs.signature
+    assert (sig.type, sig.message) == ("IndexError", "Target 4 is out of bounds.")
+    assert sig.op.name == "torch.nn.functional.cross_entropy"
+    assert sig.op.tensors == CE_TENSORS
+    assert sig.frame == Frame("s.py", line_of(text, CE_CALL), "<module>", CE_CALL)
+
+
+def test_sys_exit_in_an_except_handler_keeps_the_original_error_as_root(fork_runner):
+    text = HEADER + f"try:\n    {CE_CALL}\nexcept Exception as e:\n    print('error:', e)\n    sys.exit(1)\n"
+    obs = run(fork_runner, text)
+    assert (obs.status, obs.exit_code) == ("exit", 1)
+    assert obs.stdout == "error: Target 4 is out of bounds.\n"
+    sig = obs.signature
+    assert (sig.type, sig.message, sig.op.name) == (
+        "IndexError",
+        "Target 4 is out of bounds.",
+        "torch.nn.functional.cross_entropy",
+    )
+    assert sig.frame.line == 5
+
+
+def test_without_a_torch_error_the_root_is_the_deepest_exception_of_the_chain(fork_runner):
+    text = "d = {}\ntry:\n    d['k']\nexcept KeyError as e:\n    raise RuntimeError('wrap') from e\n"
+    sig = run(fork_runner, text).signature
+    assert (sig.type, sig.message, sig.op) == ("KeyError", "'k'", None)
+    assert sig.frame == Frame("s.py", 3, "<module>", "d['k']")
+
+
+# -- 3. torch errors the script caught ---------------------------------------------------
+def test_caught_torch_error_then_normal_end_is_not_a_failure(fork_runner):
+    """What the code does: the run is "ok" and the caught error is not exposed at all
+    (the probe records it in ``torch_errors``, but Observation keeps it only as
+    ``caught_earlier`` of a later failure)."""
+    text = HEADER + f"try:\n    {CE_CALL}\nexcept IndexError:\n    print('skipped a bad batch')\n"
+    obs = run(fork_runner, text)
+    assert (obs.status, obs.exit_code, obs.signal) == ("ok", 0, None)
+    assert obs.signature is None and not obs.failed
+    assert obs.stdout == "skipped a bad batch\n"
+    assert obs.describe() == "finished without error (exit status 0)"
+
+
+def test_caught_torch_error_is_noted_when_a_different_error_ends_the_run(fork_runner):
+    text = HEADER + f"try:\n    {CE_CALL}\nexcept IndexError:\n    pass\nraise ValueError('later')\n"
+    sig = run(fork_runner, text).signature
+    assert (sig.type, sig.message, sig.op) == ("ValueError", "later", None)
+    assert sig.frame == Frame("s.py", 8, "<module>", "raise ValueError('later')")
+    assert sig.caught_earlier == ("IndexError: Target 4 is out of bounds. in torch.nn.functional.cross_entropy",)
+
+
+def test_a_caught_error_with_the_same_class_and_message_is_the_first_error(fork_runner):
+    """CUDA's sticky errors: the script caught the first report and died at a later
+    call with the same error; the earlier call is the suspect."""
+    later = "F.cross_entropy(torch.randn(5, 4), torch.tensor([4, 0, 0, 0, 0]))"
+    text = HEADER + f"try:\n    {CE_CALL}\nexcept IndexError:\n    pass\n{later}\n"
+    sig = run(fork_runner, text).signature
+    assert sig.type == "IndexError"
+    assert sig.op.tensors == CE_TENSORS
+    assert sig.frame == Frame("s.py", 5, "<module>", CE_CALL)
+
+
+# -- 4. what the script sees --------------------------------------------------------------
+def test_script_sees_argv_exactly_as_typed_including_the_error_text(facts):
+    obs, seen = facts
+    assert seen["argv"] == [ARGV0, *ARGS]
+    assert seen["orig_argv"] == [sys.executable, ARGV0, *ARGS]
+    # The script failed with its own error, not with a usage error about its argv.
+    assert obs.signature.op.name == "torch.nn.functional.cross_entropy"
+
+
+def test_cwd_is_the_sandbox_copy_of_the_users_cwd(facts, project):
+    _, seen = facts
+    cwd = Path(seen["cwd"])
+    assert cwd.name == "work" and cwd.is_absolute()
+    assert not cwd.resolve().is_relative_to(project.resolve())
+    assert cwd.parent == Path(seen["file"]).parent  # the copy keeps the user's layout
+    assert seen["listing"] == ["data.txt", "keep.bin", "old.txt"]
+    assert seen["data"] == "original data\n"
+    assert not cwd.exists()  # removed once the run was over
+
+
+def test_script_runs_as_main_with_absolute_file_and_its_directory_first_on_path(facts, project, spec):
+    _, seen = facts
+    assert seen["name"] == "__main__"
+    assert os.path.isabs(seen["file"]) and seen["file"].endswith("/s.py")
+    assert seen["path"][0] == os.path.dirname(seen["file"])
+    assert seen["helper"] == 41  # helper.py beside the script is importable
+    plain = plain_interpreter(ENV, spec.cwd)
+    assert seen["path"][1:] == plain["path"][1:]
+
+
+def test_environment_is_exactly_spec_env_as_python_sees_it(facts, spec):
+    _, seen = facts
+    assert seen["env"] == plain_interpreter(ENV, spec.cwd)["env"]
+    # Everything beyond spec.env is Python's own locale coercion, not shrinkgpu's.
+    assert set(seen["env"]) - set(ENV) <= {"LC_CTYPE"}
+    assert LEAK_MARKER not in seen["env"] and "PYTEST_CURRENT_TEST" not in seen["env"]
+
+
+def test_stdin_bytes_are_what_the_script_reads(facts):
+    _, seen = facts
+    assert bytes.fromhex(seen["stdin"]) == STDIN
+
+
+def test_fork_and_fresh_isolation_record_the_same_signature(fork_facts, fresh_facts):
+    fork_obs, _ = fork_facts
+    for fresh_obs, _ in fresh_facts:
+        assert fresh_obs.signature == fork_obs.signature
+        assert fresh_obs.signature.same_bug(fork_obs.signature)
+        assert fresh_obs.signature.frame == Frame("s.py", line_of(FACTS, "F.cross_entropy("), "<module>", CE_CALL)
+
+
+def test_relative_argv0_is_kept_verbatim(tmp_path):
+    (tmp_path / "s.py").write_text("pass\n")
+    spec = ScriptSpec(script=tmp_path / "s.py", args=("a",), cwd=tmp_path, env=ENV, argv0="./s.py")
+    with Runner(spec, capture_ops=False) as runner:
+        runner.start()
+        obs = run(runner, "import sys, json; print(json.dumps(sys.argv))")
+    assert json.loads(obs.stdout) == ["./s.py", "a"]
+
+
+# -- 5. the user's files are never modified -----------------------------------------------
+VANDAL = """\
+import os, shutil
+with open("data.txt", "r+b") as fh:   # in place, same size: only mtime tells
+    fh.write(b"ORIGINAL")
+with open("keep.bin", "wb") as fh:     # truncate and rewrite in place
+    fh.write(b"gone")
+os.remove("old.txt")
+open("new.txt", "w").write("made by a candidate")
+os.mkdir("outputs")
+open("../helper.py", "a").write("VALUE = 0\\n")
+shutil.rmtree("../mypkg")
+print(open("data.txt").read(), end="")
+"""
+
+
+def test_a_script_that_vandalises_its_cwd_leaves_the_users_directory_byte_identical(
+    fork_runner, project, pristine
+):
+    obs = run(fork_runner, VANDAL)
+    assert obs.status == "ok" and obs.stdout == "ORIGINAL data\n"
+    assert snapshot(project) == pristine
+    # The next run sees the user's files again: the template was repaired.
+    obs = run(
+        fork_runner,
+        """\
+        import os, helper
+        print(sorted(os.listdir(".")), os.path.isdir("../mypkg"), helper.VALUE)
+        print(open("data.txt").read(), end="")
+        print(open("keep.bin", "rb").read() == bytes(range(256)) * 4)
+        """,
+    )
+    assert obs.stdout == "['data.txt', 'keep.bin', 'old.txt'] True 41\noriginal data\nTrue\n"
+
+
+def test_each_run_gets_its_own_temporary_directory_removed_after_the_run(fork_runner, project):
+    text = "import os; open('mine.txt', 'w').write('x'); print(os.getcwd())"
+    first, second = (Path(run(fork_runner, text).stdout.strip()) for _ in range(2))
+    assert first != second
+    assert first.parent.parent != second.parent.parent  # different run-N directories
+    assert first.parent.parent.parent == second.parent.parent.parent  # one session
+    assert not first.exists() and not second.exists()
+    assert not (project / "work" / "mine.txt").exists()
+
+
+def test_a_mode_change_on_a_linked_file_does_not_reach_the_next_run(fork_runner):
+    stat_mode = "import os, stat; print(oct(stat.S_IMODE(os.stat('data.txt').st_mode)))"
+    try:
+        assert run(fork_runner, stat_mode).stdout == "0o644\n"
+        run(fork_runner, "import os; os.chmod('data.txt', 0o600)")
+        assert run(fork_runner, stat_mode).stdout == "0o644\n"
+    finally:
+        run(fork_runner, "import os; os.chmod('data.txt', 0o644)")
+
+
+# -- 6. and 7. timeouts and crashes --------------------------------------------------------
+def test_timeout_kills_the_script_and_its_whole_process_group(fork_runner, tmp_path):
+    pids = tmp_path / "pids"
+    obs = run(
+        fork_runner,
+        f"""\
+        import os, subprocess, time
+        child = subprocess.Popen(["sleep", "1000"])
+        open({str(pids)!r}, "w").write(f"{{os.getpid()}} {{child.pid}}")
+        time.sleep(1000)
+        """,
+        timeout=1.0,
+    )
+    assert obs.timed_out and obs.status == "timeout"
+    assert (obs.exit_code, obs.signal, obs.signature) == (None, signal.SIGKILL, None)
+    assert 1.0 <= obs.wall < 2.5
+    assert obs.describe().startswith("timed out after")
+    assert wait_gone(read_pids(pids, 2)) == []
+
+
+def test_sigsegv_is_a_crash_with_a_signal_signature(fork_runner):
+    obs = run(fork_runner, "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")
+    assert (obs.status, obs.signal, obs.exit_code, obs.timed_out) == ("signal", 11, None, False)
+    assert obs.signature.type == "signal.SIGSEGV"
+    assert obs.signature.family is Family.CRASH
+    assert obs.signature.op is None and obs.failed
+
+
+def test_os_exit_leaves_no_report_and_no_signature(fork_runner):
+    obs = run(fork_runner, "import os\nprint('bye', flush=True)\nos._exit(7)\n")
+    assert (obs.status, obs.exit_code, obs.signal, obs.signature) == ("no-report", 7, None, None)
+    assert obs.stdout == "bye\n" and not obs.failed
+
+
+# -- 8. processes that try to outlive their run ---------------------------------------------
+NEW_SESSION = """\
+import subprocess
+p = subprocess.Popen(["sleep", "1000"], start_new_session=True)
+open({pids!r}, "w").write(str(p.pid))
+{end}
+"""
+DOUBLE_FORK = """\
+import os, time
+first = os.fork()
+if first == 0:
+    os.setsid()
+    daemon = os.fork()
+    if daemon == 0:
+        os.execvp("sleep", ["sleep", "1000"])
+    open({pids!r}, "w").write(str(daemon))
+    os._exit(0)
+os.waitpid(first, 0)
+{end}
+"""
+
+
+@pytest.mark.parametrize(
+    "template, end",
+    [(NEW_SESSION, "pass"), (NEW_SESSION, "raise SystemExit(3)"), (DOUBLE_FORK, "pass"), (DOUBLE_FORK, "1 / 0")],
+    ids=["new-session-exits", "new-session-fails", "double-fork-exits", "double-fork-fails"],
+)
+def test_a_daemon_that_escaped_the_process_group_is_killed_after_the_run(plain_runner, tmp_path, template, end):
+    pids = tmp_path / "pids"
+    obs = run(plain_runner, template.format(pids=str(pids), end=end))
+    assert obs.infra_error is None and not obs.timed_out
+    daemon = read_pids(pids, 1)
+    try:
+        assert wait_gone(daemon) == []
+    finally:
+        kill_quietly(daemon)
+
+
+def test_a_daemon_with_children_of_its_own_is_killed_after_the_run(plain_runner, tmp_path):
+    pids = tmp_path / "pids"
+    text = f"""\
+        import os, subprocess, time
+        first = os.fork()
+        if first == 0:
+            os.setsid()
+            if os.fork() == 0:
+                worker = subprocess.Popen(["sleep", "1000"])
+                open({str(pids)!r}, "w").write(f"{{os.getpid()}} {{worker.pid}}")
+                worker.wait()
+                os._exit(0)
+            os._exit(0)
+        os.waitpid(first, 0)
+        while not os.path.exists({str(pids)!r}) or len(open({str(pids)!r}).read().split()) < 2:
+            time.sleep(0.01)
+        """
+    obs = run(plain_runner, text)
+    assert obs.status == "ok"
+    escaped = read_pids(pids, 2)
+    try:
+        assert wait_gone(escaped) == []
+    finally:
+        kill_quietly(escaped)
+
+
+def test_close_ends_the_supervisor_a_running_candidate_its_children_and_the_temp_dirs(tmp_path):
+    before = descendants()
+    (tmp_path / "s.py").write_text("pass\n")
+    pids = tmp_path / "pids"
+    spec = ScriptSpec(script=tmp_path / "s.py", cwd=tmp_path, env=ENV)
+    runner = Runner(spec, capture_ops=False)
+    runner.start()
+    (supervisor,) = descendants() - before
+    future = runner.submit(
+        script(
+            f"""\
+            import os, subprocess, time
+            child = subprocess.Popen(["sleep", "1000"])
+            daemon = subprocess.Popen(["sleep", "1000"], start_new_session=True)
+            open({str(pids)!r}, "w").write(f"{{os.getpid()}} {{child.pid}} {{daemon.pid}} {{os.getcwd()}}")
+            time.sleep(1000)
+            """
+        ),
+        timeout=60,
+    )
+    deadline = time.monotonic() + 5
+    while len(pids.read_text().split() if pids.exists() else ()) < 4 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    *started, cwd = pids.read_text().split()
+    started = [int(p) for p in started]
+    session = Path(cwd).parent.parent
+    assert session.exists() and {supervisor, *started} <= descendants()
+    runner.close()
+    try:
+        assert future.done()
+        assert wait_gone([supervisor, *started]) == []
+        assert not session.exists()
+        deadline = time.monotonic() + 2
+        while descendants() - before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert descendants() - before == set()
+    finally:
+        kill_quietly(started)
+
+
+def test_a_run_cut_short_by_close_is_not_reported_as_a_crash(tmp_path):
+    (tmp_path / "s.py").write_text("pass\n")
+    spec = ScriptSpec(script=tmp_path / "s.py", cwd=tmp_path, env=ENV)
+    with Runner(spec, capture_ops=False) as runner:
+        runner.start()
+        future = runner.submit(script("import time\ntime.sleep(1000)\n"), timeout=60)
+        time.sleep(0.3)
+    obs = future.result(timeout=10)
+    assert not obs.failed
+    assert obs.infra_error is not None
+
+
+# -- 9. fork safety and preloading ---------------------------------------------------------
+def test_fork_child_starts_single_threaded_without_cuda_and_with_torch_preloaded(fork_runner, fork_facts):
+    report = fork_runner.preload_report
+    assert (report.modules, report.dropped, report.isolation) == (("torch",), (), Isolation.FORK)
+    obs, seen = fork_facts
+    assert seen["threads"] == 1
+    assert seen["cuda_initialized"] is False
+    assert obs.wall < 2.0  # a fork, not an interpreter that imports torch
+
+
+def test_preload_drops_a_module_that_starts_a_thread_and_still_forks(preload_runner):
+    report = preload_runner.preload_report
+    assert len(report.dropped) == 1 and report.dropped[0].startswith("threadmod (")
+    assert "thread" in report.dropped[0]
+    assert report.modules == ("envmod", "json")
+    assert report.isolation is Isolation.FORK and preload_runner.isolation is Isolation.FORK
+    obs = run(
+        preload_runner,
+        "import os, sys\n"
+        "print(len(os.listdir('/proc/self/task')), 'threadmod' in sys.modules, 'envmod' in sys.modules)\n",
+    )
+    assert obs.stdout == "1 False True\n"
+    # The module is still there for the script itself to import.
+    obs = run(preload_runner, "import threadmod, threading\nprint(threading.active_count())\n")
+    assert obs.stdout == "2\n"
+
+
+@pytest.mark.parametrize("mode", [Isolation.FORK, Isolation.FRESH])
+def test_environment_changes_made_by_preloaded_modules_do_not_reach_the_script(preload_runner, mode):
+    obs = run(preload_runner, "import os\nprint(os.environ.get('ENVMOD_WAS_HERE'))\n", isolation=mode)
+    assert obs.stdout == "None\n"
+
+
+# -- 10. preload_candidates --------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def module_run(fork_runner):
+    return run(fork_runner, "import colorsys, helper, mypkg, torch\n", collect_modules=True)
+
+
+def test_preload_candidates_keep_installed_modules_and_skip_the_users_own(module_run, project):
+    modules = {name: (file, local) for name, file, local in module_run.modules}
+    assert modules["helper"][1] == "helper.py"
+    assert modules["mypkg"][1] == "mypkg/__init__.py"
+    assert modules["__main__"][1] == "s.py"
+    candidates = preload_candidates(module_run.modules, [project])
+    assert candidates == preload_candidates(module_run.modules)
+    assert {"torch", "torch.nn.functional", "colorsys"} <= set(candidates)
+    assert not {"helper", "mypkg", "__main__"} & set(candidates)
+    assert not [m for m in candidates if m.startswith("shrinkgpu")]
+    assert len(candidates) == len(set(candidates))
+
+
+def test_no_installed_module_is_reported_as_a_local_file(module_run):
+    local = {name: rel for name, _file, rel in module_run.modules if rel is not None}
+    assert set(local) == {"__main__", "helper", "mypkg"}
+
+
+# -- 11. random state ----------------------------------------------------------------------------
+def test_fork_children_do_not_share_pythons_random_stream(fork_runner, fork_facts):
+    _, seen = fork_facts
+    again = [float(run(fork_runner, "import random; print(random.random())").stdout) for _ in range(2)]
+    assert len({seen["py_rand"], *again}) == 3
+
+
+def test_fresh_interpreters_seed_torchs_cpu_generator_differently_each_time(fresh_facts):
+    """The premise of the next test: on CPU, torch seeds its default generator from the
+    OS in every new process (not from a fixed seed), so an unseeded script is not
+    reproducible between fresh interpreters."""
+    (_, one), (_, two) = fresh_facts
+    assert one["torch_seed"] != two["torch_seed"]
+    assert one["torch_rand"] != two["torch_rand"]
+
+
+def test_fork_children_draw_torch_random_numbers_like_fresh_interpreters(fork_runner, fork_facts):
+    """Resetting the generator to the supervisor's ``initial_seed()`` (as the probe once
+    did) would give every fork child the same stream: an unseeded candidate would look
+    reproducible during reduction and be flaky afterwards."""
+    _, seen = fork_facts
+    again = [float(run(fork_runner, "import torch; print(torch.rand(1).item())").stdout) for _ in range(2)]
+    assert len({seen["torch_rand"], *again}) == 3
+
+
+# -- 12. parallel candidates ------------------------------------------------------------------------
+def test_parallel_submits_each_get_their_own_observation(fork_runner):
+    texts = [
+        "import time; time.sleep(0.5); print('zero'); raise ValueError('v0')",
+        "import os, time; time.sleep(0.5); os._exit(3)",
+        HEADER + "import time; time.sleep(0.5)\nF.cross_entropy(torch.randn(2, 4), torch.tensor([0, 4]))\n",
+        "import os, time; time.sleep(0.5); print(os.getcwd())",
+    ]
+    started = time.monotonic()
+    futures = [fork_runner.submit(script(t), timeout=20) for t in texts]
+    _, pending = wait(futures, timeout=20)
+    elapsed = time.monotonic() - started
+    assert not pending
+    zero, three, ce, clean = (f.result() for f in futures)
+    assert elapsed < 1.6  # four half-second candidates ran side by side
+    assert zero.stdout == "zero\n" and (zero.signature.type, zero.signature.message) == ("ValueError", "v0")
+    assert (three.status, three.exit_code, three.signature) == ("no-report", 3, None)
+    assert ce.signature.op.name == "torch.nn.functional.cross_entropy"
+    assert ce.signature.op.tensors == (
+        TensorMeta("args[0]", "float32", (2, 4), (4, 1), "cpu"),
+        TensorMeta("args[1]", "int64", (2,), (1,), "cpu"),
+    )
+    assert (clean.status, clean.exit_code, clean.signature) == ("ok", 0, None)
+    assert Path(clean.stdout.strip()).name == "work"
+    assert all(f.result().wall >= 0.5 for f in futures)
