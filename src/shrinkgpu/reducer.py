@@ -204,7 +204,7 @@ def facts_of(obs: Observation | None) -> Facts:
             )
         except (KeyError, TypeError, ValueError):
             continue
-    return Facts(stack=tuple(stack), parses=tuple(parses))
+    return Facts(stack=tuple(stack), parses=tuple(parses), seed_sites=tuple(obs.seed_sites))
 
 
 def calibrated_timeout(fresh: Observation, forked: Observation | None, isolation: Isolation) -> float:

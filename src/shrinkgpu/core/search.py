@@ -114,7 +114,7 @@ class Outcome(Generic[S]):
 
 def reduce_to_fixpoint(
     state: S,
-    passes: Sequence[Pass],
+    passes: Sequence[Pass] | Sequence[Sequence[Pass]],
     test: Callable[[S], Verdict],
     size: Callable[[S], int],
     *,
@@ -125,10 +125,19 @@ def reduce_to_fixpoint(
 ) -> Outcome[S]:
     """Reduce ``state`` (assumed interesting) until no pass makes progress.
 
+    ``passes`` is a list of passes, or a list of *tiers* of passes, cheapest first.  A
+    tier is swept until it stops making progress; then the next tier gets one sweep,
+    and any progress there sends the search back to the first tier.  Fine-grained passes
+    (one unit per expression) thus only ever see programs the coarse ones could not
+    shrink further, which is where they pay off.
+
     ``normalize``, if given, is applied to the best state after each pass that improved
     it; it must return an equivalent state of the same size (a program re-parsed from its
     own text, say), which lets passes work on a simpler representation.
     """
+    tiers: list[Sequence[Pass]] = (
+        [list(t) for t in passes] if passes and isinstance(passes[0], (list, tuple)) else [list(passes)]  # type: ignore[index]
+    )
     tracker: Tracker[S] = Tracker(state, size(state), budget, on_event)
     tracker.history.append(state)
 
@@ -146,38 +155,46 @@ def reduce_to_fixpoint(
         tracker.record(candidate, n, verdict)
         return verdict
 
+    def sweep(tier: Sequence[Pass]) -> bool:
+        before = tracker.best_size
+        for p in tier:
+            pass_start = tracker.best_size
+            level = 0
+            while True:
+                current = tracker.best
+                units = p.units(current, level)
+                if units is None:
+                    break
+                level += 1
+                if not units:
+                    continue
+                tracker.emit(PassStarted(p.name, level - 1, len(units), tracker.best_size))
+                start_size = tracker.best_size
+                index = list(range(len(units)))
+
+                def test_kept(kept: Sequence[int], units=units, current=current, p=p) -> Verdict:
+                    keep = set(kept)
+                    return judged(p.apply(current, [units[i] for i in index if i not in keep]))
+
+                ddmin(index, test_kept)
+                if tracker.best_size < start_size:
+                    tracker.emit(Improved(p.name, tracker.best_size, start_size))
+            if normalize is not None and tracker.best_size < pass_start:
+                tracker.best = normalize(tracker.best)
+        return tracker.best_size < before
+
     sweeps = 0
     stopped: str | None = None
     try:
-        while max_sweeps is None or sweeps < max_sweeps:
-            sweeps += 1
-            before = tracker.best_size
-            for p in passes:
-                pass_start = tracker.best_size
-                level = 0
-                while True:
-                    current = tracker.best
-                    units = p.units(current, level)
-                    if units is None:
-                        break
-                    level += 1
-                    if not units:
-                        continue
-                    tracker.emit(PassStarted(p.name, level - 1, len(units), tracker.best_size))
-                    start_size = tracker.best_size
-                    index = list(range(len(units)))
-
-                    def test_kept(kept: Sequence[int], units=units, current=current) -> Verdict:
-                        keep = set(kept)
-                        return judged(p.apply(current, [units[i] for i in index if i not in keep]))
-
-                    ddmin(index, test_kept)
-                    if tracker.best_size < start_size:
-                        tracker.emit(Improved(p.name, tracker.best_size, start_size))
-                if normalize is not None and tracker.best_size < pass_start:
-                    tracker.best = normalize(tracker.best)
-            if tracker.best_size >= before:
+        tier = 0
+        while tier < len(tiers):
+            if max_sweeps is not None and sweeps >= max_sweeps:
                 break
+            sweeps += 1
+            if sweep(tiers[tier]):
+                tier = 0
+            else:
+                tier += 1
     except ReductionStopped as stop:
         stopped = stop.reason
     except KeyboardInterrupt:

@@ -8,33 +8,51 @@ tests/test_passes.py.  See docs/passes.md.
 """
 
 from shrinkgpu.passes.base import EditPass
-from shrinkgpu.passes.branches import HoistElse, HoistThen, TryToBody
+from shrinkgpu.passes.branches import HoistElse, HoistThen, TryToBody, UnwrapWith
+from shrinkgpu.passes.constants import ArgparseToNamespace, PropagateConstants
 from shrinkgpu.passes.definitions import DeleteDefinitions
+from shrinkgpu.passes.expressions import SimplifyExpressions
 from shrinkgpu.passes.files import DropFiles, InlineModules
+from shrinkgpu.passes.inline import InlineCalls
 from shrinkgpu.passes.statements import DeleteStatements, SliceToFailure
 
-# Order within a sweep: cheap, large removals first; the driver repeats the sweep until
-# nothing changes, so the order affects speed, not the result's minimality.
-PASSES: tuple[EditPass, ...] = (
+# Tiers, cheapest first (see core.search.reduce_to_fixpoint): the first tier removes
+# and restructures whole statements and is swept until it stops making progress; the
+# second works on single expressions and only runs on what the first could not shrink.
+# Within a tier, large removals come first; order affects speed, not minimality.
+STRUCTURE: tuple[EditPass, ...] = (
     SliceToFailure(),
+    ArgparseToNamespace(),
     DeleteDefinitions(),
     DeleteStatements(),
     HoistThen(),
     HoistElse(),
     TryToBody(),
+    UnwrapWith(),
+    PropagateConstants(),
+    InlineCalls(),
     InlineModules(),
     DropFiles(),
 )
+EXPRESSIONS: tuple[EditPass, ...] = (SimplifyExpressions(),)
+PASSES: tuple[tuple[EditPass, ...], ...] = (STRUCTURE, EXPRESSIONS)
 
 __all__ = [
+    "EXPRESSIONS",
     "PASSES",
+    "STRUCTURE",
+    "ArgparseToNamespace",
+    "PropagateConstants",
     "DeleteDefinitions",
     "DeleteStatements",
     "DropFiles",
     "EditPass",
     "HoistElse",
     "HoistThen",
+    "InlineCalls",
     "InlineModules",
     "SliceToFailure",
     "TryToBody",
+    "SimplifyExpressions",
+    "UnwrapWith",
 ]

@@ -19,6 +19,31 @@ class EditPass:
         return cand.with_edits(e for unit in units for e in unit)
 
 
+def _within(program, sid: int, ancestor: int) -> bool:
+    cur: int | None = sid
+    while cur is not None:
+        if cur == ancestor:
+            return True
+        cur = program.stmts[cur].parent
+    return False
+
+
+def drops_protected(cand: Candidate, sid: int, surviving: frozenset[str]) -> bool:
+    """Whether hoisting the branches ``surviving`` of ``sid`` would lose a protected
+    statement that sits in another branch."""
+    program = cand.program
+    for p in program.protected:
+        cur = p
+        while cur is not None:
+            parent = program.stmts[cur].parent
+            if parent == sid:
+                if program.stmts[cur].branch not in surviving:
+                    return True
+                break
+            cur = parent
+    return False
+
+
 class LevelZeroPass(EditPass):
     """A pass without levels: everything is proposed at level 0."""
 
@@ -42,9 +67,19 @@ def dedupe(units: Sequence[Unit]) -> list[Unit]:
     return out
 
 
-def deletion_unit(cand: Candidate, roots) -> Unit:
-    """Delete ``roots`` with everything that would be left reading a name nothing binds."""
-    closure = cand.program.deps.deletion_closure(cand, roots)
+def deletion_unit(
+    cand: Candidate, roots, ignore: frozenset[int] = frozenset(), copied: bool = False
+) -> Unit:
+    """Delete ``roots`` with everything that would be left reading a name nothing binds;
+    nothing at all if that would remove a protected (seeding) statement -- unless
+    ``copied``: the unit pastes the roots' bodies elsewhere (inlining), seeding included."""
+    program = cand.program
+    closure = program.deps.deletion_closure(cand, roots, ignore)
+    at_risk = closure & program.protected
+    if copied:
+        at_risk = {p for p in at_risk if not any(_within(program, p, r) for r in roots)}
+    if at_risk:
+        return ()
     # Descendants go with their ancestor; naming them too would only repeat it.
     stmts = cand.program.stmts
     top = [s for s in closure if stmts[s].parent not in closure]

@@ -1,7 +1,9 @@
 from __future__ import annotations
 
-from shrinkgpu.passes.base import LevelZeroPass, Unit
-from shrinkgpu.syntax.program import Candidate, Edit
+from shrinkgpu.passes.base import LevelZeroPass, Unit, drops_protected
+from shrinkgpu.syntax.program import BODY_BRANCHES, Candidate, Edit
+
+_ELSE = frozenset({"orelse"})
 
 
 class HoistThen(LevelZeroPass):
@@ -10,7 +12,11 @@ class HoistThen(LevelZeroPass):
     name = "if-to-then"
 
     def edits(self, cand: Candidate) -> list[Unit]:
-        return [(Edit("body", s.id),) for s in cand.editable() if s.kind in ("if", "elif")]
+        return [
+            (Edit("body", s.id),)
+            for s in cand.editable()
+            if s.kind in ("if", "elif") and not drops_protected(cand, s.id, BODY_BRANCHES[s.kind])
+        ]
 
 
 class HoistElse(LevelZeroPass):
@@ -22,7 +28,7 @@ class HoistElse(LevelZeroPass):
         return [
             (Edit("else", s.id),)
             for s in cand.editable()
-            if s.kind in ("if", "elif") and s.node.orelse is not None
+            if s.kind in ("if", "elif") and s.node.orelse is not None and not drops_protected(cand, s.id, _ELSE)
         ]
 
 
@@ -33,4 +39,18 @@ class TryToBody(LevelZeroPass):
     name = "try-to-body"
 
     def edits(self, cand: Candidate) -> list[Unit]:
-        return [(Edit("body", s.id),) for s in cand.editable() if s.kind == "try"]
+        return [
+            (Edit("body", s.id),)
+            for s in cand.editable()
+            if s.kind == "try" and not drops_protected(cand, s.id, BODY_BRANCHES["try"])
+        ]
+
+
+class UnwrapWith(LevelZeroPass):
+    """``with ctx() as x: A`` -> ``A``: temporary directories, ``no_grad``, profilers and
+    timers that the failure does not need."""
+
+    name = "unwrap-with"
+
+    def edits(self, cand: Candidate) -> list[Unit]:
+        return [(Edit("body", s.id),) for s in cand.editable() if s.kind == "with"]

@@ -50,7 +50,7 @@ class SliceToFailure(LevelZeroPass):
                 seeds.add(sid)
         if not seeds:
             return []
-        keep = deps.backward_slice(cand, seeds)
+        keep = deps.backward_slice(cand, seeds | program.protected)
         stmts = program.stmts
         drop = [s.id for s in cand.editable() if s.id not in keep and stmts[s.id].parent in keep | {None}]
         return [tuple(Edit("delete", s) for s in drop)] if drop else []

@@ -59,6 +59,7 @@ class _Enclosing(cst.CSTVisitor):
         self.program = program
         self.stack: list[int] = []
         self.of: dict[int, int] = {}
+        self.attribute_of: dict[int, cst.Attribute] = {}  # id(x) -> the ``x.attr`` around it
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         sid = self.program.by_node.get(id(node))
@@ -66,6 +67,8 @@ class _Enclosing(cst.CSTVisitor):
             self.stack.append(sid)
         if self.stack:
             self.of[id(node)] = self.stack[-1]
+        if isinstance(node, cst.Attribute):
+            self.attribute_of[id(node.value)] = node
         return True
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
@@ -159,7 +162,14 @@ class Dependencies:
         needs: list[list[frozenset[int]]] = [[] for _ in range(n)]
         influences: list[set[int]] = [set() for _ in range(n)]
         self.spans: list[Span | None] = [None] * n
+        self._enclosing_of: dict[int, int] = {}
+        self._binders_of: dict[int, frozenset[int]] = {}  # id(name node read) -> binding statements
+        self._name_readers: dict[tuple[int, str], set[int]] = defaultdict(set)  # (binder, name) -> readers
         mutators_by_file: dict[tuple[str, str], set[int]] = defaultdict(set)
+        # binder statement -> [(name node read, the ``name.attr`` around it or None)] for
+        # reads that only this statement can satisfy
+        self.sole_readers: dict[int, list[tuple[cst.Name, cst.Attribute | None]]] = defaultdict(list)
+        self.stored_attribute_bases: dict[str, set[str]] = defaultdict(set)  # file -> names x in ``x.a = ...``
         attr_writers: dict[str, set[int]] = defaultdict(set)
         reads_names: list[set[str]] = [set() for _ in range(n)]
 
@@ -170,6 +180,7 @@ class Dependencies:
             enclosing = _Enclosing(program)
             module.visit(enclosing)
             of = enclosing.of
+            self._enclosing_of.update(of)
             for sid in program.stmts_in_file(path):
                 node = program.stmts[sid].node
                 pos = positions.get(node)
@@ -179,6 +190,12 @@ class Dependencies:
                     mutators_by_file[(path, name)].add(sid)
                 for attr in _written_attributes(node):
                     attr_writers[attr].add(sid)
+                for target in _stored_targets(node):
+                    for t in _flatten_targets(target):
+                        if isinstance(t, (cst.Attribute, cst.Subscript)):
+                            base = _base_name(t)
+                            if base:
+                                self.stored_attribute_bases[path].add(base)
             for scope in {s for s in scopes.values() if s is not None}:
                 for access in scope.accesses:
                     user = of.get(id(access.node))
@@ -194,8 +211,17 @@ class Dependencies:
                     if isinstance(name, str):
                         reads_names[user].add(name)
                     if providers:
+                        self._binders_of[id(access.node)] = frozenset(providers)
+                        if isinstance(name, str):
+                            for p in providers:
+                                self._name_readers[(p, name)].add(user)
                         needs[user].append(frozenset(providers))
                         influences[user] |= providers
+                    if len(providers) == 1 and len(access.referents) == 1 and isinstance(access.node, cst.Name):
+                        (binder,) = providers
+                        self.sole_readers[binder].append(
+                            (access.node, enclosing.attribute_of.get(id(access.node)))
+                        )
 
         for sid, stmt in enumerate(program.stmts):
             path = stmt.file
@@ -231,6 +257,21 @@ class Dependencies:
         return g
 
     # -- queries --------------------------------------------------------------------
+    def readers(self, sid: int, name: str) -> set[int]:
+        """Statements that read ``name`` as bound by statement ``sid``."""
+        return self._name_readers.get((sid, name), set())
+
+    def binders(self, name: cst.CSTNode) -> frozenset[int]:
+        """The statements that may bind the name read at ``name``."""
+        return self._binders_of.get(id(name), frozenset())
+
+    def enclosing(self, node: cst.CSTNode) -> int | None:
+        return self._enclosing_of.get(id(node))
+
+    def enclosing_live(self, node: cst.CSTNode, live: frozenset[int]) -> bool:
+        sid = self._enclosing_of.get(id(node))
+        return sid is not None and sid in live
+
     def statement_at(self, file: str, line: int) -> int | None:
         """The innermost statement of ``file`` whose lines contain ``line``."""
         best = None
@@ -241,9 +282,12 @@ class Dependencies:
                     best = sid
         return best
 
-    def deletion_closure(self, cand: "Candidate", roots: Iterable[int]) -> frozenset[int]:
+    def deletion_closure(
+        self, cand: "Candidate", roots: Iterable[int], ignore: frozenset[int] = frozenset()
+    ) -> frozenset[int]:
         """``roots``, their descendants, and every live statement left with a read that
-        nothing binds any more."""
+        nothing binds any more -- except ``ignore``, statements whose reads another edit
+        of the same unit removes."""
         live = cand.live
         children = self.program.children
         deleted: set[int] = set()
@@ -255,7 +299,7 @@ class Dependencies:
             deleted.add(s)
             queue.extend(c for c in children.get(s, ()) if c in live)
             for user, gi in self.users.get(s, ()):
-                if user in deleted or user not in live:
+                if user in deleted or user not in live or user in ignore:
                     continue
                 if all(p in deleted or p not in live for p in self.needs[user][gi]):
                     queue.append(user)

@@ -17,6 +17,10 @@ Edits:
 ``inline``   replace ``import mod`` / ``from mod import ...`` of a local module by the
              module's own (edited) statements
 ``drop``     leave a local module file out of the program
+``replace``  new text (one or more statements) for a simple statement
+``expr``     new text for one expression of the original
+``remove``   take one original node (a call argument, a collection element) out of the
+             sequence that holds it
 """
 
 from __future__ import annotations
@@ -105,6 +109,8 @@ class Facts:
 
     stack: tuple[tuple[str, int], ...] = ()  # (file, line) of the first error's user frames, outermost first
     parses: tuple[ParseRecord, ...] = ()
+    # (file, line, innermost) of each user frame on the call chain of a seeding call
+    seed_sites: tuple[tuple[str, int, bool], ...] = ()
 
 
 class Program:
@@ -153,6 +159,27 @@ class Program:
         from shrinkgpu.syntax.deps import Dependencies
 
         return Dependencies(self)
+
+    @cached_property
+    def protected(self) -> frozenset[int]:
+        """Statements no pass may remove: the ones that seeded a random generator in the
+        run, and the calls that led to them."""
+        return self._seed_statements(innermost_only=False)
+
+    @cached_property
+    def seeding(self) -> frozenset[int]:
+        """The seeding calls themselves, whose expressions must stay as they are."""
+        return self._seed_statements(innermost_only=True)
+
+    def _seed_statements(self, innermost_only: bool) -> frozenset[int]:
+        out = set()
+        for file, line, innermost in self.facts.seed_sites:
+            if innermost_only and not innermost:
+                continue
+            sid = self.deps.statement_at(file, line)
+            if sid is not None:
+                out.add(sid)
+        return frozenset(out)
 
     def local_module_names(self) -> dict[str, str]:
         """Importable name -> file, for the program's files other than the main one."""
@@ -237,12 +264,13 @@ class Candidate:
         if not new:
             return self
         replaced = {e.stmt for e in new if e.op == "replace"}
-        exprs = {e.node for e in new if e.op == "expr"}
+        exprs = {e.node for e in new if e.op in ("expr", "remove")}
         kept = self.edits
         if replaced or exprs:
             kept = frozenset(
                 e for e in kept
-                if not (e.op == "replace" and e.stmt in replaced) and not (e.op == "expr" and e.node in exprs)
+                if not (e.op == "replace" and e.stmt in replaced)
+                and not (e.op in ("expr", "remove") and e.node in exprs)
             )
         return Candidate(self.program, kept | new)
 
@@ -258,13 +286,16 @@ class Candidate:
                 out[e.stmt] = e
         return out
 
+    # Two edits for one target can meet in one candidate (units of one ddmin step); the
+    # sorted order makes the winner the same in every process (sets of strings iterate
+    # in an order that changes with the hash seed).
     @cached_property
     def replacement_of(self) -> dict[int, Edit]:
-        return {e.stmt: e for e in self.edits if e.op == "replace"}
+        return {e.stmt: e for e in sorted(self.edits) if e.op == "replace"}
 
     @cached_property
     def expr_of(self) -> dict[int, Edit]:
-        return {e.node: e for e in self.edits if e.op == "expr"}
+        return {e.node: e for e in sorted(self.edits) if e.op in ("expr", "remove")}
 
     @cached_property
     def dropped_files(self) -> frozenset[str]:
@@ -350,6 +381,15 @@ def _render_all(cand: Candidate) -> dict[str, str]:
     return {p: trees[p].code for p in program.modules}
 
 
+def _replacement(text: str, updated: cst.BaseStatement):
+    """The statements of ``text`` in place of ``updated``, keeping its comment lines."""
+    stmts = list(cst.parse_module(text).body)
+    if not stmts:
+        return cst.RemoveFromParent()
+    stmts[0] = stmts[0].with_changes(leading_lines=updated.leading_lines)
+    return stmts[0] if len(stmts) == 1 else cst.FlattenSentinel(stmts)
+
+
 def _block_statements(block: cst.BaseSuite) -> list[cst.BaseStatement]:
     if isinstance(block, cst.IndentedBlock):
         return list(block.body)
@@ -380,9 +420,17 @@ class _Renderer(cst.CSTTransformer):
         if self.expr_of:
             idx = self.program.node_ids.get(id(original_node))
             if idx is not None and idx in self.expr_of:
-                return parse_expression(self.expr_of[idx].text)
+                edit = self.expr_of[idx]
+                if edit.op == "remove":
+                    return cst.RemoveFromParent()
+                return parse_expression(edit.text)
         if isinstance(updated_node, cst.IndentedBlock) and not updated_node.body:
             return updated_node.with_changes(body=[_PASS])
+        if isinstance(updated_node, cst.Call) and updated_node.args and len(updated_node.args) < len(original_node.args):
+            # An argument was removed: no trailing comma the original did not have.
+            if original_node.args[-1].comma is cst.MaybeSentinel.DEFAULT:
+                last = updated_node.args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+                return updated_node.with_changes(args=[*updated_node.args[:-1], last])
         if isinstance(updated_node, cst.Attribute) and self.aliases:
             if isinstance(updated_node.value, cst.Name) and updated_node.value.value in self.aliases:
                 return cst.Name(updated_node.attr.value)
@@ -402,8 +450,7 @@ class _Renderer(cst.CSTTransformer):
         if edit is None:
             replacement = self.replacement_of.get(sid)
             if replacement is not None:
-                new = cst.parse_statement(replacement.text)
-                return new.with_changes(leading_lines=updated_node.leading_lines)
+                return _replacement(replacement.text, updated_node)
             return updated_node
         return self._statement(edit, original_node, updated_node)
 

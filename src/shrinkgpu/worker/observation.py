@@ -29,6 +29,8 @@ class Observation:
     infra_error: str | None = None
     environment: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     parses: tuple[dict[str, Any], ...] = field(default=(), compare=False, repr=False)  # argparse results
+    # (file, line, innermost) of the user's frames at each seeding call
+    seed_sites: tuple[tuple[str, int, bool], ...] = field(default=(), compare=False, repr=False)
 
     @property
     def failed(self) -> bool:
@@ -81,6 +83,7 @@ class Observation:
             modules=tuple((m[0], m[1], m[2]) for m in (data or {}).get("modules", ())),
             environment=(data or {}).get("environment", {}),
             parses=tuple((data or {}).get("parses", ())),
+            seed_sites=tuple((f, int(n), bool(i)) for f, n, i in (data or {}).get("seed_sites", ())),
         )
 
     def describe(self) -> str:

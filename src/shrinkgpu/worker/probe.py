@@ -36,6 +36,11 @@ def _is_under(path: str, roots: tuple[str, ...]) -> bool:
     return any(path == r or path.startswith(r + os.sep) for r in roots)
 
 
+def _is_user_file(filename: str, roots: tuple[str, ...]) -> bool:
+    # "<string>", "<frozen ...>": code without a file, never the user's
+    return not filename.startswith("<") and _is_under(os.path.abspath(filename), roots)
+
+
 class _Recorder:
     """Collects torch calls that raised; lives for one run."""
 
@@ -49,13 +54,13 @@ class _Recorder:
         """[file, line] of each frame of the user's code on the current stack, outermost first."""
         out = []
         for fs in traceback.extract_stack():
-            if _is_under(os.path.abspath(fs.filename), self.roots):
+            if _is_user_file(fs.filename, self.roots):
                 out.append([self._rel(fs.filename), fs.lineno or 0])
         return out
 
     def user_frame_from_stack(self) -> dict[str, Any] | None:
         for fs in reversed(traceback.extract_stack()):
-            if _is_under(os.path.abspath(fs.filename), self.roots):
+            if _is_user_file(fs.filename, self.roots):
                 return self._frame(fs.filename, fs.lineno or 0, fs.name, fs.line or "")
         return None
 
@@ -63,7 +68,7 @@ class _Recorder:
         out = []
         while tb is not None:
             code = tb.tb_frame.f_code
-            if _is_under(os.path.abspath(code.co_filename), self.roots):
+            if _is_user_file(code.co_filename, self.roots):
                 out.append([self._rel(code.co_filename), tb.tb_lineno])
             tb = tb.tb_next
         return out
@@ -72,7 +77,7 @@ class _Recorder:
         found = None
         while tb is not None:
             code = tb.tb_frame.f_code
-            if _is_under(os.path.abspath(code.co_filename), self.roots):
+            if _is_user_file(code.co_filename, self.roots):
                 found = (code.co_filename, tb.tb_lineno, code.co_name)
             tb = tb.tb_next
         if found is None:
@@ -247,6 +252,52 @@ def _watch_argparse(recorder: _Recorder, parses: list[dict[str, Any]]) -> None:
     argparse.ArgumentParser.parse_known_args = parse_known_args
 
 
+def _watch_seeding(recorder: _Recorder, sites: list[list[Any]]) -> None:
+    """Note the user's call chain at every call that seeds a global generator.
+
+    Reductions must not cut seeding away: the candidate would still fail most of the
+    time, and the result would be flaky for the maintainer.  Knowing which seeding
+    calls actually ran lets passes protect exactly those.
+    """
+    import functools
+    import random
+
+    def wrap(owner, attr: str) -> None:
+        original = getattr(owner, attr, None)
+        if original is None or getattr(original, "_shrinkgpu_seed_watch", False):
+            return
+
+        @functools.wraps(original)
+        def seeding(*args, **kwargs):
+            if len(sites) < 256:
+                stack = recorder.user_stack()
+                # The innermost user frame is the seeding call itself; the rest is the
+                # chain of calls that reached it.
+                sites.extend([f, n, i == len(stack) - 1] for i, (f, n) in enumerate(stack))
+            return original(*args, **kwargs)
+
+        seeding._shrinkgpu_seed_watch = True
+        try:
+            setattr(owner, attr, seeding)
+        except (AttributeError, TypeError):
+            pass
+
+    wrap(random, "seed")
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        wrap(torch, "manual_seed")
+        wrap(torch, "seed")
+        wrap(torch.random, "manual_seed")
+        wrap(torch.random, "seed")
+        cuda = getattr(torch, "cuda", None)
+        if cuda is not None:
+            wrap(cuda, "manual_seed")
+            wrap(cuda, "manual_seed_all")
+    np = sys.modules.get("numpy")
+    if np is not None:
+        wrap(np.random, "seed")
+
+
 def _literal(value: Any) -> str | None:
     """Source text that evaluates to ``value``, or None when there is none."""
     import ast
@@ -391,8 +442,10 @@ def run(req: dict[str, Any], *, forked: bool) -> int:
         else:
             mode = None
         parses: list[dict[str, Any]] = []
+        seed_sites: list[list[Any]] = []
         if req.get("watch_argparse", True):
             _watch_argparse(recorder, parses)
+        _watch_seeding(recorder, seed_sites)
     except BaseException as exc:  # the probe failed before the script ran
         traceback.print_exc()
         obs.update(status="probe-error", exit_code=EXIT_PROBE_FAILURE, chain=[])
@@ -420,6 +473,7 @@ def run(req: dict[str, Any], *, forked: bool) -> int:
     obs["exit_code"] = code
     obs["torch_errors"] = recorder.errors
     obs["parses"] = parses
+    obs["seed_sites"] = sorted({(f, n, bool(inner)) for f, n, inner in seed_sites})
     obs["duration"] = time.perf_counter() - started
     if req.get("collect_modules"):
         obs["modules"] = _modules(roots)

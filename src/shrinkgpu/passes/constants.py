@@ -1,0 +1,189 @@
+"""Configuration into constants: the parser becomes the namespace it produced, and
+names bound once to a constant become that constant where they are read.
+
+Research scripts spend a tenth of their lines on ``argparse``; a maintainer's cut has
+none of it.  The values come from the run itself (the probe records what each
+``parse_args`` returned), so command-line arguments the user passed are honoured.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from shrinkgpu.passes.base import LevelZeroPass, Unit, deletion_unit
+from shrinkgpu.syntax.program import Candidate, Edit
+
+_PARSE_METHODS = ("parse_args", "parse_known_args")
+_EMPTY = cst.Module(body=[])
+
+
+class _FindParse(cst.CSTVisitor):
+    def __init__(self):
+        self.call: cst.Call | None = None
+
+    def visit_Call(self, node: cst.Call) -> bool:
+        if self.call is None and isinstance(node.func, cst.Attribute) and node.func.attr.value in _PARSE_METHODS:
+            self.call = node
+        return self.call is None
+
+
+class _AttributeNames(cst.CSTVisitor):
+    def __init__(self):
+        self.names: set[str] = set()
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self.names.add(node.attr.value)
+
+
+def _binds_module(module: cst.Module, name: str) -> bool:
+    for stmt in module.body:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.Import):
+                    for alias in small.names:
+                        if alias.asname is None and _EMPTY.code_for_node(alias.name) == name:
+                            return True
+    return False
+
+
+class ArgparseToNamespace(LevelZeroPass):
+    """``args = parser.parse_args()`` -> ``args = argparse.Namespace(lr=0.1, ...)`` with
+    the values the run parsed, keeping only attributes the program reads."""
+
+    name = "argparse-to-namespace"
+
+    def edits(self, cand: Candidate) -> list[Unit]:
+        program = cand.program
+        if not program.facts.parses:
+            return []
+        read = set()
+        for module in program.modules.values():
+            finder = _AttributeNames()
+            module.visit(finder)
+            read |= finder.names
+        live = cand.live
+        out = []
+        for record in program.facts.parses:
+            sid = program.deps.statement_at(record.file, record.line)
+            if sid is None or sid not in live or program.stmts[sid].kind != "simple":
+                continue
+            finder = _FindParse()
+            program.stmts[sid].node.visit(finder)
+            if finder.call is None:
+                continue
+            values = [(k, v) for k, v in record.values if k in read]
+            if any(v is None for _, v in values):
+                continue  # a value we cannot write as a literal
+            owner = "argparse" if _binds_module(program.modules[record.file], "argparse") else '__import__("argparse")'
+            namespace = f"{owner}.Namespace({', '.join(f'{k}={v}' for k, v in values)})"
+            if finder.call.func.attr.value == "parse_known_args":
+                namespace = f"({namespace}, [])"
+            replace = Edit("expr", node=program.node_index(finder.call), text=namespace)
+            # The parser is dead once its result is a constant: it goes in the same unit,
+            # or the unit would grow the program and never be accepted.
+            dead = deletion_unit(cand, _parser_binders(cand, finder.call, sid), ignore=frozenset({sid}))
+            out.append((replace, *dead))
+        return out
+
+
+def _parser_binders(cand: Candidate, call: cst.Call, sid: int) -> set[int]:
+    """Statements that build the parser whose ``parse_args`` is ``call``: the binding of
+    ``parser`` in ``parser.parse_args()``, or the function in ``build_parser().parse_args()``."""
+    deps = cand.program.deps
+    stmts = cand.program.stmts
+    receiver = call.func.value  # type: ignore[union-attr]
+    if isinstance(receiver, cst.Call):
+        receiver = receiver.func
+    if not isinstance(receiver, cst.Name):
+        return set()
+    ancestors = set()
+    cur = stmts[sid].parent
+    while cur is not None:
+        ancestors.add(cur)
+        cur = stmts[cur].parent
+    return {b for b in deps.binders(receiver) if b not in ancestors and b != sid}
+
+
+# Longer strings stay behind their name: ``len(AMINO)`` reads better than the alphabet.
+MAX_STRING = 16
+
+
+def _constant_text(node: cst.BaseExpression) -> str | None:
+    """Source of an immutable literal (numbers, short strings, True/False/None, tuples)."""
+    if isinstance(node, (cst.Integer, cst.Float, cst.Imaginary)):
+        return _EMPTY.code_for_node(node)
+    if isinstance(node, cst.SimpleString):
+        text = _EMPTY.code_for_node(node)
+        return text if len(text) <= MAX_STRING + 2 else None
+    if isinstance(node, cst.Name) and node.value in ("True", "False", "None"):
+        return node.value
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        inner = _constant_text(node.expression)
+        return f"-{inner}" if inner is not None and not inner.startswith("-") else None
+    if isinstance(node, cst.Tuple):
+        parts = [_constant_text(el.value) for el in node.elements]
+        if all(p is not None for p in parts):
+            inner = ", ".join(parts)  # type: ignore[arg-type]
+            return f"({inner},)" if len(parts) == 1 else f"({inner})"
+    return None
+
+
+def _namespace_values(node: cst.BaseExpression) -> dict[str, str] | None:
+    """``{k: literal}`` for ``argparse.Namespace(k=literal, ...)`` (any spelling of the owner)."""
+    if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Attribute):
+        return None
+    if node.func.attr.value not in ("Namespace", "SimpleNamespace"):
+        return None
+    out = {}
+    for arg in node.args:
+        if arg.keyword is None:
+            return None
+        text = _constant_text(arg.value)
+        if text is None:
+            return None
+        out[arg.keyword.value] = text
+    return out
+
+
+class PropagateConstants(LevelZeroPass):
+    """Replace reads of a name bound once to a constant (``BATCH = 16``), to another name
+    (``loader = train_loader``) or to a namespace of constants (``args.lr``) by what it
+    stands for; the binding goes in the same unit."""
+
+    name = "propagate-constants"
+
+    def edits(self, cand: Candidate) -> list[Unit]:
+        program = cand.program
+        deps = program.deps
+        live = cand.live
+        out = []
+        for s in cand.editable():
+            node = s.node
+            if s.kind != "simple" or len(node.body) != 1 or not isinstance(node.body[0], cst.Assign):
+                continue
+            assign = node.body[0]
+            if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
+                continue
+            name = assign.targets[0].target.value
+            readers = [(n, a) for n, a in deps.sole_readers.get(s.id, ()) if deps.enclosing_live(n, live)]
+            if not readers:
+                continue
+            constant = _constant_text(assign.value)
+            if constant is None and isinstance(assign.value, cst.Name) and assign.value.value != name:
+                constant = assign.value.value  # a copy: ``loader = train_loader``, ``self = model``
+            edits = []
+            if constant is not None:
+                edits = [Edit("expr", node=program.node_index(n), text=constant) for n, _ in readers]
+            else:
+                values = _namespace_values(assign.value)
+                if values is None or name in deps.stored_attribute_bases.get(s.file, ()):
+                    continue
+                for n, attribute in readers:
+                    if attribute is None or attribute.attr.value not in values:
+                        edits = []
+                        break  # the namespace itself escapes somewhere: leave it alone
+                    edits.append(Edit("expr", node=program.node_index(attribute), text=values[attribute.attr.value]))
+            if edits:
+                readers_at = frozenset(deps.enclosing(n) for n, _ in readers)
+                out.append((*edits, *deletion_unit(cand, [s.id], ignore=readers_at)))
+        return out

@@ -1,0 +1,125 @@
+"""Smaller expressions: wrapper calls dropped, constant conditions decided, keyword
+arguments left at their defaults, layers after the failing call peeled off.
+
+Each is checked like any other candidate, so a keyword that mattered (``padding=1``
+changes a shape at the suspect operator) simply stays.  A node can have several
+alternatives (``act(fc(h))`` -> ``fc(h)``, or -> ``act``): level k offers every node's
+k-th alternative, so alternatives for one node never meet in one candidate.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import libcst as cst
+
+from shrinkgpu.passes.base import EditPass, Unit
+from shrinkgpu.syntax.program import Candidate, Edit
+
+_EMPTY = cst.Module(body=[])
+_SIMPLE = (cst.Call, cst.Name, cst.Attribute, cst.Subscript)
+
+
+def _code(node: cst.CSTNode) -> str:
+    return _EMPTY.code_for_node(node)
+
+
+class _Collect(cst.CSTVisitor):
+    def __init__(self):
+        self.calls: list[cst.Call] = []
+        self.ifexps: list[cst.IfExp] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.calls.append(node)
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        self.ifexps.append(node)
+
+    # Nested statements are statements of their own: their expressions are collected there.
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> bool:
+        return False
+
+    def visit_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> bool:
+        return False
+
+
+def _truth(node: cst.BaseExpression) -> bool | None:
+    if isinstance(node, cst.Name) and node.value in ("True", "False", "None"):
+        return node.value == "True"
+    if isinstance(node, cst.Integer):
+        return int(node.value, 0) != 0
+    return None
+
+
+def _header_parts(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """What of a statement is its own: all of a simple line, the header of a compound."""
+    if isinstance(node, cst.SimpleStatementLine):
+        return [node]
+    parts: list[cst.CSTNode] = []
+    for field in ("test", "iter", "items"):
+        part = getattr(node, field, None)
+        if isinstance(part, cst.CSTNode):
+            parts.append(part)
+        elif isinstance(part, (list, tuple)):
+            parts.extend(part)
+    return parts
+
+
+def alternatives(stmt: cst.CSTNode) -> list[tuple[cst.CSTNode, list[tuple[str, str]]]]:
+    """(node, [(op, text)...]) in priority order, for the expressions of one statement."""
+    collect = _Collect()
+    for part in _header_parts(stmt):
+        part.visit(collect)
+    out: list[tuple[cst.CSTNode, list[tuple[str, str]]]] = []
+    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
+        small = stmt.body[0]
+        # ``rt = sum(...) / math.sqrt(L) + noise`` -> ``rt = 0``: values nobody checks.
+        if isinstance(small, cst.Assign) and not isinstance(small.value, (cst.Integer, cst.Name)):
+            out.append((small.value, [("expr", "0")]))
+    for ifexp in collect.ifexps:
+        truth = _truth(ifexp.test)
+        if truth is not None:
+            out.append((ifexp, [("expr", _code(ifexp.body if truth else ifexp.orelse))]))
+    for call in collect.calls:
+        options: list[tuple[str, str]] = []
+        positional = [a for a in call.args if a.keyword is None and not a.star]
+        # ``sys.exit(main())``, ``act(fc(h))`` -> the inner call.
+        if len(positional) == 1 and isinstance(positional[0].value, _SIMPLE):
+            options.append(("expr", _code(positional[0].value)))
+        # ``y.squeeze(-1)`` -> ``y``: reshapes after the failing call are not the trigger.
+        if isinstance(call.func, cst.Attribute) and isinstance(call.func.value, _SIMPLE):
+            options.append(("expr", _code(call.func.value)))
+        if options:
+            out.append((call, options))
+        for arg in call.args:
+            if arg.keyword is not None:
+                out.append((arg, [("remove", "")]))
+    return out
+
+
+class SimplifyExpressions(EditPass):
+    name = "simplify-expressions"
+
+    def units(self, cand: Candidate, level: int) -> Sequence[Unit] | None:
+        if level == 0 and cand.edits:
+            return []  # texts below are the original's; wait for the next rebase
+        program = cand.program
+        protected = program.seeding
+        edited = cand.expr_of
+        units: list[Unit] = []
+        deepest = 0
+        for s in cand.editable():
+            if s.id in protected:
+                continue  # ``torch.manual_seed(0)`` -> ``torch`` would unseed the program
+            for node, options in alternatives(s.node):
+                deepest = max(deepest, len(options))
+                if level >= len(options):
+                    continue
+                idx = program.node_index(node)
+                if idx in edited:
+                    continue  # an earlier level already simplified it
+                op, text = options[level]
+                units.append((Edit(op, node=idx, text=text),))
+        if level > 0 and level >= deepest:
+            return None
+        return units
