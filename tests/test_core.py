@@ -180,3 +180,62 @@ def test_core_imports_nothing_of_ours_and_no_torch():
         "'shrinkgpu.syntax', 'shrinkgpu.passes'))]; print(bad); sys.exit(1 if bad else 0)"
     )
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+# -- parallel ddmin -------------------------------------------------------------------------
+def batched(oracle, log):
+    def many(cands):
+        log.append(len(cands))
+        return [oracle(c) for c in cands]
+
+    return many
+
+
+@given(st.lists(st.integers(0, 200), unique=True, max_size=40), st.data(), st.integers(2, 4))
+def test_parallel_ddmin_finds_the_same_minimum_under_a_monotone_oracle(items, data, jobs):
+    required = data.draw(st.sets(st.sampled_from(items), max_size=5)) if items else set()
+    log = []
+    result = ddmin(items, needs(required), test_many=batched(needs(required), log), jobs=jobs)
+    assert result == [x for x in items if x in required]
+    assert all(n <= jobs for n in log)
+
+
+@settings(max_examples=100)
+@given(st.lists(st.integers(0, 30), unique=True, min_size=1, max_size=20), st.integers(0, 2**32 - 1))
+def test_parallel_ddmin_is_one_minimal_and_deterministic(items, seed):
+    full = frozenset(items)
+
+    def oracle(kept):
+        kept = frozenset(kept)
+        return R if kept == full or hash((seed, kept)) % 3 == 0 else P
+
+    first = ddmin(items, oracle, test_many=lambda cs: [oracle(c) for c in cs], jobs=3)
+    again = ddmin(items, oracle, test_many=lambda cs: [oracle(c) for c in cs], jobs=3)
+    assert first == again
+    assert oracle(first) is R
+    for x in first:
+        assert oracle([y for y in first if y != x]) is not R
+
+
+def test_parallel_ddmin_merges_two_successes_of_one_batch():
+    # Items 0 and 11 are needed.  At n=2 neither half can go; at n=4 the chunks are
+    # [0,1,2] [3,4,5] [6,7,8] [9,10,11] and one batch of 4 finds the middle two
+    # removable: removing both at once is tried, succeeds, and is taken in one step.
+    oracle = needs({0, 11})
+    accepted = []
+    result = ddmin(list(range(12)), oracle, test_many=lambda cs: [oracle(c) for c in cs], jobs=4,
+                   on_accept=lambda kept: accepted.append(list(kept)))
+    assert result == [0, 11]
+    assert accepted[0] == [0, 1, 2, 9, 10, 11]
+
+
+def test_driver_with_jobs_gives_the_same_result_as_sequential():
+    def test(state):
+        return R if 7 in state and sum(state) >= 10 else P
+
+    seq = reduce_to_fixpoint((1, 7, 8, 2, 40, 3, 9), [DropItems(), Halve()], test, size)
+    par = reduce_to_fixpoint(
+        (1, 7, 8, 2, 40, 3, 9), [DropItems(), Halve()], test, size,
+        test_many=lambda states: [test(s) for s in states], jobs=3,
+    )
+    assert test(par.best) is R and size(par.best) == size(seq.best)

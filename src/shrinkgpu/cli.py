@@ -118,24 +118,34 @@ def run(script, script_args, timeout, isolation, root, stdin_file, as_json) -> N
 @click.option("--max-time", type=click.FloatRange(min=1), default=None, help="Stop after this many seconds.")
 @click.option("--verify", "verify_runs", type=click.IntRange(min=0), default=2, show_default=True,
               help="Fresh-interpreter runs the result must reproduce in.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
+              help="Candidates run at once (default: one per GPU, else one per CPU core).")
+@click.option("--gpus", default=None, metavar="IDS",
+              help="Pin workers to these GPUs via CUDA_VISIBLE_DEVICES, e.g. 0,1 (default: all visible).")
 @root_option
 @stdin_option
 @click.option("--keep-temp", is_flag=True, help="Keep the temporary run directories (for debugging).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary at the end.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines.")
 def reduce_cmd(script, script_args, keep_error, output, timeout, isolation, strictness, max_tests, max_time,
-               verify_runs, root, stdin_file, keep_temp, as_json, quiet) -> None:
+               verify_runs, jobs, gpus, root, stdin_file, keep_temp, as_json, quiet) -> None:
     """Reduce SCRIPT while its first error still matches --keep-error.
 
     Arguments after `--` are passed to the script. SCRIPT itself is never modified.
     """
     from shrinkgpu.report import OutputError, ProgressPrinter
+    from shrinkgpu.worker.devices import parse_gpus
 
+    try:
+        gpu_ids = parse_gpus(gpus) if gpus is not None else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--gpus") from None
     config = _config(
         script, script_args,
         keep_error=keep_error, output=output, timeout=timeout, isolation=Isolation(isolation),
         strictness=Strictness(strictness), max_tests=max_tests, max_time=max_time,
         verify_runs=verify_runs, root=root, stdin=_stdin_bytes(stdin_file), keep_temp=keep_temp,
+        jobs=jobs, gpus=gpu_ids,
     )
     try:
         result = reduce(config, on_event=None if quiet else ProgressPrinter())

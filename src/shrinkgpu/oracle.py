@@ -48,6 +48,16 @@ def classify(obs: Observation, target: Target) -> Verdict:
     return Verdict.PASSED
 
 
+def _compiles(files: Mapping[str, str]) -> bool:
+    for path, text in files.items():
+        if path.endswith(".py"):
+            try:
+                compile(text, path, "exec", dont_inherit=True)
+            except (SyntaxError, ValueError):
+                return False
+    return True
+
+
 def _facts_only(obs: Observation) -> Observation:
     """Drop the output text: only the signature and run facts are kept per candidate."""
     from dataclasses import replace
@@ -74,10 +84,13 @@ class Oracle:
         timeout: float,
         fresh_timeout: float | None = None,
         confirm: int = 1,
+        gpus: tuple[str, ...] = (),
     ):
         self.runner = runner
         self.target = target
         self.timeout = timeout
+        # Candidates judged together are pinned to these devices in turn.
+        self.gpus = gpus
         # A candidate must reproduce reliably, not once: one that lost the script's
         # seeding fails only sometimes.  Reproductions are re-run this many times.
         self.confirm = confirm
@@ -92,49 +105,93 @@ class Oracle:
         self.reproduced: dict[tuple, Observation] = {}
 
     def __call__(self, files: Mapping[str, str]) -> Verdict:
-        key = tuple(sorted(files.items()))
-        with self._lock:
+        return self.many([files])[0]
+
+    def many(self, batch: list[Mapping[str, str]]) -> list[Verdict]:
+        """Verdicts for several programs, run side by side in the workers."""
+        keys = [tuple(sorted(files.items())) for files in batch]
+        verdicts: list[Verdict | None] = [None] * len(batch)
+        todo: dict[tuple, int] = {}  # key -> index of its first occurrence
+        for i, (files, key) in enumerate(zip(batch, keys)):
             cached = self._cache.get(key)
             if cached is not None:
                 self.stats.cache_hits += 1
-                return cached
-        verdict = self._judge(files)
+                verdicts[i] = cached
+            elif key in todo:
+                self.stats.cache_hits += 1
+            elif not _compiles(files):
+                self.stats.invalid += 1
+                verdicts[i] = self._store(key, Verdict.INVALID)
+            else:
+                todo[key] = i
+        order = list(todo.values())
+        observed = self._observe_many([batch[i] for i in order])
+        first: dict[int, Verdict] = {}
+        confirm: list[int] = []
+        for i, obs in zip(order, observed):
+            first[i] = classify(obs, self.target)
+            if first[i] is Verdict.OTHER_ERROR:
+                self.last_other = obs
+            elif first[i] is Verdict.REPRODUCED:
+                confirm.append(i)
+                self.reproduced[keys[i]] = _facts_only(obs)
+        # A candidate must reproduce reliably, not once (a lost seed fails "mostly").
+        for _ in range(self.confirm):
+            if not confirm:
+                break
+            again = self._observe_many([batch[i] for i in confirm])
+            still = []
+            for i, obs in zip(confirm, again):
+                if classify(obs, self.target) is Verdict.REPRODUCED:
+                    still.append(i)
+                else:
+                    first[i] = Verdict.FLAKY
+                    self.reproduced.pop(keys[i], None)
+            confirm = still
+        for i in order:
+            verdicts[i] = self._store(keys[i], first[i])
+        for i, key in enumerate(keys):
+            if verdicts[i] is None:
+                verdicts[i] = self._cache[key]
+        return verdicts  # type: ignore[return-value]
+
+    def _store(self, key: tuple, verdict: Verdict) -> Verdict:
         with self._lock:
             self._cache[key] = verdict
             self.stats.by_verdict[verdict.value] = self.stats.by_verdict.get(verdict.value, 0) + 1
         return verdict
 
-    def _judge(self, files: Mapping[str, str]) -> Verdict:
-        for path, text in files.items():
-            if not path.endswith(".py"):
-                continue
-            try:
-                compile(text, path, "exec", dont_inherit=True)
-            except (SyntaxError, ValueError):
-                self.stats.invalid += 1
-                return Verdict.INVALID
-        obs = self.observe(files)
-        verdict = classify(obs, self.target)
-        if verdict is Verdict.REPRODUCED:
-            for _ in range(self.confirm):
-                if classify(self.observe(files), self.target) is not Verdict.REPRODUCED:
-                    verdict = Verdict.FLAKY
-                    break
-        if verdict is Verdict.OTHER_ERROR:
-            self.last_other = obs
-        elif verdict is Verdict.REPRODUCED:
-            with self._lock:
-                self.reproduced[tuple(sorted(files.items()))] = _facts_only(obs)
-        return verdict
+    def _observe_many(self, batch: list[Mapping[str, str]]) -> list[Observation]:
+        if len(batch) == 1:
+            return [self.observe(batch[0])]
+        futures = [
+            self.runner.submit(files, timeout=self.timeout, env=self._pin(k)) for k, files in enumerate(batch)
+        ]
+        out = []
+        for files, fut in zip(batch, futures):
+            obs = fut.result()
+            if obs.infra_error and not self.runner.alive:
+                self.runner.restart()
+                obs = self.runner.run(files, timeout=self.timeout)
+            self.stats.runs += 1
+            self.stats.run_seconds += obs.wall
+            out.append(obs)
+        return out
+
+    def _pin(self, slot: int) -> dict[str, str]:
+        if not self.gpus:
+            return {}
+        return {"CUDA_VISIBLE_DEVICES": self.gpus[slot % len(self.gpus)]}
 
     def observe(
         self, files: Mapping[str, str], isolation: Isolation | None = None, timeout: float | None = None
     ) -> Observation:
         limit = timeout or self.timeout
-        obs = self.runner.run(files, timeout=limit, isolation=isolation)
+        env = self._pin(0)
+        obs = self.runner.run(files, timeout=limit, isolation=isolation, env=env)
         if obs.infra_error and not self.runner.alive:
             self.runner.restart()
-            obs = self.runner.run(files, timeout=limit, isolation=isolation)
+            obs = self.runner.run(files, timeout=limit, isolation=isolation, env=env)
         self.stats.runs += 1
         self.stats.run_seconds += obs.wall
         return obs

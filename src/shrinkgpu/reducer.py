@@ -16,6 +16,7 @@ Order of work, and why:
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from shrinkgpu.passes import PASSES
 from shrinkgpu.signature import Signature, Strictness
 from shrinkgpu.syntax import Candidate, Facts, ParseRecord, Program, count_tokens
 from shrinkgpu.worker import Isolation, Observation, Runner, ScriptSpec, preload_candidates
+from shrinkgpu.worker.devices import visible_gpus
 
 DEFAULT_FRESH_TIMEOUT = 600.0
 TIMEOUT_FACTOR = 10.0
@@ -69,6 +71,8 @@ class ReduceConfig:
     max_time: float | None = None
     keep_temp: bool = False
     write: bool = True
+    jobs: int | None = None  # candidates at once; default: one per GPU if any, else per core
+    gpus: tuple[str, ...] | None = None  # pin workers to these devices; default: all visible
 
 
 @dataclass
@@ -91,8 +95,11 @@ class ReductionResult:
     preload_seconds: float
     original_seconds: float
     timeout: float
+    jobs: int = 1
+    gpus: tuple[str, ...] = ()
     environment: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    passes: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return {
@@ -113,10 +120,13 @@ class ReductionResult:
             "isolation": self.isolation.value,
             "preloaded_modules": self.preload_modules,
             "timeout": self.timeout,
+            "jobs": self.jobs,
+            "gpus": list(self.gpus),
             "signature": self.signature.to_json(),
             "final_signature": self.final_signature.to_json() if self.final_signature else None,
             "environment": self.environment,
             "notes": self.notes,
+            "passes": self.passes,
         }
 
 
@@ -218,7 +228,13 @@ def calibrated_timeout(fresh: Observation, forked: Observation | None, isolation
 # -- the reduction -----------------------------------------------------------------------
 def reduce(config: ReduceConfig, on_event: Callable[[object], None] | None = None) -> ReductionResult:
     started = time.monotonic()
-    emit = on_event or (lambda event: None)
+    pass_stats = PassStats()
+
+    def emit(event: object) -> None:
+        pass_stats(event)
+        if on_event is not None:
+            on_event(event)
+
     pattern = compile_pattern(config.keep_error)
     spec = spec_for(config)
     output = Path(config.output).resolve() if config.output else default_output(spec.script)
@@ -269,10 +285,13 @@ def reduce(config: ReduceConfig, on_event: Callable[[object], None] | None = Non
                 runner.start()
                 forked = None
         timeout = config.timeout or calibrated_timeout(first, forked, runner.isolation)
+        gpus = config.gpus if config.gpus is not None else visible_gpus(spec.env)
+        jobs = config.jobs or (len(gpus) if gpus else (os.cpu_count() or 1))
         oracle = Oracle(
             runner, target, timeout,
             fresh_timeout=calibrated_timeout(first, None, Isolation.FRESH),
             confirm=config.confirm_runs,
+            gpus=gpus,
         )
         budget = Budget(
             max_tests=config.max_tests,
@@ -280,11 +299,18 @@ def reduce(config: ReduceConfig, on_event: Callable[[object], None] | None = Non
         )
 
         def test(cand: Candidate) -> Verdict:
-            try:
-                rendered = cand.files
-            except Exception:  # an edit combination libcst cannot render
-                return Verdict.INVALID
-            return oracle(rendered)
+            return test_many([cand])[0]
+
+        def test_many(cands: list[Candidate]) -> list[Verdict]:
+            rendered: list = []
+            for cand in cands:
+                try:
+                    rendered.append(cand.files)
+                except Exception:  # an edit combination libcst cannot render
+                    rendered.append(None)
+            runnable = [files for files in rendered if files is not None]
+            verdicts = iter(oracle.many(runnable)) if runnable else iter(())
+            return [Verdict.INVALID if files is None else next(verdicts) for files in rendered]
 
         def rebase(cand: Candidate) -> Candidate:
             # The accepted candidate becomes the new original: fresh statement ids and
@@ -297,7 +323,8 @@ def reduce(config: ReduceConfig, on_event: Callable[[object], None] | None = Non
         initial = program.initial()
         emit(Stage(f"reducing {initial.size} tokens (timeout {timeout:.1f}s per candidate)"))
         outcome = reduce_to_fixpoint(
-            initial, PASSES, test, lambda c: c.size, budget=budget, on_event=emit, normalize=rebase
+            initial, PASSES, test, lambda c: c.size, budget=budget, on_event=emit, normalize=rebase,
+            test_many=test_many, jobs=jobs,
         )
 
         emit(Stage("verifying the result in fresh interpreters"))
@@ -324,8 +351,11 @@ def reduce(config: ReduceConfig, on_event: Callable[[object], None] | None = Non
         preload_seconds=report.seconds,
         original_seconds=first.wall,
         timeout=timeout,
+        jobs=jobs,
+        gpus=tuple(gpus),
         environment=first.environment,
         notes=notes,
+        passes=pass_stats.to_json(),
     )
     if config.write:
         from shrinkgpu.report import write_outputs
@@ -373,6 +403,35 @@ def _verify(
         else:
             hi = mid
     return history[lo], (runs, runs), sig
+
+
+class PassStats:
+    """Tests and tokens removed per pass: where the time goes, for the report."""
+
+    def __init__(self):
+        self.current = "setup"
+        self.tests: dict[str, int] = {}
+        self.accepted: dict[str, int] = {}
+        self.removed: dict[str, int] = {}
+
+    def __call__(self, event: object) -> None:
+        from shrinkgpu.core import Improved, PassStarted, Tested
+
+        if isinstance(event, PassStarted):
+            self.current = event.name
+        elif isinstance(event, Tested):
+            self.tests[self.current] = self.tests.get(self.current, 0) + 1
+            if event.verdict.interesting:
+                self.accepted[self.current] = self.accepted.get(self.current, 0) + 1
+        elif isinstance(event, Improved):
+            self.removed[event.name] = self.removed.get(event.name, 0) + event.before - event.size
+
+    def to_json(self) -> dict:
+        names = sorted(set(self.tests) | set(self.removed), key=lambda n: -self.tests.get(n, 0))
+        return {
+            n: {"tests": self.tests.get(n, 0), "reproduced": self.accepted.get(n, 0), "tokens_removed": self.removed.get(n, 0)}
+            for n in names
+        }
 
 
 @dataclass(frozen=True)

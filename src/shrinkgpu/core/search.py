@@ -96,12 +96,15 @@ class Tracker(Generic[S]):
         if self.budget.deadline is not None and time.monotonic() >= self.budget.deadline:
             raise ReductionStopped("time limit reached", self.best)
 
-    def record(self, state: S, size: int, verdict: Verdict) -> None:
+    def record(self, size: int, verdict: Verdict) -> None:
         self.tests += 1
-        if verdict.interesting and size < self.best_size:
+        self.emit(Tested(verdict, size, self.best_size, self.tests))
+
+    def accept(self, state: S, size: int) -> None:
+        """The search committed to ``state``: it is the new best."""
+        if size < self.best_size:
             self.best, self.best_size = state, size
             self.history.append(state)
-        self.emit(Tested(verdict, size, self.best_size, self.tests))
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,8 @@ def reduce_to_fixpoint(
     on_event: Callable[[object], None] | None = None,
     max_sweeps: int | None = None,
     normalize: Callable[[S], S] | None = None,
+    test_many: Callable[[list[S]], list[Verdict]] | None = None,
+    jobs: int = 1,
 ) -> Outcome[S]:
     """Reduce ``state`` (assumed interesting) until no pass makes progress.
 
@@ -134,6 +139,8 @@ def reduce_to_fixpoint(
     ``normalize``, if given, is applied to the best state after each pass that improved
     it; it must return an equivalent state of the same size (a program re-parsed from its
     own text, say), which lets passes work on a simpler representation.
+
+    ``test_many`` and ``jobs`` let ddmin judge ``jobs`` candidates at once (see ddmin).
     """
     tiers: list[Sequence[Pass]] = (
         [list(t) for t in passes] if passes and isinstance(passes[0], (list, tuple)) else [list(passes)]  # type: ignore[index]
@@ -142,18 +149,27 @@ def reduce_to_fixpoint(
     tracker.history.append(state)
 
     def judged(candidate: S) -> Verdict:
+        return judged_many([candidate])[0]
+
+    def judged_many(candidates: list[S]) -> list[Verdict]:
         tracker.check()
-        n = size(candidate)
-        if n >= tracker.best_size:
-            # Only strictly smaller programs count as progress; this is what makes the
-            # sweep terminate whatever the passes propose.
-            return Verdict.INVALID
-        try:
-            verdict = test(candidate)
-        except KeyboardInterrupt:
-            raise ReductionStopped("interrupted", tracker.best) from None
-        tracker.record(candidate, n, verdict)
-        return verdict
+        sizes = [size(c) for c in candidates]
+        # Only strictly smaller programs count as progress; this is what makes the sweep
+        # terminate whatever the passes propose.
+        runnable = [i for i, n in enumerate(sizes) if n < tracker.best_size]
+        verdicts = [Verdict.INVALID] * len(candidates)
+        if runnable:
+            try:
+                if len(runnable) == 1 or test_many is None:
+                    results = [test(candidates[i]) for i in runnable]
+                else:
+                    results = test_many([candidates[i] for i in runnable])
+            except KeyboardInterrupt:
+                raise ReductionStopped("interrupted", tracker.best) from None
+            for i, v in zip(runnable, results):
+                verdicts[i] = v
+                tracker.record(sizes[i], v)
+        return verdicts
 
     def sweep(tier: Sequence[Pass]) -> bool:
         before = tracker.best_size
@@ -171,12 +187,28 @@ def reduce_to_fixpoint(
                 tracker.emit(PassStarted(p.name, level - 1, len(units), tracker.best_size))
                 start_size = tracker.best_size
                 index = list(range(len(units)))
+                built: dict[tuple[int, ...], S] = {}
 
-                def test_kept(kept: Sequence[int], units=units, current=current, p=p) -> Verdict:
-                    keep = set(kept)
-                    return judged(p.apply(current, [units[i] for i in index if i not in keep]))
+                def build(kept: Sequence[int], units=units, current=current, p=p, built=built) -> S:
+                    # Memoised: the candidate ddmin accepts is one it just tested, and a
+                    # rendered candidate is worth keeping.
+                    key = tuple(kept)
+                    if key not in built:
+                        keep = set(kept)
+                        built[key] = p.apply(current, [units[i] for i in index if i not in keep])
+                    return built[key]
 
-                ddmin(index, test_kept)
+                def accept(kept: Sequence[int]) -> None:
+                    chosen = build(kept)
+                    tracker.accept(chosen, size(chosen))
+
+                ddmin(
+                    index,
+                    lambda kept: judged(build(kept)),
+                    test_many=lambda many: judged_many([build(k) for k in many]),
+                    jobs=jobs,
+                    on_accept=accept,
+                )
                 if tracker.best_size < start_size:
                     tracker.emit(Improved(p.name, tracker.best_size, start_size))
             if normalize is not None and tracker.best_size < pass_start:

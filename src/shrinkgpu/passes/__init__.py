@@ -13,7 +13,7 @@ from shrinkgpu.passes.constants import ArgparseToNamespace, PropagateConstants
 from shrinkgpu.passes.definitions import DeleteDefinitions
 from shrinkgpu.passes.expressions import SimplifyExpressions
 from shrinkgpu.passes.files import DropFiles, InlineModules
-from shrinkgpu.passes.inline import InlineCalls
+from shrinkgpu.passes.inline import InlineCalls, InlineExpressions
 from shrinkgpu.passes.statements import DeleteStatements, SliceToFailure
 
 # Tiers, cheapest first (see core.search.reduce_to_fixpoint): the first tier removes
@@ -31,6 +31,7 @@ STRUCTURE: tuple[EditPass, ...] = (
     UnwrapWith(),
     PropagateConstants(),
     InlineCalls(),
+    InlineExpressions(),
     InlineModules(),
     DropFiles(),
 )
@@ -50,6 +51,7 @@ __all__ = [
     "HoistElse",
     "HoistThen",
     "InlineCalls",
+    "InlineExpressions",
     "InlineModules",
     "SliceToFailure",
     "TryToBody",

@@ -28,11 +28,19 @@ class _FindParse(cst.CSTVisitor):
 
 
 class _AttributeNames(cst.CSTVisitor):
+    """Names a program may read from a namespace: ``args.lr``, ``cfg["lr"]``,
+    ``getattr(args, "lr")``."""
+
     def __init__(self):
         self.names: set[str] = set()
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         self.names.add(node.attr.value)
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        value = node.evaluated_value
+        if isinstance(value, str) and value.isidentifier():
+            self.names.add(value)
 
 
 def _binds_module(module: cst.Module, name: str) -> bool:

@@ -18,6 +18,17 @@ from shrinkgpu.syntax.program import Candidate, Edit
 
 _EMPTY = cst.Module(body=[])
 _SIMPLE = (cst.Call, cst.Name, cst.Attribute, cst.Subscript)
+# Allocators of uninitialised memory: ``torch.empty(n).uniform_(a, b)`` must not become
+# ``torch.empty(n)``, whose values differ from run to run (and process to process).
+_UNINITIALISED = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"})
+
+
+def _allocates_uninitialised(node: cst.BaseExpression) -> bool:
+    if not isinstance(node, cst.Call):
+        return False
+    func = node.func
+    name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", None)
+    return name in _UNINITIALISED
 
 
 def _code(node: cst.CSTNode) -> str:
@@ -28,6 +39,11 @@ class _Collect(cst.CSTVisitor):
     def __init__(self):
         self.calls: list[cst.Call] = []
         self.ifexps: list[cst.IfExp] = []
+        self.nots: list[cst.UnaryOperation] = []
+
+    def visit_UnaryOperation(self, node: cst.UnaryOperation) -> None:
+        if isinstance(node.operator, cst.Not):
+            self.nots.append(node)
 
     def visit_Call(self, node: cst.Call) -> None:
         self.calls.append(node)
@@ -76,6 +92,10 @@ def alternatives(stmt: cst.CSTNode) -> list[tuple[cst.CSTNode, list[tuple[str, s
         # ``rt = sum(...) / math.sqrt(L) + noise`` -> ``rt = 0``: values nobody checks.
         if isinstance(small, cst.Assign) and not isinstance(small.value, (cst.Integer, cst.Name)):
             out.append((small.value, [("expr", "0")]))
+    for neg in collect.nots:
+        truth = _truth(neg.expression)
+        if truth is not None:
+            out.append((neg, [("expr", "False" if truth else "True")]))
     for ifexp in collect.ifexps:
         truth = _truth(ifexp.test)
         if truth is not None:
@@ -87,7 +107,11 @@ def alternatives(stmt: cst.CSTNode) -> list[tuple[cst.CSTNode, list[tuple[str, s
         if len(positional) == 1 and isinstance(positional[0].value, _SIMPLE):
             options.append(("expr", _code(positional[0].value)))
         # ``y.squeeze(-1)`` -> ``y``: reshapes after the failing call are not the trigger.
-        if isinstance(call.func, cst.Attribute) and isinstance(call.func.value, _SIMPLE):
+        if (
+            isinstance(call.func, cst.Attribute)
+            and isinstance(call.func.value, _SIMPLE)
+            and not _allocates_uninitialised(call.func.value)
+        ):
             options.append(("expr", _code(call.func.value)))
         if options:
             out.append((call, options))

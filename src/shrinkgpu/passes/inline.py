@@ -2,10 +2,12 @@
 
 A maintainer's repro is flat: no ``main()``, no ``train_one_epoch(...)``, the failing
 steps one after the other.  This pass replaces a call statement (``f(a)`` or
-``x = f(a)``) by the callee's body, with its parameters bound to the arguments, and a
-call to a local ``nn.Module`` instance (``model(x)``) by its ``forward`` body with
-``self`` bound to the instance.  The callee's own definition goes in the same unit when
-this was its only call, so the unit shrinks the program.
+``x = f(a)``) by the callee's body, with its parameters bound to the arguments; a method
+call (``trainer.fit(...)``, ``self.validate(...)``) by the method's body with ``self``
+bound to the instance; and a call of a local ``nn.Module`` instance (``model(x)``) by
+its ``forward`` body.  A ``@torch.no_grad()`` function becomes a ``with`` block.  The
+callee's own definition goes in the same unit when this was its only call, so the unit
+shrinks the program.
 
 Only bodies whose one ``return`` is the last statement are inlined: an early return
 would need control flow the call site does not have.
@@ -57,9 +59,25 @@ class _Returns(cst.CSTVisitor):
         return False
 
 
+# Decorators whose whole effect is a context around the body.
+_CONTEXT_DECORATORS = ("torch.no_grad()", "torch.inference_mode()", "torch.enable_grad()")
+
+
+def decorator_context(fn: cst.FunctionDef) -> tuple[bool, str | None] | None:
+    """(inlinable, context manager to wrap the body in) for a function's decorators."""
+    if not fn.decorators:
+        return True, None
+    if len(fn.decorators) != 1:
+        return None
+    text = _code(fn.decorators[0].decorator)
+    if text in _CONTEXT_DECORATORS:
+        return True, text
+    return None
+
+
 def _body_of(fn: cst.FunctionDef) -> tuple[list[cst.BaseStatement], cst.BaseExpression | None] | None:
     """The statements to paste and the returned expression, or None if not inlinable."""
-    if fn.asynchronous is not None or fn.decorators:
+    if fn.asynchronous is not None or decorator_context(fn) is None:
         return None
     if not isinstance(fn.body, cst.IndentedBlock):
         return None
@@ -137,15 +155,21 @@ def _call_site(stmt: cst.CSTNode) -> tuple[cst.Call, str | None] | None:
     return None
 
 
-def _compose(bindings: list[str], body: list[cst.BaseStatement], returned, target: str | None) -> str:
-    parts = [line + "\n" for line in bindings]
-    parts += [_code(s) if _code(s).endswith("\n") else _code(s) + "\n" for s in body]
+def _compose(
+    bindings: list[str], body: list[cst.BaseStatement], returned, target: str | None, context: str | None = None
+) -> str:
+    stmts: list[cst.BaseStatement] = list(body)
     if returned is not None:
         value = _code(returned)
-        parts.append(f"{target} = {value}\n" if target is not None else f"{value}\n")
+        stmts.append(cst.parse_statement(f"{target} = {value}\n" if target is not None else f"{value}\n"))
     elif target is not None:
-        parts.append(f"{target} = None\n")
-    return "".join(parts)
+        stmts.append(cst.parse_statement(f"{target} = None\n"))
+    if context is not None:
+        if not stmts:
+            stmts = [cst.SimpleStatementLine(body=[cst.Pass()])]
+        stmts = [cst.With(items=[cst.WithItem(item=cst.parse_expression(context))], body=cst.IndentedBlock(body=stmts))]
+    module = cst.Module(body=[cst.parse_statement(line + "\n") for line in bindings] + stmts)
+    return module.code
 
 
 class InlineCalls(LevelZeroPass):
@@ -177,14 +201,20 @@ class InlineCalls(LevelZeroPass):
             if bindings is None:
                 continue
             if self_text is not None:
-                bindings.insert(0, f"self = {self_text}")
-            text = _compose(bindings, body, returned, target)
+                self_name = _first_param(fn)
+                if self_name is None:
+                    continue
+                if self_text != self_name:
+                    bindings.insert(0, f"{self_name} = {self_text}")
+            _, context = decorator_context(fn) or (True, None)
+            text = _compose(bindings, body, returned, target, context)
             unit = [Edit("replace", s.id, text=text)]
             if self_text is None and deps.readers(callee_sid, fn.name.value) == {s.id}:
                 unit += deletion_unit(cand, [callee_sid], ignore=frozenset({s.id}), copied=True)
             elif self_text is not None:
-                # ``forward`` is only reached through calls of instances; if this was not
-                # the only one, the candidate fails and the unit is not taken.
+                # Methods are reached through attributes (and ``forward`` through calls
+                # of instances), which name resolution does not see; if this was not the
+                # only call, the candidate fails and the unit is simply not taken.
                 unit += deletion_unit(cand, [callee_sid], ignore=frozenset({s.id}), copied=True)
             out.append(tuple(unit))
         return out
@@ -201,33 +231,79 @@ class InlineCalls(LevelZeroPass):
                 return None
             (b,) = binders
             node = stmts[b].node
-            if isinstance(node, cst.FunctionDef) and b in cand.live:
+            if isinstance(node, cst.FunctionDef) and b in cand.live and not _is_method(stmts, b):
                 return b, node, None
-            if isinstance(node, cst.SimpleStatementLine):
-                return self._module_instance(cand, func, b, node)
+            cls_sid = _instance_class(cand, b)
+            if cls_sid is not None:
+                method = _method(cand, cls_sid, "forward")  # ``model(x)`` runs forward
+                return None if method is None else (*method, func.value)
+            return None
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+            owner = func.value
+            # ``self.helper(x)`` inside a method: the method's own class.
+            method_sid = _enclosing_method(stmts, sid)
+            if method_sid is not None and _first_param(stmts[method_sid].node) == owner.value:
+                cls_sid = stmts[method_sid].parent
+                method = _method(cand, cls_sid, func.attr.value)
+                return None if method is None else (*method, owner.value)
+            # ``trainer.fit(...)`` where ``trainer = Trainer(...)``
+            binders = deps.binders(owner)
+            if len(binders) == 1:
+                cls_sid = _instance_class(cand, next(iter(binders)))
+                if cls_sid is not None:
+                    method = _method(cand, cls_sid, func.attr.value)
+                    return None if method is None else (*method, owner.value)
         return None
 
-    def _module_instance(self, cand: Candidate, func: cst.Name, binder: int, node: cst.SimpleStatementLine):
-        """``model(x)`` where ``model = LocalModule(...)``: its ``forward``."""
-        program = cand.program
-        stmts = program.stmts
-        if len(node.body) != 1 or not isinstance(node.body[0], cst.Assign):
-            return None
-        value = node.body[0].value
-        if not isinstance(value, cst.Call) or not isinstance(value.func, cst.Name):
-            return None
-        classes = program.deps.binders(value.func)
-        if len(classes) != 1:
-            return None
-        (cls_sid,) = classes
-        cls = stmts[cls_sid].node
-        if not isinstance(cls, cst.ClassDef) or cls_sid not in cand.live:
-            return None
-        for child in program.children.get(cls_sid, ()):
-            child_node = stmts[child].node
-            if isinstance(child_node, cst.FunctionDef) and child_node.name.value == "forward":
-                return child, child_node, func.value
+
+def _is_method(stmts, sid: int) -> bool:
+    parent = stmts[sid].parent
+    return parent is not None and stmts[parent].kind == "class"
+
+
+def _first_param(fn: cst.FunctionDef) -> str | None:
+    params = list(fn.params.posonly_params) + list(fn.params.params)
+    return params[0].name.value if params else None
+
+
+def _enclosing_method(stmts, sid: int) -> int | None:
+    cur = stmts[sid].parent
+    while cur is not None:
+        if stmts[cur].kind == "def":
+            return cur if _is_method(stmts, cur) else None
+        cur = stmts[cur].parent
+    return None
+
+
+def _instance_class(cand: Candidate, binder: int) -> int | None:
+    """The local class of ``x`` when ``binder`` is ``x = LocalClass(...)``."""
+    program = cand.program
+    node = program.stmts[binder].node
+    if not isinstance(node, cst.SimpleStatementLine) or len(node.body) != 1:
         return None
+    assign = node.body[0]
+    if not isinstance(assign, cst.Assign) or not isinstance(assign.value, cst.Call):
+        return None
+    if not isinstance(assign.value.func, cst.Name):
+        return None
+    classes = program.deps.binders(assign.value.func)
+    if len(classes) != 1:
+        return None
+    (cls_sid,) = classes
+    if program.stmts[cls_sid].kind != "class" or cls_sid not in cand.live:
+        return None
+    return cls_sid
+
+
+def _method(cand: Candidate, cls_sid: int, name: str) -> tuple[int, cst.FunctionDef] | None:
+    program = cand.program
+    for child in program.children.get(cls_sid, ()):
+        node = program.stmts[child].node
+        if isinstance(node, cst.FunctionDef) and node.name.value == name and child in cand.live:
+            if any(_code(d.decorator) in ("staticmethod", "classmethod", "property") for d in node.decorators):
+                return None
+            return child, node
+    return None
 
 
 def _is_inside(stmts, sid: int, ancestor: int) -> bool:
@@ -237,3 +313,107 @@ def _is_inside(stmts, sid: int, ancestor: int) -> bool:
             return True
         cur = stmts[cur].parent
     return False
+
+
+class _Substitute(cst.CSTTransformer):
+    def __init__(self, values: dict[str, str]):
+        self.values = values
+
+    def leave_Name(self, original_node: cst.Name, updated_node: cst.Name):
+        text = self.values.get(original_node.value)
+        if text is None:
+            return updated_node
+        from shrinkgpu.syntax.program import parse_expression
+
+        return parse_expression(text)
+
+
+class _NameCount(cst.CSTVisitor):
+    def __init__(self):
+        self.counts: dict[str, int] = {}
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.counts[node.value] = self.counts.get(node.value, 0) + 1
+
+
+_PLAIN = (cst.Name, cst.Integer, cst.Float, cst.SimpleString)
+
+
+class InlineExpressions(LevelZeroPass):
+    """``def tokenize(t): return re.findall(P, t.lower())`` and ``tokenize(text)`` ->
+    ``re.findall(P, text.lower())``: one-line helpers called inside expressions (a
+    comprehension, an argument), which statement inlining cannot reach.  All calls are
+    replaced and the definition deleted in one unit; a helper that is also used as a
+    value (``collate_fn=collate``) stays."""
+
+    name = "inline-expressions"
+
+    def edits(self, cand: Candidate) -> list[Unit]:
+        if cand.edits:
+            return []
+        program = cand.program
+        deps = program.deps
+        stmts = program.stmts
+        out: list[Unit] = []
+        for s in cand.editable():
+            fn = s.node
+            if s.kind != "def" or _is_method(stmts, s.id) or fn.decorators or fn.asynchronous is not None:
+                continue
+            parts = _body_of(fn)
+            if parts is None or parts[0] or parts[1] is None:
+                continue  # not a single ``return expr``
+            returned = parts[1]
+            params = list(fn.params.posonly_params) + list(fn.params.params)
+            if fn.params.kwonly_params or fn.params.star_kwarg is not None or not isinstance(
+                fn.params.star_arg, cst.MaybeSentinel
+            ):
+                continue
+            counter = _NameCount()
+            returned.visit(counter)
+            reads = deps.reads(s.id, fn.name.value)
+            if not reads:
+                continue
+            edits = []
+            for name_node in reads:
+                call = deps.call_of(name_node)
+                if call is None:
+                    edits = []
+                    break  # used as a value: keep the function
+                values = _argument_texts(params, call)
+                if values is None or any(
+                    counter.counts.get(p, 0) > 1 and not isinstance(cst.parse_expression(v), _PLAIN)
+                    for p, v in values.items()
+                ):
+                    edits = []
+                    break  # an argument would be evaluated twice
+                text = _code(returned.visit(_Substitute(values)))
+                edits.append(Edit("expr", node=program.node_index(call), text=text))
+            if not edits:
+                continue
+            users = frozenset(deps.enclosing(n) for n in reads)
+            out.append((*edits, *deletion_unit(cand, [s.id], ignore=users)))
+        return out
+
+
+def _argument_texts(params: list[cst.Param], call: cst.Call) -> dict[str, str] | None:
+    values: dict[str, str] = {}
+    positional = [p.name.value for p in params]
+    index = 0
+    for arg in call.args:
+        if arg.star:
+            return None
+        if arg.keyword is None:
+            if index >= len(positional):
+                return None
+            values[positional[index]] = _code(arg.value)
+            index += 1
+        else:
+            if arg.keyword.value not in positional:
+                return None
+            values[arg.keyword.value] = _code(arg.value)
+    for p in params:
+        if p.name.value not in values:
+            if p.default is None:
+                return None
+            values[p.name.value] = _code(p.default)
+    return values

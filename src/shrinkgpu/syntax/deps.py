@@ -60,6 +60,7 @@ class _Enclosing(cst.CSTVisitor):
         self.stack: list[int] = []
         self.of: dict[int, int] = {}
         self.attribute_of: dict[int, cst.Attribute] = {}  # id(x) -> the ``x.attr`` around it
+        self.call_of: dict[int, cst.Call] = {}  # id(f) -> the ``f(...)`` it is the callee of
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         sid = self.program.by_node.get(id(node))
@@ -69,6 +70,8 @@ class _Enclosing(cst.CSTVisitor):
             self.of[id(node)] = self.stack[-1]
         if isinstance(node, cst.Attribute):
             self.attribute_of[id(node.value)] = node
+        elif isinstance(node, cst.Call):
+            self.call_of[id(node.func)] = node
         return True
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
@@ -163,8 +166,10 @@ class Dependencies:
         influences: list[set[int]] = [set() for _ in range(n)]
         self.spans: list[Span | None] = [None] * n
         self._enclosing_of: dict[int, int] = {}
+        self._call_of: dict[int, cst.Call] = {}
         self._binders_of: dict[int, frozenset[int]] = {}  # id(name node read) -> binding statements
         self._name_readers: dict[tuple[int, str], set[int]] = defaultdict(set)  # (binder, name) -> readers
+        self._name_reads: dict[tuple[int, str], list[cst.Name]] = defaultdict(list)  # ... -> the Name nodes
         mutators_by_file: dict[tuple[str, str], set[int]] = defaultdict(set)
         # binder statement -> [(name node read, the ``name.attr`` around it or None)] for
         # reads that only this statement can satisfy
@@ -181,6 +186,7 @@ class Dependencies:
             module.visit(enclosing)
             of = enclosing.of
             self._enclosing_of.update(of)
+            self._call_of.update(enclosing.call_of)
             for sid in program.stmts_in_file(path):
                 node = program.stmts[sid].node
                 pos = positions.get(node)
@@ -215,6 +221,8 @@ class Dependencies:
                         if isinstance(name, str):
                             for p in providers:
                                 self._name_readers[(p, name)].add(user)
+                                if isinstance(access.node, cst.Name):
+                                    self._name_reads[(p, name)].append(access.node)
                         needs[user].append(frozenset(providers))
                         influences[user] |= providers
                     if len(providers) == 1 and len(access.referents) == 1 and isinstance(access.node, cst.Name):
@@ -260,6 +268,14 @@ class Dependencies:
     def readers(self, sid: int, name: str) -> set[int]:
         """Statements that read ``name`` as bound by statement ``sid``."""
         return self._name_readers.get((sid, name), set())
+
+    def call_of(self, func: cst.CSTNode) -> cst.Call | None:
+        """The call whose callee is ``func``, if it is one."""
+        return self._call_of.get(id(func))
+
+    def reads(self, sid: int, name: str) -> list[cst.Name]:
+        """The Name nodes that read ``name`` as bound by statement ``sid``."""
+        return self._name_reads.get((sid, name), [])
 
     def binders(self, name: cst.CSTNode) -> frozenset[int]:
         """The statements that may bind the name read at ``name``."""

@@ -498,7 +498,7 @@ class _Renderer(cst.CSTTransformer):
 _ATOMS = (
     cst.Name, cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString,
     cst.FormattedString, cst.Call, cst.Attribute, cst.Subscript, cst.List, cst.Dict, cst.Set,
-    cst.Ellipsis,
+    cst.Ellipsis, cst.ListComp, cst.SetComp, cst.DictComp,
 )
 
 
@@ -506,7 +506,7 @@ def parse_expression(text: str) -> cst.BaseExpression:
     """The expression for ``text``, parenthesised unless it is an atom, so it can stand
     in any position without changing how the code around it parses."""
     expr = cst.parse_expression(text)
-    if isinstance(expr, _ATOMS) or (isinstance(expr, cst.Tuple) and expr.lpar):
+    if isinstance(expr, _ATOMS) or (isinstance(expr, (cst.Tuple, cst.GeneratorExp)) and expr.lpar):
         return expr
     return cst.parse_expression(f"({text})")
 

@@ -194,8 +194,12 @@ class Runner:
         isolation: Isolation | None = None,
         collect_modules: bool = False,
         collect_env: bool = False,
+        env: Mapping[str, str] | None = None,
     ) -> Future:
-        """Run ``files`` (path relative to root -> source); the future yields an Observation."""
+        """Run ``files`` (path relative to root -> source); the future yields an Observation.
+
+        ``env`` adds variables for this run only (GPU pinning); nothing else differs from
+        the user's environment."""
         mode = isolation or self.isolation
         if mode is Isolation.FORK and self.isolation is Isolation.FRESH:
             mode = Isolation.FRESH
@@ -231,6 +235,7 @@ class Runner:
             "stdin": str(self.sandbox.stdin),
             "stdout": str(run.stdout),
             "stderr": str(run.stderr),
+            "env": dict(env or {}),
         }
         result: Future = Future()
         client = self._client

@@ -216,12 +216,13 @@ class Supervisor:
             _redirect(0, cmd["stdin"], os.O_RDONLY)
             _redirect(1, cmd["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
             _redirect(2, cmd["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            environ = {**self.environ, **cmd.get("env", {})}  # e.g. CUDA_VISIBLE_DEVICES pinning
             if cmd["mode"] == "fresh":
                 exe = sys.executable
-                os.execve(exe, [exe, "-c", FRESH_COMMAND, cmd["request_path"]], self.environ)
-            if os.environ != self.environ:
+                os.execve(exe, [exe, "-c", FRESH_COMMAND, cmd["request_path"]], environ)
+            if os.environ != environ:
                 os.environ.clear()
-                os.environ.update(self.environ)
+                os.environ.update(environ)
             from shrinkgpu.worker import probe
 
             code = probe.run(cmd["request"], forked=True)
