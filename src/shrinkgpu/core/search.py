@@ -151,12 +151,18 @@ def reduce_to_fixpoint(
     def judged(candidate: S) -> Verdict:
         return judged_many([candidate])[0]
 
+    def measured(candidate: S) -> int | None:
+        try:
+            return size(candidate)
+        except Exception:  # a candidate that cannot even be built is just invalid
+            return None
+
     def judged_many(candidates: list[S]) -> list[Verdict]:
         tracker.check()
-        sizes = [size(c) for c in candidates]
+        sizes = [measured(c) for c in candidates]
         # Only strictly smaller programs count as progress; this is what makes the sweep
         # terminate whatever the passes propose.
-        runnable = [i for i, n in enumerate(sizes) if n < tracker.best_size]
+        runnable = [i for i, n in enumerate(sizes) if n is not None and n < tracker.best_size]
         verdicts = [Verdict.INVALID] * len(candidates)
         if runnable:
             try:
@@ -200,7 +206,7 @@ def reduce_to_fixpoint(
 
                 def accept(kept: Sequence[int]) -> None:
                     chosen = build(kept)
-                    tracker.accept(chosen, size(chosen))
+                    tracker.accept(chosen, measured(chosen))
 
                 ddmin(
                     index,

@@ -19,6 +19,19 @@ class EditPass:
         return cand.with_edits(e for unit in units for e in unit)
 
 
+def names_read(text: str) -> set[str]:
+    """Every identifier in ``text`` (code, or an expression)."""
+    if not text:
+        return set()
+    import io
+    import tokenize
+
+    try:
+        return {t.string for t in tokenize.generate_tokens(io.StringIO(text).readline) if t.type == tokenize.NAME}
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return set()
+
+
 def _within(program, sid: int, ancestor: int) -> bool:
     cur: int | None = sid
     while cur is not None:
@@ -68,13 +81,16 @@ def dedupe(units: Sequence[Unit]) -> list[Unit]:
 
 
 def deletion_unit(
-    cand: Candidate, roots, ignore: frozenset[int] = frozenset(), copied: bool = False
+    cand: Candidate, roots, ignore: frozenset[int] = frozenset(), copied: bool = False, new_text: str = ""
 ) -> Unit:
-    """Delete ``roots`` with everything that would be left reading a name nothing binds;
-    nothing at all if that would remove a protected (seeding) statement -- unless
-    ``copied``: the unit pastes the roots' bodies elsewhere (inlining), seeding included."""
+    """Delete ``roots`` with everything that would be left reading a name nothing binds,
+    and the plain bindings nothing reads any more; nothing at all if that would remove a
+    protected (seeding) statement -- unless ``copied``: the unit pastes the roots' bodies
+    elsewhere (inlining), seeding included.  ``new_text``: code the same unit adds, whose
+    names keep their bindings."""
     program = cand.program
     closure = program.deps.deletion_closure(cand, roots, ignore)
+    closure |= program.deps.dead_binders(cand, closure, names_read(new_text))
     at_risk = closure & program.protected
     if copied:
         at_risk = {p for p in at_risk if not any(_within(program, p, r) for r in roots)}

@@ -29,7 +29,7 @@ class _FindParse(cst.CSTVisitor):
 
 class _AttributeNames(cst.CSTVisitor):
     """Names a program may read from a namespace: ``args.lr``, ``cfg["lr"]``,
-    ``getattr(args, "lr")``."""
+    ``getattr(args, "lr")``, ``cfg.get("lr")``."""
 
     def __init__(self):
         self.names: set[str] = set()
@@ -37,10 +37,21 @@ class _AttributeNames(cst.CSTVisitor):
     def visit_Attribute(self, node: cst.Attribute) -> None:
         self.names.add(node.attr.value)
 
-    def visit_SimpleString(self, node: cst.SimpleString) -> None:
-        value = node.evaluated_value
-        if isinstance(value, str) and value.isidentifier():
-            self.names.add(value)
+    def visit_SubscriptElement(self, node: cst.SubscriptElement) -> None:
+        self._string(getattr(node.slice, "value", None))
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", None)
+        if name in ("getattr", "hasattr", "get", "setdefault", "pop") and node.args:
+            for arg in node.args[:2]:
+                self._string(arg.value)
+
+    def _string(self, node) -> None:
+        if isinstance(node, cst.SimpleString):
+            value = node.evaluated_value
+            if isinstance(value, str) and value.isidentifier():
+                self.names.add(value)
 
 
 def _binds_module(module: cst.Module, name: str) -> bool:
@@ -89,7 +100,9 @@ class ArgparseToNamespace(LevelZeroPass):
             replace = Edit("expr", node=program.node_index(finder.call), text=namespace)
             # The parser is dead once its result is a constant: it goes in the same unit,
             # or the unit would grow the program and never be accepted.
-            dead = deletion_unit(cand, _parser_binders(cand, finder.call, sid), ignore=frozenset({sid}))
+            dead = deletion_unit(
+                cand, _parser_binders(cand, finder.call, sid), ignore=frozenset({sid}), new_text=namespace
+            )
             out.append((replace, *dead))
         return out
 
@@ -153,6 +166,34 @@ def _namespace_values(node: cst.BaseExpression) -> dict[str, str] | None:
     return out
 
 
+def _dataclass_defaults(cand: Candidate, node: cst.BaseExpression) -> dict[str, str] | None:
+    """``{field: literal}`` for ``Config()`` where ``Config`` is a local ``@dataclass``
+    whose fields have literal defaults: a config object that is only ever read."""
+    if not isinstance(node, cst.Call) or node.args or not isinstance(node.func, cst.Name):
+        return None
+    program = cand.program
+    binders = program.deps.binders(node.func)
+    if len(binders) != 1:
+        return None
+    cls = program.stmts[next(iter(binders))].node
+    if not isinstance(cls, cst.ClassDef):
+        return None
+    if not any(_EMPTY.code_for_node(d.decorator) in ("dataclass", "dataclasses.dataclass") for d in cls.decorators):
+        return None
+    out: dict[str, str] = {}
+    if not isinstance(cls.body, cst.IndentedBlock):
+        return None
+    for stmt in cls.body.body:
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        for small in stmt.body:
+            if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.value is not None:
+                text = _constant_text(small.value)
+                if text is not None:
+                    out[small.target.value] = text
+    return out
+
+
 class PropagateConstants(LevelZeroPass):
     """Replace reads of a name bound once to a constant (``BATCH = 16``), to another name
     (``loader = train_loader``) or to a namespace of constants (``args.lr``) by what it
@@ -174,8 +215,8 @@ class PropagateConstants(LevelZeroPass):
                 continue
             name = assign.targets[0].target.value
             readers = [(n, a) for n, a in deps.sole_readers.get(s.id, ()) if deps.enclosing_live(n, live)]
-            if not readers:
-                continue
+            if not readers or any(deps.in_fstring(n) or deps.is_del_target(n) for n, _ in readers):
+                continue  # ``f"{NAME}"`` would nest quotes (before 3.12); ``del NAME`` has no literal
             constant = _constant_text(assign.value)
             if constant is None and isinstance(assign.value, cst.Name) and assign.value.value != name:
                 constant = assign.value.value  # a copy: ``loader = train_loader``, ``self = model``
@@ -184,6 +225,8 @@ class PropagateConstants(LevelZeroPass):
                 edits = [Edit("expr", node=program.node_index(n), text=constant) for n, _ in readers]
             else:
                 values = _namespace_values(assign.value)
+                if values is None:
+                    values = _dataclass_defaults(cand, assign.value)
                 if values is None or name in deps.stored_attribute_bases.get(s.file, ()):
                     continue
                 for n, attribute in readers:
@@ -193,5 +236,6 @@ class PropagateConstants(LevelZeroPass):
                     edits.append(Edit("expr", node=program.node_index(attribute), text=values[attribute.attr.value]))
             if edits:
                 readers_at = frozenset(deps.enclosing(n) for n, _ in readers)
-                out.append((*edits, *deletion_unit(cand, [s.id], ignore=readers_at)))
+                new_text = " ".join(e.text for e in edits)
+                out.append((*edits, *deletion_unit(cand, [s.id], ignore=readers_at, new_text=new_text)))
         return out

@@ -1,5 +1,6 @@
 """Smaller expressions: wrapper calls dropped, constant conditions decided, keyword
-arguments left at their defaults, layers after the failing call peeled off.
+arguments left at their defaults, layers after the failing call peeled off, entries of
+dict literals (records nobody reads) removed.
 
 Each is checked like any other candidate, so a keyword that mattered (``padding=1``
 changes a shape at the suspect operator) simply stays.  A node can have several
@@ -40,6 +41,10 @@ class _Collect(cst.CSTVisitor):
         self.calls: list[cst.Call] = []
         self.ifexps: list[cst.IfExp] = []
         self.nots: list[cst.UnaryOperation] = []
+        self.containers: list[cst.Dict] = []
+
+    def visit_Dict(self, node: cst.Dict) -> None:
+        self.containers.append(node)
 
     def visit_UnaryOperation(self, node: cst.UnaryOperation) -> None:
         if isinstance(node.operator, cst.Not):
@@ -82,7 +87,16 @@ def _header_parts(node: cst.CSTNode) -> list[cst.CSTNode]:
 
 
 def alternatives(stmt: cst.CSTNode) -> list[tuple[cst.CSTNode, list[tuple[str, str]]]]:
-    """(node, [(op, text)...]) in priority order, for the expressions of one statement."""
+    """(node, [(op, text)...]) in priority order, for the expressions of one statement;
+    one entry per node, so a node's alternatives are spread over levels and never meet."""
+    merged: dict[int, tuple[cst.CSTNode, list[tuple[str, str]]]] = {}
+    for node, options in _alternatives(stmt):
+        entry = merged.setdefault(id(node), (node, []))
+        entry[1].extend(o for o in options if o not in entry[1])
+    return list(merged.values())
+
+
+def _alternatives(stmt: cst.CSTNode) -> list[tuple[cst.CSTNode, list[tuple[str, str]]]]:
     collect = _Collect()
     for part in _header_parts(stmt):
         part.visit(collect)
@@ -116,8 +130,13 @@ def alternatives(stmt: cst.CSTNode) -> list[tuple[cst.CSTNode, list[tuple[str, s
         if options:
             out.append((call, options))
         for arg in call.args:
-            if arg.keyword is not None:
+            if arg.keyword is not None or arg.star == "**":
                 out.append((arg, [("remove", "")]))
+    for container in collect.containers:
+        elements = container.elements
+        if len(elements) > 1:
+            for el in elements:
+                out.append((el, [("remove", "")]))
     return out
 
 
@@ -129,6 +148,7 @@ class SimplifyExpressions(EditPass):
             return []  # texts below are the original's; wait for the next rebase
         program = cand.program
         protected = program.seeding
+        chain = program.protected  # calls on the way to a seeding call
         edited = cand.expr_of
         units: list[Unit] = []
         deepest = 0
@@ -136,6 +156,11 @@ class SimplifyExpressions(EditPass):
             if s.id in protected:
                 continue  # ``torch.manual_seed(0)`` -> ``torch`` would unseed the program
             for node, options in alternatives(s.node):
+                if s.id in chain:
+                    # Keep the calls that lead to the seeding: only keyword trimming.
+                    options = [o for o in options if o[0] == "remove"]
+                    if not options:
+                        continue
                 deepest = max(deepest, len(options))
                 if level >= len(options):
                     continue

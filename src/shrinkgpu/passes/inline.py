@@ -210,12 +210,12 @@ class InlineCalls(LevelZeroPass):
             text = _compose(bindings, body, returned, target, context)
             unit = [Edit("replace", s.id, text=text)]
             if self_text is None and deps.readers(callee_sid, fn.name.value) == {s.id}:
-                unit += deletion_unit(cand, [callee_sid], ignore=frozenset({s.id}), copied=True)
+                unit += deletion_unit(cand, [callee_sid], ignore=frozenset({s.id}), copied=True, new_text=text)
             elif self_text is not None:
                 # Methods are reached through attributes (and ``forward`` through calls
                 # of instances), which name resolution does not see; if this was not the
                 # only call, the candidate fails and the unit is simply not taken.
-                unit += deletion_unit(cand, [callee_sid], ignore=frozenset({s.id}), copied=True)
+                unit += deletion_unit(cand, [callee_sid], ignore=frozenset({s.id}), copied=True, new_text=text)
             out.append(tuple(unit))
         return out
 
@@ -316,16 +316,61 @@ def _is_inside(stmts, sid: int, ancestor: int) -> bool:
 
 
 class _Substitute(cst.CSTTransformer):
+    """Parameters -> argument texts, for names that are reads of a parameter only: not
+    attribute names (``x.mean``), keywords (``norm(p=p)``) or names a lambda or
+    comprehension binds for itself."""
+
     def __init__(self, values: dict[str, str]):
         self.values = values
+        self.shadowed: list[set[str]] = []
+
+    def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute):
+        # The attribute name went through leave_Name too: put the original back.
+        return updated_node.with_changes(attr=original_node.attr)
+
+    def leave_Arg(self, original_node: cst.Arg, updated_node: cst.Arg):
+        return updated_node.with_changes(keyword=original_node.keyword)
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        self.shadowed.append({p.name.value for p in node.params.params})
+        return True
+
+    def leave_Lambda(self, original_node, updated_node):
+        self.shadowed.pop()
+        return updated_node
+
+    def _comp_enter(self, node) -> bool:
+        names: set[str] = set()
+        comp = node.for_in
+        while comp is not None:
+            for target in _targets(comp.target):
+                names.add(target)
+            comp = comp.inner_for_in
+        self.shadowed.append(names)
+        return True
+
+    def _comp_leave(self, original_node, updated_node):
+        self.shadowed.pop()
+        return updated_node
+
+    visit_ListComp = visit_SetComp = visit_GeneratorExp = visit_DictComp = _comp_enter
+    leave_ListComp = leave_SetComp = leave_GeneratorExp = leave_DictComp = _comp_leave
 
     def leave_Name(self, original_node: cst.Name, updated_node: cst.Name):
         text = self.values.get(original_node.value)
-        if text is None:
+        if text is None or any(original_node.value in names for names in self.shadowed):
             return updated_node
         from shrinkgpu.syntax.program import parse_expression
 
         return parse_expression(text)
+
+
+def _targets(node: cst.BaseExpression) -> list[str]:
+    if isinstance(node, cst.Name):
+        return [node.value]
+    if isinstance(node, (cst.Tuple, cst.List)):
+        return [n for el in node.elements for n in _targets(el.value)]
+    return []
 
 
 class _NameCount(cst.CSTVisitor):
@@ -391,7 +436,8 @@ class InlineExpressions(LevelZeroPass):
             if not edits:
                 continue
             users = frozenset(deps.enclosing(n) for n in reads)
-            out.append((*edits, *deletion_unit(cand, [s.id], ignore=users)))
+            new_text = " ".join(e.text for e in edits)
+            out.append((*edits, *deletion_unit(cand, [s.id], ignore=users, new_text=new_text)))
         return out
 
 

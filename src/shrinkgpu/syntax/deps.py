@@ -60,6 +60,9 @@ class _Enclosing(cst.CSTVisitor):
         self.stack: list[int] = []
         self.of: dict[int, int] = {}
         self.attribute_of: dict[int, cst.Attribute] = {}  # id(x) -> the ``x.attr`` around it
+        self.in_fstring: set[int] = set()  # ids of nodes inside an f-string
+        self.del_targets: set[int] = set()
+        self._fstrings = 0
         self.call_of: dict[int, cst.Call] = {}  # id(f) -> the ``f(...)`` it is the callee of
 
     def on_visit(self, node: cst.CSTNode) -> bool:
@@ -72,11 +75,20 @@ class _Enclosing(cst.CSTVisitor):
             self.attribute_of[id(node.value)] = node
         elif isinstance(node, cst.Call):
             self.call_of[id(node.func)] = node
+        elif isinstance(node, cst.FormattedString):
+            self._fstrings += 1
+        elif isinstance(node, cst.Del):
+            for t in _flatten_targets(node.target):
+                self.del_targets.add(id(t))
+        if self._fstrings:
+            self.in_fstring.add(id(node))
         return True
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
         if self.program.by_node.get(id(original_node)) is not None:
             self.stack.pop()
+        if isinstance(original_node, cst.FormattedString):
+            self._fstrings -= 1
 
 
 def _base_name(node: cst.BaseExpression) -> str | None:
@@ -145,6 +157,24 @@ class _AttributeReads(cst.CSTVisitor):
         self.names.add(node.attr.value)
 
 
+_LITERALS = (
+    cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString, cst.List, cst.Tuple, cst.Dict,
+    cst.Set, cst.Name,
+)
+
+
+def _pure_binder(stmt: cst.CSTNode) -> bool:
+    if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+        return not stmt.decorators
+    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
+        small = stmt.body[0]
+        if isinstance(small, (cst.Import, cst.ImportFrom)):
+            return True
+        if isinstance(small, (cst.Assign, cst.AnnAssign)) and isinstance(small.value, _LITERALS):
+            return True
+    return False
+
+
 def is_seeding(stmt: cst.CSTNode) -> bool:
     if not isinstance(stmt, cst.SimpleStatementLine):
         return False
@@ -167,9 +197,12 @@ class Dependencies:
         self.spans: list[Span | None] = [None] * n
         self._enclosing_of: dict[int, int] = {}
         self._call_of: dict[int, cst.Call] = {}
+        self._in_fstring: set[int] = set()
+        self._del_targets: set[int] = set()
         self._binders_of: dict[int, frozenset[int]] = {}  # id(name node read) -> binding statements
         self._name_readers: dict[tuple[int, str], set[int]] = defaultdict(set)  # (binder, name) -> readers
         self._name_reads: dict[tuple[int, str], list[cst.Name]] = defaultdict(list)  # ... -> the Name nodes
+        self.binders_named: dict[str, set[int]] = defaultdict(set)  # name -> statements binding it
         mutators_by_file: dict[tuple[str, str], set[int]] = defaultdict(set)
         # binder statement -> [(name node read, the ``name.attr`` around it or None)] for
         # reads that only this statement can satisfy
@@ -187,6 +220,8 @@ class Dependencies:
             of = enclosing.of
             self._enclosing_of.update(of)
             self._call_of.update(enclosing.call_of)
+            self._in_fstring |= enclosing.in_fstring
+            self._del_targets |= enclosing.del_targets
             for sid in program.stmts_in_file(path):
                 node = program.stmts[sid].node
                 pos = positions.get(node)
@@ -203,6 +238,11 @@ class Dependencies:
                             if base:
                                 self.stored_attribute_bases[path].add(base)
             for scope in {s for s in scopes.values() if s is not None}:
+                for assignment in scope.assignments:
+                    if isinstance(assignment, Assignment):
+                        b = of.get(id(assignment.node))
+                        if b is not None:
+                            self.binders_named[assignment.name].add(b)
                 for access in scope.accesses:
                     user = of.get(id(access.node))
                     if user is None:
@@ -269,6 +309,12 @@ class Dependencies:
         """Statements that read ``name`` as bound by statement ``sid``."""
         return self._name_readers.get((sid, name), set())
 
+    def in_fstring(self, node: cst.CSTNode) -> bool:
+        return id(node) in self._in_fstring
+
+    def is_del_target(self, node: cst.CSTNode) -> bool:
+        return id(node) in self._del_targets
+
     def call_of(self, func: cst.CSTNode) -> cst.Call | None:
         """The call whose callee is ``func``, if it is one."""
         return self._call_of.get(id(func))
@@ -305,6 +351,7 @@ class Dependencies:
         nothing binds any more -- except ``ignore``, statements whose reads another edit
         of the same unit removes."""
         live = cand.live
+        stmts = self.program.stmts
         children = self.program.children
         deleted: set[int] = set()
         queue = [r for r in roots if r in live]
@@ -319,7 +366,48 @@ class Dependencies:
                     continue
                 if all(p in deleted or p not in live for p in self.needs[user][gi]):
                     queue.append(user)
+            # A loop, ``with`` or ``if`` left with nothing inside goes too: ``for k in d:
+            # pass`` is never what a maintainer wants to read.
+            parent = stmts[s].parent
+            if (
+                parent is not None
+                and parent not in deleted
+                and parent not in ignore
+                and stmts[parent].kind in ("for", "while", "with", "if")
+                and all(c in deleted or c not in live for c in children.get(parent, ()))
+            ):
+                queue.append(parent)
         return frozenset(deleted)
+
+    def dead_binders(
+        self, cand: "Candidate", deleted: frozenset[int], still_read: Iterable[str] = ()
+    ) -> frozenset[int]:
+        """Statements that only bind names no surviving statement reads once ``deleted``
+        is gone (``DEFAULTS = {...}`` after the parser that read it): plain bindings of
+        literals, functions, classes and imports, whose removal cannot change behaviour."""
+        live = cand.live
+        stmts = self.program.stmts
+        dead: set[int] = set()
+        changed = True
+        gone = set(deleted)
+        # Names that new text of the same unit reads keep their bindings.
+        kept = set().union(*(self.binders_named.get(n, set()) for n in still_read)) if still_read else set()
+        while changed:
+            changed = False
+            for s in list(gone):
+                for group in self.needs[s]:
+                    for p in group:
+                        if p in gone or p in kept or p not in live or not _pure_binder(stmts[p].node):
+                            continue
+                        # Readers inside the binder (a def reading its own parameters)
+                        # do not keep it alive; one outside must exist and be gone.
+                        last = self.program.last[p]
+                        readers = {u for u, _ in self.users.get(p, ()) if not (p <= u <= last)}
+                        if readers and readers <= gone:
+                            gone.add(p)
+                            dead.add(p)
+                            changed = True
+        return frozenset(dead)
 
     def backward_slice(self, cand: "Candidate", seeds: Iterable[int]) -> frozenset[int]:
         """Statements the seeds may depend on: ancestors, influences, whole bodies of the
@@ -330,6 +418,20 @@ class Dependencies:
         whole: set[int] = set()
         queue = [s for s in seeds if s in live]
         queue += [s.id for s in program.stmts if s.id in live and is_seeding(s.node)]
+
+        def make_whole(d: int) -> None:
+            # A function or class that something uses is kept entire: which of its
+            # statements matter is not visible from outside.  Marked when first reached,
+            # even if it was already kept as the parent of a seed inside it.
+            if d in whole:
+                return
+            whole.add(d)
+            for c in program.children.get(d, ()):
+                if c in live:
+                    queue.append(c)
+                    if program.stmts[c].kind != "simple":
+                        make_whole(c)
+
         while queue:
             s = queue.pop()
             if s in keep:
@@ -342,8 +444,5 @@ class Dependencies:
                 if p in live:
                     queue.append(p)
                     if program.stmts[p].kind in ("def", "class"):
-                        whole.add(p)
-            if s in whole or stmt.kind in ("def", "class") and s in whole:
-                queue.extend(c for c in program.children.get(s, ()) if c in live)
-                whole.update(c for c in program.children.get(s, ()) if program.stmts[c].kind != "simple")
+                        make_whole(p)
         return frozenset(keep)

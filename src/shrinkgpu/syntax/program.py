@@ -25,6 +25,7 @@ Edits:
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Iterable, Mapping, Sequence
@@ -82,6 +83,8 @@ class Edit:
     def __repr__(self) -> str:
         if self.op == "expr":
             return f"expr(@{self.node} -> {self.text!r})"
+        if self.op == "remove":
+            return f"remove(@{self.node})"
         target = f"#{self.stmt}" if self.stmt >= 0 else self.file
         extra = f", {self.text!r}" if self.text else ""
         return f"{self.op}({target}{extra})"
@@ -136,11 +139,38 @@ class Program:
         self._by_file: dict[str, list[int]] = {}
         for st in self.stmts:
             self._by_file.setdefault(st.file, []).append(st.id)
+        # Ids are assigned in pre-order, so a statement's descendants are the ids
+        # (sid, last[sid]]: "is anything inside edited" is one range query.
+        self.last: list[int] = list(range(len(self.stmts)))
+        for st in reversed(self.stmts):
+            if st.parent is not None:
+                self.last[st.parent] = max(self.last[st.parent], self.last[st.id])
         self.nodes: list[cst.CSTNode] = []
         self.node_ids: dict[int, int] = {}
 
     def initial(self) -> "Candidate":
         return Candidate(self, frozenset())
+
+    @cached_property
+    def enclosing(self) -> dict[int, int]:
+        """id(node) -> the innermost statement around it, for every node."""
+        from shrinkgpu.syntax.deps import _Enclosing
+
+        out: dict[int, int] = {}
+        for module in self.modules.values():
+            visitor = _Enclosing(self)
+            module.visit(visitor)
+            out.update(visitor.of)
+        return out
+
+    @cached_property
+    def top_code(self) -> dict[int, str]:
+        """id(top-level statement) -> its text, so unchanged ones are not generated again."""
+        out: dict[int, str] = {}
+        for module in self.modules.values():
+            for stmt in module.body:
+                out[id(stmt)] = module.code_for_node(stmt)
+        return out
 
     def stmts_in_file(self, path: str) -> list[int]:
         return self._by_file.get(path, [])
@@ -344,7 +374,13 @@ class Candidate:
         d, cur = 0, stmts[sid].parent
         while cur is not None:
             e = edit_of.get(cur)
-            if e is None or e.op not in ("body", "else"):
+            nests = e is None or e.op not in ("body", "else")
+            if stmts[cur].kind == "elif":
+                # An elif is written at its chain's level, not inside it -- unless its
+                # chain was replaced by its else branch and it became an ``if`` itself.
+                head = edit_of.get(stmts[cur].parent)
+                nests = nests and head is not None and head.op == "else"
+            if nests:
                 d += 1
             cur = stmts[cur].parent
         return d
@@ -370,15 +406,58 @@ class Candidate:
 
 # -- the renderer ----------------------------------------------------------------------
 def _render_all(cand: Candidate) -> dict[str, str]:
+    """Render every file.  This is the reducer's hottest loop (once per candidate), so it
+    does as little as libcst allows: files without edits are returned as they are, the
+    transformer only descends into statements that hold an edit, and unchanged top-level
+    statements reuse their original text instead of being generated again."""
     program = cand.program
-    inlined: dict[str, list[cst.BaseStatement]] = {}
+    dirty = _dirty_statements(cand)
     order = sorted(program.modules, key=lambda p: (p == program.main, p))
     trees: dict[str, cst.Module] = {}
+    texts: dict[str, str] = {}
     # Files that others inline are rendered first; one level of inlining is supported.
     inline_sources = {e.file for e in cand.edits if e.op == "inline"}
     for path in sorted(order, key=lambda p: p not in inline_sources):
-        trees[path] = program.modules[path].visit(_Renderer(cand, path, trees))
-    return {p: trees[p].code for p in program.modules}
+        module = program.modules[path]
+        file_dirty = dirty.get(path, frozenset())
+        if not file_dirty:
+            trees[path], texts[path] = module, program.texts[path]
+            continue
+        renderer = _Renderer(cand, path, trees, sorted(file_dirty))
+        tree = module.visit(renderer)
+        trees[path] = tree
+        texts[path] = _module_code(program, module, tree)
+    return {p: texts[p] for p in program.modules}
+
+
+def _dirty_statements(cand: Candidate) -> dict[str, frozenset[int]]:
+    """Per file, the statements that carry an edit or hold an edited expression."""
+    program = cand.program
+    out: dict[str, set[int]] = {}
+    enclosing = program.enclosing if cand.expr_of else {}
+    for e in cand.edits:
+        if e.stmt >= 0:
+            sid = e.stmt
+        elif e.node >= 0:
+            sid = enclosing.get(id(program.nodes[e.node]), -1)
+            if sid < 0:
+                continue
+        else:
+            continue
+        out.setdefault(program.stmts[sid].file, set()).add(sid)
+    return {p: frozenset(v) for p, v in out.items()}
+
+
+def _module_code(program: Program, original: cst.Module, tree: cst.Module) -> str:
+    top = program.top_code
+    parts = [tree.code_for_node(cst.Module(body=[], header=tree.header, footer=()))] if tree.header else []
+    for stmt in tree.body:
+        cached = top.get(id(stmt))
+        parts.append(cached if cached is not None else tree.code_for_node(stmt))
+    if tree.footer:
+        parts.append(tree.code_for_node(cst.Module(body=[], header=tree.footer)))
+    text = "".join(parts)
+    return text
 
 
 def _replacement(text: str, updated: cst.BaseStatement):
@@ -402,8 +481,13 @@ def _only_added_pass(block: cst.BaseSuite | None) -> bool:
 
 
 class _Renderer(cst.CSTTransformer):
-    def __init__(self, cand: Candidate, path: str, trees: Mapping[str, cst.Module]):
+    def __init__(self, cand: Candidate, path: str, trees: Mapping[str, cst.Module], dirty: list[int]):
         self.cand = cand
+        self.dirty = dirty  # sorted ids of statements with edits in them
+        self.expr_dirty = {
+            cand.program.enclosing.get(id(cand.program.nodes[i]), -1) for i in cand.expr_of
+        } if cand.expr_of else set()
+        self.stack: list[int] = []
         self.program = cand.program
         self.edit_of = cand.edit_of
         self.expr_of = cand.expr_of
@@ -416,7 +500,22 @@ class _Renderer(cst.CSTTransformer):
             if e.op == "inline" and self.program.stmts[e.stmt].file == path:
                 self.aliases |= _module_aliases(self.program.stmts[e.stmt].node)
 
+    def on_visit(self, node) -> bool:
+        sid = self.program.by_node.get(id(node))
+        if sid is not None:
+            self.stack.append(sid)
+            if self.aliases:
+                return True
+            # Descend only where an edit is: (sid, last] holds the descendants.
+            i = bisect.bisect_left(self.dirty, sid)
+            return i < len(self.dirty) and self.dirty[i] <= self.program.last[sid]
+        if isinstance(node, (cst.BaseExpression, cst.Arg, cst.BaseSmallStatement, cst.Decorator, cst.Parameters)):
+            return bool(self.aliases) or (bool(self.stack) and self.stack[-1] in self.expr_dirty)
+        return True
+
     def on_leave(self, original_node, updated_node):
+        if self.stack and self.program.by_node.get(id(original_node)) is not None:
+            self.stack.pop()
         if self.expr_of:
             idx = self.program.node_ids.get(id(original_node))
             if idx is not None and idx in self.expr_of:
@@ -431,6 +530,14 @@ class _Renderer(cst.CSTTransformer):
             if original_node.args[-1].comma is cst.MaybeSentinel.DEFAULT:
                 last = updated_node.args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
                 return updated_node.with_changes(args=[*updated_node.args[:-1], last])
+        if (
+            isinstance(updated_node, (cst.Dict, cst.List, cst.Tuple, cst.Set))
+            and updated_node.elements
+            and len(updated_node.elements) < len(original_node.elements)
+            and original_node.elements[-1].comma is cst.MaybeSentinel.DEFAULT
+        ):
+            last = updated_node.elements[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+            return updated_node.with_changes(elements=[*updated_node.elements[:-1], last])
         if isinstance(updated_node, cst.Attribute) and self.aliases:
             if isinstance(updated_node.value, cst.Name) and updated_node.value.value in self.aliases:
                 return cst.Name(updated_node.attr.value)
