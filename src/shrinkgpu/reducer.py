@@ -26,6 +26,7 @@ from typing import Callable, Mapping
 from shrinkgpu.core import Budget, Verdict, reduce_to_fixpoint
 from shrinkgpu.oracle import Oracle, OracleStats, Target
 from shrinkgpu.passes import PASSES
+from shrinkgpu.report import Stage, write_outputs
 from shrinkgpu.signature import Signature, Strictness
 from shrinkgpu.syntax import Candidate, Facts, ParseRecord, Program, count_tokens
 from shrinkgpu.worker import Isolation, Observation, Runner, ScriptSpec, preload_candidates
@@ -358,8 +359,6 @@ def reduce(config: ReduceConfig, on_event: Callable[[object], None] | None = Non
         passes=pass_stats.to_json(),
     )
     if config.write:
-        from shrinkgpu.report import write_outputs
-
         write_outputs(result, output, spec)
     return result
 
@@ -434,8 +433,3 @@ class PassStats:
         }
 
 
-@dataclass(frozen=True)
-class Stage:
-    """A progress event of the reducer itself (the core emits the rest)."""
-
-    message: str

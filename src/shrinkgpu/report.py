@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
@@ -15,6 +16,13 @@ from shrinkgpu.worker import ScriptSpec
 
 class OutputError(Exception):
     pass
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A progress event of the reducer itself (the core emits the rest)."""
+
+    message: str
 
 
 def output_paths(result_files: dict[str, str], main: str, output: Path) -> tuple[Path, dict[Path, str]]:
@@ -135,8 +143,6 @@ class ProgressPrinter:
         self._best: int | None = None
 
     def __call__(self, event: object) -> None:
-        from shrinkgpu.reducer import Stage
-
         now = time.monotonic()
         if isinstance(event, Stage):
             self._print(event.message)

@@ -188,10 +188,34 @@ def _dataclass_defaults(cand: Candidate, node: cst.BaseExpression) -> dict[str, 
             continue
         for small in stmt.body:
             if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.value is not None:
-                text = _constant_text(small.value)
+                text = _constant_text(small.value) or _default_factory(small.value)
                 if text is not None:
                     out[small.target.value] = text
     return out
+
+
+def _default_factory(node: cst.BaseExpression) -> str | None:
+    """``field(default_factory=lambda: [...])`` -> the literal the lambda returns: every
+    instance gets a fresh one, as every read of the pasted literal does."""
+    if not isinstance(node, cst.Call) or _EMPTY.code_for_node(node.func) not in ("field", "dataclasses.field"):
+        return None
+    for arg in node.args:
+        if arg.keyword is not None and arg.keyword.value == "default_factory" and isinstance(arg.value, cst.Lambda):
+            body = arg.value.body
+            if isinstance(body, (cst.List, cst.Dict, cst.Tuple)) and _literal_container(body):
+                return _EMPTY.code_for_node(body)
+    return None
+
+
+def _literal_container(node: cst.BaseExpression) -> bool:
+    if isinstance(node, (cst.List, cst.Tuple, cst.Set)):
+        return all(_constant_text(el.value) is not None or _literal_container(el.value) for el in node.elements)
+    if isinstance(node, cst.Dict):
+        return all(
+            isinstance(el, cst.DictElement) and _constant_text(el.key) is not None and _constant_text(el.value) is not None
+            for el in node.elements
+        )
+    return False
 
 
 class PropagateConstants(LevelZeroPass):
@@ -221,21 +245,25 @@ class PropagateConstants(LevelZeroPass):
             if constant is None and isinstance(assign.value, cst.Name) and assign.value.value != name:
                 constant = assign.value.value  # a copy: ``loader = train_loader``, ``self = model``
             edits = []
+            complete = True  # every read replaced: the binding can go too
             if constant is not None:
                 edits = [Edit("expr", node=program.node_index(n), text=constant) for n, _ in readers]
             else:
                 values = _namespace_values(assign.value)
                 if values is None:
                     values = _dataclass_defaults(cand, assign.value)
-                if values is None or name in deps.stored_attribute_bases.get(s.file, ()):
+                if values is None or name in deps.stored_attribute_bases.get(s.file, ()) or deps.mutated(s.file, name):
                     continue
                 for n, attribute in readers:
                     if attribute is None or attribute.attr.value not in values:
-                        edits = []
-                        break  # the namespace itself escapes somewhere: leave it alone
+                        complete = False  # passed on whole, or a field we cannot write
+                        continue
                     edits.append(Edit("expr", node=program.node_index(attribute), text=values[attribute.attr.value]))
             if edits:
-                readers_at = frozenset(deps.enclosing(n) for n, _ in readers)
-                new_text = " ".join(e.text for e in edits)
-                out.append((*edits, *deletion_unit(cand, [s.id], ignore=readers_at, new_text=new_text)))
+                unit: tuple = tuple(edits)
+                if complete:
+                    readers_at = frozenset(deps.enclosing(n) for n, _ in readers)
+                    new_text = " ".join(e.text for e in edits)
+                    unit += deletion_unit(cand, [s.id], ignore=readers_at, new_text=new_text)
+                out.append(unit)
         return out

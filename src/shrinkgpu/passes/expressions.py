@@ -36,12 +36,76 @@ def _code(node: cst.CSTNode) -> str:
     return _EMPTY.code_for_node(node)
 
 
+_FOLDABLE = (
+    cst.Integer, cst.Float, cst.SimpleString, cst.Name, cst.BinaryOperation, cst.Comparison,
+    cst.UnaryOperation, cst.BooleanOperation, cst.ComparisonTarget,
+)
+
+
+def fold(node: cst.BaseExpression) -> str | None:
+    """The value of an expression made only of literals and operators (``16 + 1``,
+    ``0 != 0``), as source; None when it has names, calls or is already a literal."""
+    import ast
+
+    if isinstance(node, (cst.Integer, cst.Float, cst.SimpleString, cst.Name)):
+        return None
+    ok = True
+
+    class Check(cst.CSTVisitor):
+        def on_visit(self, n) -> bool:
+            nonlocal ok
+            if isinstance(n, cst.Name) and n.value not in ("True", "False", "None"):
+                ok = False
+            if isinstance(n, (cst.Call, cst.Attribute, cst.Subscript, cst.Lambda, cst.FormattedString)):
+                ok = False
+            return ok
+
+    node.visit(Check())
+    if not ok:
+        return None
+    source = _code(node)
+    try:
+        tree = ast.parse(source.strip(), mode="eval")
+    except SyntaxError:
+        return None
+    for n in ast.walk(tree):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Pow):
+            return None  # 10 ** 10 ** 10
+    try:
+        value = eval(compile(tree, "<fold>", "eval"), {"__builtins__": {}}, {})
+    except Exception:
+        return None
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return None
+    if not isinstance(value, (bool, int, float, str)) or (isinstance(value, str) and len(value) > 40):
+        return None
+    text = repr(value)
+    return text if len(text) < len(source) or isinstance(value, bool) else None
+
+
 class _Collect(cst.CSTVisitor):
     def __init__(self):
         self.calls: list[cst.Call] = []
         self.ifexps: list[cst.IfExp] = []
         self.nots: list[cst.UnaryOperation] = []
         self.containers: list[cst.Dict] = []
+        self.foldable: list[cst.BaseExpression] = []
+
+    def visit_BinaryOperation(self, node) -> bool:
+        return self._fold(node)
+
+    def visit_Comparison(self, node) -> bool:
+        return self._fold(node)
+
+    def visit_BooleanOperation(self, node) -> bool:
+        return self._fold(node)
+
+    def _fold(self, node) -> bool:
+        text = fold(node)
+        if text is not None:
+            self.foldable.append((node, text))
+            return False
+        return True
 
     def visit_Dict(self, node: cst.Dict) -> None:
         self.containers.append(node)
@@ -69,6 +133,9 @@ def _truth(node: cst.BaseExpression) -> bool | None:
         return node.value == "True"
     if isinstance(node, cst.Integer):
         return int(node.value, 0) != 0
+    folded = fold(node)
+    if folded in ("True", "False"):
+        return folded == "True"
     return None
 
 
@@ -106,6 +173,8 @@ def _alternatives(stmt: cst.CSTNode) -> list[tuple[cst.CSTNode, list[tuple[str, 
         # ``rt = sum(...) / math.sqrt(L) + noise`` -> ``rt = 0``: values nobody checks.
         if isinstance(small, cst.Assign) and not isinstance(small.value, (cst.Integer, cst.Name)):
             out.append((small.value, [("expr", "0")]))
+    for node, text in collect.foldable:
+        out.append((node, [("expr", text)]))
     for neg in collect.nots:
         truth = _truth(neg.expression)
         if truth is not None:

@@ -143,6 +143,26 @@ def _bindings(params: cst.Parameters, call: cst.Call, skip_first: bool) -> list[
     return lines
 
 
+def _used_bindings(bindings: list[str], body: list[cst.BaseStatement], returned) -> list[str]:
+    """Drop ``param = value`` lines for parameters the body never reads, when the value
+    is plain (a name, a literal, an attribute): evaluating it has no effect to keep."""
+    from shrinkgpu.passes.base import names_read
+
+    used = names_read("".join(_code(s) for s in body) + (" " + _code(returned) if returned is not None else ""))
+    out = []
+    for line in bindings:
+        name, _, value = line.partition(" = ")
+        if name not in used:
+            try:
+                expr = cst.parse_expression(value)
+            except cst.ParserSyntaxError:
+                expr = None
+            if isinstance(expr, (cst.Name, cst.Integer, cst.Float, cst.SimpleString, cst.Attribute)):
+                continue
+        out.append(line)
+    return out
+
+
 def _call_site(stmt: cst.CSTNode) -> tuple[cst.Call, str | None] | None:
     """(call, assignment target text or None) for ``f(...)`` or ``t = f(...)`` lines."""
     if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
@@ -200,6 +220,22 @@ class InlineCalls(LevelZeroPass):
             bindings = _bindings(fn.params, call, skip_first=self_text is not None)
             if bindings is None:
                 continue
+            bindings = _used_bindings(bindings, body, returned)
+            constructing = self_text is not None and self_text.endswith("()") and fn.name.value == "__init__"
+            if constructing:
+                if target is None or returned is not None:
+                    continue
+                self_name = _first_param(fn)
+                if self_name is None:
+                    continue
+                # ``model = nn.Module()``, then __init__'s body on ``self = model``.
+                bindings[:0] = [f"{target} = {self_text}", f"{self_name} = {target}"]
+                text = _compose(bindings, body, None, None, None)
+                unit = [Edit("replace", s.id, text=text)]
+                if deps.readers(callee_sid, stmts[callee_sid].node.name.value) == {s.id}:
+                    unit += deletion_unit(cand, [callee_sid], ignore=frozenset({s.id}), copied=True, new_text=text)
+                    out.append(tuple(unit))
+                continue
             if self_text is not None:
                 self_name = _first_param(fn)
                 if self_name is None:
@@ -219,6 +255,31 @@ class InlineCalls(LevelZeroPass):
             out.append(tuple(unit))
         return out
 
+    def _constructor(self, cand: Candidate, cls_sid: int, cls: cst.ClassDef):
+        """``model = Net(a)`` where ``Net(nn.Module)`` has nothing left but ``__init__``:
+        an instance of the base class, then ``__init__``'s body with ``self`` bound to it.
+        Returned as (the ``__init__`` statement, a FunctionDef to paste, "<base>()")."""
+        program = cand.program
+        if len(cls.bases) != 1 or cls.keywords or cls.decorators:
+            return None
+        methods = [c for c in program.children.get(cls_sid, ()) if c in cand.live]
+        if len(methods) != 1:
+            return None
+        init_sid = methods[0]
+        init = program.stmts[init_sid].node
+        if not isinstance(init, cst.FunctionDef) or init.name.value != "__init__" or init.decorators:
+            return None
+        if not isinstance(init.body, cst.IndentedBlock):
+            return None
+        body = list(init.body.body)
+        if body and _is_super_init(body[0]):
+            body = body[1:]
+        elif any(_mentions_super(stmt) for stmt in body):
+            return None
+        return cls_sid, init.with_changes(body=init.body.with_changes(body=body or [cst.SimpleStatementLine([cst.Pass()])])), (
+            _code(cls.bases[0].value) + "()"
+        )
+
     def _callee(self, cand: Candidate, sid: int, call: cst.Call):
         """(statement of the def, the def, text bound to ``self`` or None)."""
         program = cand.program
@@ -237,6 +298,8 @@ class InlineCalls(LevelZeroPass):
             if cls_sid is not None:
                 method = _method(cand, cls_sid, "forward")  # ``model(x)`` runs forward
                 return None if method is None else (*method, func.value)
+            if isinstance(node, cst.ClassDef) and b in cand.live:
+                return self._constructor(cand, b, node)
             return None
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
             owner = func.value
@@ -254,6 +317,21 @@ class InlineCalls(LevelZeroPass):
                     method = _method(cand, cls_sid, func.attr.value)
                     return None if method is None else (*method, owner.value)
         return None
+
+
+def _is_super_init(stmt: cst.CSTNode) -> bool:
+    """``super().__init__()`` with no arguments (the base gets constructed bare)."""
+    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+        return False
+    small = stmt.body[0]
+    return isinstance(small, cst.Expr) and _code(small.value).replace(" ", "") in (
+        "super().__init__()",
+        "super(self.__class__,self).__init__()",
+    )
+
+
+def _mentions_super(stmt: cst.CSTNode) -> bool:
+    return "super(" in _code(stmt) or "__init__" in _code(stmt)
 
 
 def _is_method(stmts, sid: int) -> bool:

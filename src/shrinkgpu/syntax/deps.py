@@ -282,6 +282,7 @@ class Dependencies:
                     influences[sid] |= attr_writers.get(attr, set())
             influences[sid].discard(sid)
 
+        self._mutators = mutators_by_file
         self.needs: list[tuple[frozenset[int], ...]] = [tuple(set(g)) for g in needs]
         self.influences: list[frozenset[int]] = [frozenset(s) for s in influences]
         # provider -> [(user, group index)] so that closures cost O(edges)
@@ -308,6 +309,10 @@ class Dependencies:
     def readers(self, sid: int, name: str) -> set[int]:
         """Statements that read ``name`` as bound by statement ``sid``."""
         return self._name_readers.get((sid, name), set())
+
+    def mutated(self, file: str, name: str) -> bool:
+        """Whether some statement changes the object ``name`` refers to in place."""
+        return bool(self._mutators.get((file, name)))
 
     def in_fstring(self, node: cst.CSTNode) -> bool:
         return id(node) in self._in_fstring

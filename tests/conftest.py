@@ -1,0 +1,68 @@
+from __future__ import annotations
+
+import hashlib
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "fixtures"
+
+
+@dataclass(frozen=True)
+class Fixture:
+    name: str
+    dir: Path
+    script: str
+    args: tuple[str, ...]
+    keep_error: str
+    exception: str
+    operator: str
+
+    @property
+    def path(self) -> Path:
+        return self.dir / self.script
+
+
+def load_fixture(name: str) -> Fixture:
+    d = FIXTURES / name
+    data = tomllib.loads((d / "fixture.toml").read_text())
+    return Fixture(
+        name=name,
+        dir=d,
+        script=data["script"],
+        args=tuple(data.get("args", ())),
+        keep_error=data["keep_error"],
+        exception=data["expect"]["exception"],
+        operator=data["expect"]["operator"],
+    )
+
+
+FIXTURE_NAMES = sorted(p.parent.name for p in FIXTURES.glob("*/fixture.toml"))
+
+
+def tree_digest(directory: Path) -> dict[str, str]:
+    """Every file under ``directory`` with its content hash: equal before and after
+    means nothing was written, changed, added or removed."""
+    out = {}
+    for p in sorted(directory.rglob("*")):
+        if p.is_file() and "__pycache__" not in p.parts:
+            out[str(p.relative_to(directory))] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def pytest_collection_modifyitems(config, items):
+    try:
+        import torch
+
+        has_cuda = torch.cuda.is_available()
+    except Exception:
+        has_cuda = False
+    if has_cuda:
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device")
+    for item in items:
+        if "cuda" in item.keywords:
+            item.add_marker(skip)

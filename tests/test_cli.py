@@ -1,0 +1,158 @@
+"""The command line with real processes: exit codes, refusals, JSON, the exact result
+of a small reduction."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+EXE = [sys.executable, "-m", "shrinkgpu"]
+
+FAILING = textwrap.dedent(
+    """\
+    import argparse
+    import torch
+    import torch.nn.functional as F
+
+
+    def unused_helper(x):
+        return x * 2
+
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--verbose", action="store_true")
+    args = parser.parse_args()
+    logits = torch.randn(3, 4)
+    target = torch.tensor([0, 2, 4])
+    if args.verbose:
+        print("targets", target.tolist())
+    print("starting")
+    loss = F.cross_entropy(logits, target)
+    print("never here", loss)
+    """
+)
+
+REDUCED = textwrap.dedent(
+    """\
+    import torch
+    import torch.nn.functional as F
+    logits = torch.randn(3, 4)
+    target = torch.tensor([0, 2, 4])
+    loss = F.cross_entropy(logits, target)
+    """
+)
+
+
+def shrinkgpu(*args, cwd, stdin=subprocess.DEVNULL, timeout=300):
+    return subprocess.run([*EXE, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, stdin=stdin)
+
+
+@pytest.fixture()
+def failing(tmp_path):
+    script = tmp_path / "repro.py"
+    script.write_text(FAILING)
+    return script
+
+
+def test_run_prints_the_signature_and_exits_zero_for_a_failing_script(failing):
+    result = shrinkgpu("run", failing.name, cwd=failing.parent)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[0] == "IndexError: Target 4 is out of bounds."
+    assert "operator: torch.nn.functional.cross_entropy" in result.stdout
+    assert "args[0]: float32[3, 4] stride (4, 1) on cpu" in result.stdout
+    assert "args[1]: int64[3] stride (1) on cpu" in result.stdout
+    assert "at repro.py:18" in result.stdout
+
+
+def test_run_exits_three_when_the_script_does_not_fail(tmp_path):
+    (tmp_path / "ok.py").write_text("print('fine')\n")
+    result = shrinkgpu("run", "ok.py", "--json", cwd=tmp_path)
+    assert result.returncode == 3
+    data = json.loads(result.stdout)
+    assert data["failed"] is False and data["signature"] is None
+
+
+def test_run_passes_arguments_after_double_dash(failing):
+    result = shrinkgpu("run", failing.name, "--json", "--", "--verbose", cwd=failing.parent)
+    assert result.returncode == 0
+    assert json.loads(result.stdout)["signature"]["type"] == "IndexError"
+
+
+def test_reduce_writes_the_exact_minimal_script_and_leaves_the_input_alone(failing):
+    before = failing.read_bytes()
+    result = shrinkgpu("reduce", failing.name, "--keep-error", "out of bounds", "--json", "-q", cwd=failing.parent)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    out = failing.with_name("repro.min.py")
+    assert data["output"] == str(out)
+    assert out.read_text() == REDUCED
+    assert failing.read_bytes() == before
+    for key in ("tokens_before", "tokens_after", "candidates_tested", "seconds", "signature"):
+        assert key in data
+    assert data["tokens_after"] < data["tokens_before"]
+    assert data["signature"]["op"]["name"] == "torch.nn.functional.cross_entropy"
+    assert data["verified"] == {"reproduced": 2, "runs": 2}
+    report = failing.with_name("repro.min.md").read_text()
+    assert "IndexError: Target 4 is out of bounds." in report and "python repro.min.py" in report
+
+
+def test_reduce_refuses_to_overwrite_its_input(failing):
+    before = failing.read_bytes()
+    result = shrinkgpu("reduce", failing.name, "-k", "bounds", "-o", failing.name, cwd=failing.parent)
+    assert result.returncode == 2
+    assert "refusing to write the output over the input" in result.stderr
+    assert failing.read_bytes() == before
+
+
+def test_reduce_exits_three_with_the_observed_error_when_it_does_not_match(failing):
+    result = shrinkgpu("reduce", failing.name, "--keep-error", "device-side assert", cwd=failing.parent)
+    assert result.returncode == 3
+    assert "does not match --keep-error 'device-side assert'" in result.stderr
+    assert "IndexError: Target 4 is out of bounds." in result.stderr
+    assert not failing.with_name("repro.min.py").exists()
+
+
+def test_reduce_exits_three_when_the_script_does_not_fail(tmp_path):
+    (tmp_path / "ok.py").write_text("import torch\nprint(torch.ones(2).sum())\n")
+    result = shrinkgpu("reduce", "ok.py", "-k", "anything", cwd=tmp_path)
+    assert result.returncode == 3
+    assert "the script did not fail" in result.stderr
+    assert not (tmp_path / "ok.min.py").exists()
+
+
+def test_reduce_rejects_a_bad_regex_and_a_missing_script(tmp_path, failing):
+    bad = shrinkgpu("reduce", failing.name, "-k", "(unclosed", cwd=failing.parent)
+    assert bad.returncode == 2 and "not a valid regular expression" in bad.stderr
+    missing = shrinkgpu("reduce", "nope.py", "-k", "x", cwd=tmp_path)
+    assert missing.returncode == 2 and "no such file" in missing.stderr
+
+
+def test_the_error_text_in_our_own_argv_never_reaches_the_script(tmp_path):
+    # The brief's slip: a reducer whose worker saw its own command line let argparse
+    # echo the --keep-error text into a usage error that "matched".  Here the script
+    # rejects any argument, so if our argv leaked the run would end in SystemExit(2).
+    script = tmp_path / "strict.py"
+    script.write_text(
+        "import argparse, torch\n"
+        "argparse.ArgumentParser().parse_args()\n"
+        "torch.gather(torch.zeros(2, 3), 1, torch.tensor([[5], [0]]))\n"
+    )
+    result = shrinkgpu("reduce", script.name, "-k", "index 5 is out of bounds", "--json", "-q", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["signature"]["type"] == "RuntimeError"
+    assert data["signature"]["op"]["name"] == "torch.gather"
+
+
+def test_python_dash_m_and_the_console_script_agree(tmp_path):
+    exe = Path(sys.executable).with_name("shrinkgpu")
+    assert exe.exists()
+    a = subprocess.run([str(exe), "--version"], capture_output=True, text=True)
+    b = subprocess.run([*EXE, "--version"], capture_output=True, text=True)
+    assert a.returncode == b.returncode == 0 and a.stdout == b.stdout and "0.1.0" in a.stdout
