@@ -991,19 +991,17 @@ def test_simplify_expressions_level_0_one_unit_at_a_time():
     changes = [_changed_line(SIMPLE, t) for t in each(SimplifyExpressions(), start(SIMPLE), 0)]
     assert changes == [
         ("h = torch.ones(2, 4) * 2", "h = 0"),  # a right-hand side nobody checks
-        ("h = torch.ones(2, 4) * 2", "h = torch * 2"),  # a method call -> its receiver
+        # not ``h = torch * 2``: a method call -> its receiver, but never a module object
         ("print(act(fc(h)))", "act(fc(h))"),  # a wrapper call, at each depth
         ("print(act(fc(h)))", "print(fc(h))"),
         ("print(act(fc(h)))", "print(act(h))"),
         ('use(torch.zeros(3, dtype=torch.float64, device="cpu"))', 'torch.zeros(3, dtype=torch.float64, device="cpu")'),
-        ('use(torch.zeros(3, dtype=torch.float64, device="cpu"))', "use(torch)"),
         ('use(torch.zeros(3, dtype=torch.float64, device="cpu"))', 'use(torch.zeros(3, device="cpu"))'),  # a keyword
         ('use(torch.zeros(3, dtype=torch.float64, device="cpu"))', "use(torch.zeros(3, dtype=torch.float64))"),
         ("use(1 if True else 2, a if 0 else b)", "use(1, a if 0 else b)"),  # a constant condition
         ("use(1 if True else 2, a if 0 else b)", "use(1 if True else 2, b)"),
         ("x = torch.empty(3).uniform_(0, 1) * 1", "x = 0"),
         # not ``torch.empty(3) * 1``: uninitialised memory differs from run to run
-        ("x = torch.empty(3).uniform_(0, 1) * 1", "x = torch.uniform_(0, 1) * 1"),
         ("check(flag and not False)", "check(flag and True)"),
         ('for b in tqdm(loader, desc="train"):', "for b in loader:"),  # compound headers too
         ('for b in tqdm(loader, desc="train"):', "for b in tqdm(loader):"),
@@ -1012,15 +1010,13 @@ def test_simplify_expressions_level_0_one_unit_at_a_time():
 
 
 def test_simplify_expressions_level_1_offers_the_receiver_of_a_method_call():
-    cand = start("import sys\nsys.exit(main())\ny = out.squeeze(-1) + 1\n")
-    assert after(SimplifyExpressions(), cand, 1) == "import sys\nsys\ny = out.squeeze(-1) + 1\n"
+    # One node, three alternatives, one level each: the right-hand side -> 0, the call
+    # -> its argument, the call -> its receiver; ``sys.exit(...)`` never -> ``sys``.
+    cand = start("import sys\nsys.exit(main())\ny = model.head(feats)\n")
     assert after(SimplifyExpressions(), cand, 0) == "import sys\nmain()\ny = 0\n"
-    assert each(SimplifyExpressions(), cand, 0) == [
-        "import sys\nmain()\ny = out.squeeze(-1) + 1\n",
-        "import sys\nsys.exit(main())\ny = 0\n",
-        "import sys\nsys.exit(main())\ny = out + 1\n",
-    ]
-    assert SimplifyExpressions().units(cand, 2) is None
+    assert after(SimplifyExpressions(), cand, 1) == "import sys\nsys.exit(main())\ny = feats\n"
+    assert after(SimplifyExpressions(), cand, 2) == "import sys\nsys.exit(main())\ny = model\n"
+    assert SimplifyExpressions().units(cand, 3) is None
 
 
 def test_simplify_expressions_waits_for_a_rebase_after_other_edits():

@@ -14,6 +14,7 @@ from shrinkgpu.passes.definitions import DeleteDefinitions
 from shrinkgpu.passes.expressions import SimplifyExpressions
 from shrinkgpu.passes.files import DropFiles, InlineModules
 from shrinkgpu.passes.inline import InlineCalls, InlineExpressions
+from shrinkgpu.passes.loops import LoopToFirstIteration
 from shrinkgpu.passes.statements import DeleteStatements, SliceToFailure
 
 # Tiers, cheapest first (see core.search.reduce_to_fixpoint): the first tier removes
@@ -29,6 +30,7 @@ STRUCTURE: tuple[EditPass, ...] = (
     HoistElse(),
     TryToBody(),
     UnwrapWith(),
+    LoopToFirstIteration(),
     PropagateConstants(),
     InlineCalls(),
     InlineExpressions(),
@@ -53,6 +55,7 @@ __all__ = [
     "InlineCalls",
     "InlineExpressions",
     "InlineModules",
+    "LoopToFirstIteration",
     "SliceToFailure",
     "TryToBody",
     "SimplifyExpressions",

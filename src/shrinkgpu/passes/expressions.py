@@ -49,6 +49,15 @@ def fold(node: cst.BaseExpression) -> str | None:
 
     if isinstance(node, (cst.Integer, cst.Float, cst.SimpleString, cst.Name)):
         return None
+    if (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Name)
+        and node.func.value == "len"
+        and len(node.args) == 1
+        and isinstance(node.args[0].value, (cst.List, cst.Tuple, cst.Set, cst.Dict))
+        and not any(getattr(el, "star", None) for el in getattr(node.args[0].value, "elements", ()))
+    ):
+        return str(len(node.args[0].value.elements))  # ``len(["a", "b"])`` -> 2
     ok = True
 
     class Check(cst.CSTVisitor):
@@ -100,6 +109,12 @@ class _Collect(cst.CSTVisitor):
     def visit_BooleanOperation(self, node) -> bool:
         return self._fold(node)
 
+    def visit_Call(self, node: cst.Call) -> bool:
+        self.calls.append(node)
+        if isinstance(node.func, cst.Name) and node.func.value == "len":
+            return self._fold(node)
+        return True
+
     def _fold(self, node) -> bool:
         text = fold(node)
         if text is not None:
@@ -113,9 +128,6 @@ class _Collect(cst.CSTVisitor):
     def visit_UnaryOperation(self, node: cst.UnaryOperation) -> None:
         if isinstance(node.operator, cst.Not):
             self.nots.append(node)
-
-    def visit_Call(self, node: cst.Call) -> None:
-        self.calls.append(node)
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
         self.ifexps.append(node)
@@ -183,6 +195,9 @@ def _alternatives(stmt: cst.CSTNode) -> list[tuple[cst.CSTNode, list[tuple[str, 
         truth = _truth(ifexp.test)
         if truth is not None:
             out.append((ifexp, [("expr", _code(ifexp.body if truth else ifexp.orelse))]))
+        else:
+            # ``a if cond else b`` -> one branch: the condition did not decide the bug
+            out.append((ifexp, [("expr", _code(ifexp.body)), ("expr", _code(ifexp.orelse))]))
     for call in collect.calls:
         options: list[tuple[str, str]] = []
         positional = [a for a in call.args if a.keyword is None and not a.star]
@@ -209,6 +224,20 @@ def _alternatives(stmt: cst.CSTNode) -> list[tuple[cst.CSTNode, list[tuple[str, 
     return out
 
 
+def _module_names(program) -> set[str]:
+    """Names the program binds to imported modules (``torch``, ``nn``, ``F``, ``np``)."""
+    out: set[str] = set()
+    for module in program.modules.values():
+        for stmt in module.body:
+            if isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    if isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(small.names, cst.ImportStar):
+                        for alias in small.names:
+                            bound = alias.asname.name if alias.asname else alias.name
+                            out.add(_code(bound).split(".")[0])
+    return out
+
+
 class SimplifyExpressions(EditPass):
     name = "simplify-expressions"
 
@@ -219,12 +248,16 @@ class SimplifyExpressions(EditPass):
         protected = program.seeding
         chain = program.protected  # calls on the way to a seeding call
         edited = cand.expr_of
+        modules = _module_names(program)
         units: list[Unit] = []
         deepest = 0
         for s in cand.editable():
             if s.id in protected:
                 continue  # ``torch.manual_seed(0)`` -> ``torch`` would unseed the program
             for node, options in alternatives(s.node):
+                # ``nn.Module()`` -> ``nn`` would hand a module object around as a value
+                # (and ``model.layer = ...`` would then patch ``torch.nn``).
+                options = [o for o in options if o[1] not in modules]
                 if s.id in chain:
                     # Keep the calls that lead to the seeding: only keyword trimming.
                     options = [o for o in options if o[0] == "remove"]

@@ -17,7 +17,8 @@ Edits:
 ``inline``   replace ``import mod`` / ``from mod import ...`` of a local module by the
              module's own (edited) statements
 ``drop``     leave a local module file out of the program
-``replace``  new text (one or more statements) for a simple statement
+``replace``  new text (one or more statements) for a statement (a compound one's
+             children go with it)
 ``expr``     new text for one expression of the original
 ``remove``   take one original node (a call argument, a collection element) out of the
              sequence that holds it
@@ -355,6 +356,8 @@ class Candidate:
             if s.parent not in alive:
                 continue
             pe = edit_of.get(s.parent)
+            if s.parent in self.replacement_of:
+                continue  # its parent was replaced by new text
             if pe is None or pe.op == "inline":
                 alive.add(s.id)
             elif pe.op == "body" and s.branch in BODY_BRANCHES.get(program.stmts[s.parent].kind, ()):
