@@ -9,7 +9,7 @@ tests/test_passes.py.  See docs/passes.md.
 
 from shrinkgpu.passes.base import EditPass
 from shrinkgpu.passes.branches import HoistElse, HoistThen, TryToBody, UnwrapWith
-from shrinkgpu.passes.constants import ArgparseToNamespace, PropagateConstants
+from shrinkgpu.passes.constants import ArgparseToNamespace, PropagateConstants, ScalarizeAttributes
 from shrinkgpu.passes.definitions import DeleteDefinitions
 from shrinkgpu.passes.expressions import SimplifyExpressions
 from shrinkgpu.passes.files import DropFiles, InlineModules
@@ -32,6 +32,7 @@ STRUCTURE: tuple[EditPass, ...] = (
     UnwrapWith(),
     LoopToFirstIteration(),
     PropagateConstants(),
+    ScalarizeAttributes(),
     InlineCalls(),
     InlineExpressions(),
     InlineModules(),
@@ -58,6 +59,7 @@ __all__ = [
     "LoopToFirstIteration",
     "SliceToFailure",
     "TryToBody",
+    "ScalarizeAttributes",
     "SimplifyExpressions",
     "UnwrapWith",
 ]

@@ -267,3 +267,60 @@ class PropagateConstants(LevelZeroPass):
                     unit += deletion_unit(cand, [s.id], ignore=readers_at, new_text=new_text)
                 out.append(unit)
         return out
+
+
+class ScalarizeAttributes(LevelZeroPass):
+    """``m = nn.Module(); m.fc = nn.Linear(4, 2); m.fc(x)`` -> ``fc = nn.Linear(4, 2);
+    fc(x)``: an object made bare (often what inlining a constructor leaves) that is only
+    ever used through its attributes becomes plain variables."""
+
+    name = "scalarize-attributes"
+
+    def edits(self, cand: Candidate) -> list[Unit]:
+        if cand.edits:
+            return []
+        program = cand.program
+        deps = program.deps
+        live = cand.live
+        out: list[Unit] = []
+        taken = set(deps.binders_named)
+        for module in program.modules.values():
+            taken |= _all_names(module)
+        for s in cand.editable():
+            node = s.node
+            if s.kind != "simple" or len(node.body) != 1 or not isinstance(node.body[0], cst.Assign):
+                continue
+            assign = node.body[0]
+            if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
+                continue
+            if not isinstance(assign.value, cst.Call) or assign.value.args:
+                continue
+            readers = [(n, a) for n, a in deps.sole_readers.get(s.id, ()) if deps.enclosing_live(n, live)]
+            if not readers or any(a is None for _, a in readers):
+                continue  # the object itself is used, not just its attributes
+            if any(deps.in_fstring(n) for n, _ in readers):
+                continue
+            attrs = {a.attr.value for _, a in readers}
+            if attrs & taken:
+                continue  # a plain name would collide with one the program already uses
+            edits = [Edit("expr", node=program.node_index(a), text=a.attr.value) for _, a in readers]
+            readers_at = frozenset(deps.enclosing(n) for n, _ in readers)
+            out.append((*edits, *deletion_unit(cand, [s.id], ignore=readers_at)))
+        return out
+
+
+def _all_names(module: cst.Module) -> set[str]:
+    class Names(cst.CSTVisitor):
+        def __init__(self):
+            self.names: set[str] = set()
+
+        def visit_Name(self, node: cst.Name) -> None:
+            self.names.add(node.value)
+
+        def visit_Attribute(self, node: cst.Attribute) -> bool:
+            node.value.visit(self)
+            return False  # ``x.fc``: ``fc`` is not a name of this scope
+
+    visitor = Names()
+    module.visit(visitor)
+    return visitor.names

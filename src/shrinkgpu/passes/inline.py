@@ -263,6 +263,9 @@ class InlineCalls(LevelZeroPass):
         if len(cls.bases) != 1 or cls.keywords or cls.decorators:
             return None
         methods = [c for c in program.children.get(cls_sid, ()) if c in cand.live]
+        listed = _list_backed(program, cls, methods)
+        if listed is not None:
+            return cls_sid, listed, None
         if len(methods) != 1:
             return None
         init_sid = methods[0]
@@ -317,6 +320,58 @@ class InlineCalls(LevelZeroPass):
                     method = _method(cand, cls_sid, func.attr.value)
                     return None if method is None else (*method, owner.value)
         return None
+
+
+def _list_backed(program, cls: cst.ClassDef, methods: list[int]) -> cst.FunctionDef | None:
+    """For the ubiquitous list-backed dataset -- ``__init__`` sets ``self.items = E``,
+    ``__len__`` returns ``len(self.items)``, ``__getitem__`` returns ``self.items[i]`` --
+    a function ``Cls(params): return E``: anything that takes a dataset takes the list.
+    None for any other class."""
+    defs = {}
+    for sid in methods:
+        node = program.stmts[sid].node
+        if not isinstance(node, cst.FunctionDef) or node.decorators:
+            return None
+        defs[node.name.value] = node
+    if set(defs) != {"__init__", "__len__", "__getitem__"}:
+        return None
+    init = defs["__init__"]
+    if not isinstance(init.body, cst.IndentedBlock):
+        return None
+    body = [b for b in init.body.body if not _is_super_init(b)]
+    if len(body) != 1 or not isinstance(body[0], cst.SimpleStatementLine) or len(body[0].body) != 1:
+        return None
+    assign = body[0].body[0]
+    if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
+        return None
+    target = assign.targets[0].target
+    self_name = _first_param(init)
+    if not (isinstance(target, cst.Attribute) and _code(target.value) == self_name):
+        return None
+    attr = target.attr.value
+    if _code(assign.value).replace(" ", "").count(f"{self_name}.") or self_name in _code(assign.value).split():
+        return None
+    len_ok = _single_return(defs["__len__"]) == f"len({_first_param(defs['__len__'])}.{attr})"
+    item = defs["__getitem__"]
+    params = list(item.params.params)
+    if len(params) != 2:
+        return None
+    item_ok = _single_return(item) == f"{params[0].name.value}.{attr}[{params[1].name.value}]"
+    if not (len_ok and item_ok):
+        return None
+    stripped = init.params.with_changes(params=list(init.params.params)[1:])
+    ret = cst.IndentedBlock(body=[cst.SimpleStatementLine(body=[cst.Return(value=assign.value)])])
+    return init.with_changes(name=cls.name, params=stripped, body=ret)
+
+
+def _single_return(fn: cst.FunctionDef) -> str | None:
+    if not isinstance(fn.body, cst.IndentedBlock) or len(fn.body.body) != 1:
+        return None
+    stmt = fn.body.body[0]
+    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Return):
+        value = stmt.body[0].value
+        return None if value is None else _code(value).replace(" ", "")
+    return None
 
 
 def _is_super_init(stmt: cst.CSTNode) -> bool:
