@@ -20,6 +20,7 @@ class Fixture:
     keep_error: str
     exception: str
     operator: str
+    device: str = "cpu"
 
     @property
     def path(self) -> Path:
@@ -37,10 +38,13 @@ def load_fixture(name: str) -> Fixture:
         keep_error=data["keep_error"],
         exception=data["expect"]["exception"],
         operator=data["expect"]["operator"],
+        device=data.get("device", "cpu"),
     )
 
 
-FIXTURE_NAMES = sorted(p.parent.name for p in FIXTURES.glob("*/fixture.toml"))
+ALL_FIXTURES = sorted(p.parent.name for p in FIXTURES.glob("*/fixture.toml"))
+FIXTURE_NAMES = [n for n in ALL_FIXTURES if load_fixture(n).device == "cpu"]
+CUDA_FIXTURE_NAMES = [n for n in ALL_FIXTURES if load_fixture(n).device == "cuda"]
 
 
 def tree_digest(directory: Path) -> dict[str, str]:
