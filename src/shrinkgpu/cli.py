@@ -118,6 +118,8 @@ def run(script, script_args, timeout, isolation, root, stdin_file, as_json) -> N
 @click.option("--max-time", type=click.FloatRange(min=1), default=None, help="Stop after this many seconds.")
 @click.option("--verify", "verify_runs", type=click.IntRange(min=0), default=2, show_default=True,
               help="Fresh-interpreter runs the result must reproduce in.")
+@click.option("--search", type=click.Choice(["probdd", "ddmin"]), default="probdd", show_default=True,
+              help="probdd learns which edits are needed; ddmin is the classic algorithm.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
               help="Candidates run at once (default: one per GPU, else one per CPU core).")
 @click.option("--gpus", default=None, metavar="IDS",
@@ -128,7 +130,7 @@ def run(script, script_args, timeout, isolation, root, stdin_file, as_json) -> N
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary at the end.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines.")
 def reduce_cmd(script, script_args, keep_error, output, timeout, isolation, strictness, max_tests, max_time,
-               verify_runs, jobs, gpus, root, stdin_file, keep_temp, as_json, quiet) -> None:
+               verify_runs, search, jobs, gpus, root, stdin_file, keep_temp, as_json, quiet) -> None:
     """Reduce SCRIPT while its first error still matches --keep-error.
 
     Arguments after `--` are passed to the script. SCRIPT itself is never modified.
@@ -145,7 +147,7 @@ def reduce_cmd(script, script_args, keep_error, output, timeout, isolation, stri
         keep_error=keep_error, output=output, timeout=timeout, isolation=Isolation(isolation),
         strictness=Strictness(strictness), max_tests=max_tests, max_time=max_time,
         verify_runs=verify_runs, root=root, stdin=_stdin_bytes(stdin_file), keep_temp=keep_temp,
-        jobs=jobs, gpus=gpu_ids,
+        jobs=jobs, gpus=gpu_ids, search=search,
     )
     try:
         result = reduce(config, on_event=None if quiet else ProgressPrinter())

@@ -73,6 +73,7 @@ class ReduceConfig:
     keep_temp: bool = False
     write: bool = True
     jobs: int | None = None  # candidates at once; default: one per GPU if any, else per core
+    search: str = "probdd"  # or "ddmin"
     gpus: tuple[str, ...] | None = None  # pin workers to these devices; default: all visible
 
 
@@ -96,6 +97,7 @@ class ReductionResult:
     preload_seconds: float
     original_seconds: float
     timeout: float
+    calibration: tuple[float, ...] = ()
     jobs: int = 1
     gpus: tuple[str, ...] = ()
     environment: dict = field(default_factory=dict)
@@ -121,6 +123,7 @@ class ReductionResult:
             "isolation": self.isolation.value,
             "preloaded_modules": self.preload_modules,
             "timeout": self.timeout,
+            "calibration_runs": list(self.calibration),
             "jobs": self.jobs,
             "gpus": list(self.gpus),
             "signature": self.signature.to_json(),
@@ -218,11 +221,13 @@ def facts_of(obs: Observation | None) -> Facts:
     return Facts(stack=tuple(stack), parses=tuple(parses), seed_sites=tuple(obs.seed_sites))
 
 
-def calibrated_timeout(fresh: Observation, forked: Observation | None, isolation: Isolation) -> float:
-    if isolation is Isolation.FRESH or forked is None:
-        base = fresh.wall
-    else:
-        base = forked.wall
+CALIBRATION_RUNS = 3
+
+
+def calibrated_timeout(walls: list[float]) -> float:
+    """A candidate's time limit: a multiple of the slowest of the original's runs in the
+    same isolation, between a floor (scheduling noise on a busy machine) and a ceiling."""
+    base = max(walls) if walls else DEFAULT_FRESH_TIMEOUT / TIMEOUT_FACTOR
     return min(TIMEOUT_CEILING, max(TIMEOUT_FLOOR, TIMEOUT_FACTOR * base + 1.0))
 
 
@@ -273,24 +278,32 @@ def reduce(config: ReduceConfig, on_event: Callable[[object], None] | None = Non
             notes.append(report.note)
         if report.dropped:
             notes.append("not preloaded (unsafe to fork after importing): " + ", ".join(report.dropped))
-        forked = None
+        walls = [first.wall]
         if runner.isolation is Isolation.FORK:
-            forked = runner.run(files, timeout=max(DEFAULT_FRESH_TIMEOUT, 1.0))
-            if not target.matches(forked.signature):
-                notes.append(
-                    "the original failed differently in a forked worker "
-                    f"({forked.describe()}); every candidate runs in a fresh interpreter"
-                )
-                runner.close()
-                runner = Runner(spec, program_files=files, exclude=exclude, isolation=Isolation.FRESH, keep_temp=config.keep_temp)
-                runner.start()
-                forked = None
-        timeout = config.timeout or calibrated_timeout(first, forked, runner.isolation)
+            # Time the original where candidates will run, a few times: the same bug
+            # every time (or forking is not faithful here), and the calibration.
+            walls = []
+            for _ in range(CALIBRATION_RUNS):
+                forked = runner.run(files, timeout=DEFAULT_FRESH_TIMEOUT)
+                if not target.matches(forked.signature):
+                    notes.append(
+                        "the original failed differently in a forked worker "
+                        f"({forked.describe()}); every candidate runs in a fresh interpreter"
+                    )
+                    runner.close()
+                    runner = Runner(
+                        spec, program_files=files, exclude=exclude, isolation=Isolation.FRESH, keep_temp=config.keep_temp
+                    )
+                    runner.start()
+                    walls = [first.wall]
+                    break
+                walls.append(forked.wall)
+        timeout = config.timeout or calibrated_timeout(walls)
         gpus = config.gpus if config.gpus is not None else visible_gpus(spec.env)
         jobs = config.jobs or (len(gpus) if gpus else (os.cpu_count() or 1))
         oracle = Oracle(
             runner, target, timeout,
-            fresh_timeout=calibrated_timeout(first, None, Isolation.FRESH),
+            fresh_timeout=calibrated_timeout([first.wall]),
             confirm=config.confirm_runs,
             gpus=gpus,
         )
@@ -325,7 +338,7 @@ def reduce(config: ReduceConfig, on_event: Callable[[object], None] | None = Non
         emit(Stage(f"reducing {initial.size} tokens (timeout {timeout:.1f}s per candidate)"))
         outcome = reduce_to_fixpoint(
             initial, PASSES, test, lambda c: c.size, budget=budget, on_event=emit, normalize=rebase,
-            test_many=test_many, jobs=jobs,
+            test_many=test_many, jobs=jobs, search=config.search,
         )
 
         emit(Stage("verifying the result in fresh interpreters"))
@@ -352,6 +365,7 @@ def reduce(config: ReduceConfig, on_event: Callable[[object], None] | None = Non
         preload_seconds=report.seconds,
         original_seconds=first.wall,
         timeout=timeout,
+        calibration=tuple(round(w, 4) for w in walls),
         jobs=jobs,
         gpus=tuple(gpus),
         environment=first.environment,

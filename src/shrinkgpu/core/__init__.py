@@ -2,6 +2,7 @@
 knows nothing of programs, processes or torch -- only ``test(candidate) -> Verdict``."""
 
 from shrinkgpu.core.ddmin import ddmin
+from shrinkgpu.core.probdd import probdd
 from shrinkgpu.core.search import (
     Budget,
     Improved,
@@ -24,5 +25,6 @@ __all__ = [
     "Tested",
     "Verdict",
     "ddmin",
+    "probdd",
     "reduce_to_fixpoint",
 ]

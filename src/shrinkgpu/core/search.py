@@ -22,7 +22,13 @@ from dataclasses import dataclass, field
 from typing import Callable, Generic, Protocol, Sequence, TypeVar
 
 from shrinkgpu.core.ddmin import ddmin
+from shrinkgpu.core.probdd import probdd
 from shrinkgpu.core.verdict import Verdict
+
+SEARCHES = ("ddmin", "probdd")
+# A unit that was needed in the last sweep is probably still needed: ProbDD tries it
+# alone instead of letting it sink the groups it is put in.
+NEEDED_BEFORE = 0.9
 
 S = TypeVar("S")
 U = TypeVar("U")
@@ -36,6 +42,10 @@ class Pass(Protocol[S, U]):
 
     def apply(self, state: S, units: Sequence[U]) -> S:
         """The state with ``units`` applied."""
+
+    # Optional: ``unit_key(state, unit) -> hashable``, equal for the same unit in later
+    # states, so the search can remember which units were needed (see ``probdd``); and
+    # ``unit_size(state, unit) -> number``, how much the unit removes (largest first).
 
 
 @dataclass(frozen=True)
@@ -127,6 +137,7 @@ def reduce_to_fixpoint(
     normalize: Callable[[S], S] | None = None,
     test_many: Callable[[list[S]], list[Verdict]] | None = None,
     jobs: int = 1,
+    search: str = "ddmin",
 ) -> Outcome[S]:
     """Reduce ``state`` (assumed interesting) until no pass makes progress.
 
@@ -141,7 +152,12 @@ def reduce_to_fixpoint(
     own text, say), which lets passes work on a simpler representation.
 
     ``test_many`` and ``jobs`` let ddmin judge ``jobs`` candidates at once (see ddmin).
+    ``search`` is "ddmin" or "probdd" (which also learns across sweeps which units were
+    needed, through the passes' optional ``unit_key``).
     """
+    if search not in SEARCHES:
+        raise ValueError(f"unknown search {search!r}; choose from {SEARCHES}")
+    needed: set = set()
     tiers: list[Sequence[Pass]] = (
         [list(t) for t in passes] if passes and isinstance(passes[0], (list, tuple)) else [list(passes)]  # type: ignore[index]
     )
@@ -208,13 +224,26 @@ def reduce_to_fixpoint(
                     chosen = build(kept)
                     tracker.accept(chosen, measured(chosen))
 
-                ddmin(
-                    index,
-                    lambda kept: judged(build(kept)),
+                key_of = getattr(p, "unit_key", None)
+                keys = [key_of(current, u) for u in units] if key_of is not None else [None] * len(units)
+                common = dict(
                     test_many=lambda many: judged_many([build(k) for k in many]),
                     jobs=jobs,
                     on_accept=accept,
                 )
+                if search == "probdd":
+                    size_of = getattr(p, "unit_size", None)
+                    sizes = [size_of(current, u) for u in units] if size_of is not None else [0] * len(units)
+                    remaining = probdd(
+                        index,
+                        lambda kept: judged(build(kept)),
+                        prior=lambda i, keys=keys: NEEDED_BEFORE if keys[i] in needed else 0.1,
+                        weight=lambda i, sizes=sizes: sizes[i],
+                        **common,
+                    )
+                else:
+                    remaining = ddmin(index, lambda kept: judged(build(kept)), **common)
+                needed.update(keys[i] for i in remaining if keys[i] is not None)
                 if tracker.best_size < start_size:
                     tracker.emit(Improved(p.name, tracker.best_size, start_size))
             if normalize is not None and tracker.best_size < pass_start:

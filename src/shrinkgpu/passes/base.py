@@ -18,6 +18,25 @@ class EditPass:
     def apply(self, cand: Candidate, units: Sequence[Unit]) -> Candidate:
         return cand.with_edits(e for unit in units for e in unit)
 
+    def unit_size(self, cand: Candidate, unit: Unit) -> int:
+        """Tokens the unit's statements hold (an estimate of what it removes)."""
+        stmts = cand.program.stmts
+        return sum(stmts[e.stmt].size for e in unit if e.stmt >= 0 and e.op == "delete")
+
+    def unit_key(self, cand: Candidate, unit: Unit) -> tuple:
+        """The same for the same change in a later (re-parsed) program: what it touches,
+        by text, and what it does."""
+        program = cand.program
+        parts = []
+        for e in unit:
+            if e.stmt >= 0:
+                parts.append((e.op, program.stmt_code(e.stmt), e.text))
+            elif e.node >= 0:
+                parts.append((e.op, program.node_code(e.node), e.text))
+            else:
+                parts.append((e.op, e.file))
+        return (self.name, tuple(parts))
+
 
 def names_read(text: str) -> set[str]:
     """Every identifier in ``text`` (code, or an expression)."""

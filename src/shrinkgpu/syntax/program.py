@@ -173,6 +173,13 @@ class Program:
                 out[id(stmt)] = module.code_for_node(stmt)
         return out
 
+    def stmt_code(self, sid: int) -> str:
+        st = self.stmts[sid]
+        return self.modules[st.file].code_for_node(st.node)
+
+    def node_code(self, idx: int) -> str:
+        return cst.Module(body=[]).code_for_node(self.nodes[idx])
+
     def stmts_in_file(self, path: str) -> list[int]:
         return self._by_file.get(path, [])
 
