@@ -974,7 +974,7 @@ def test_simplify_expressions_level_0():
         check(flag and True)
         for b in loader:
             pass
-        n = 5
+        n = 1
         main()
         """
     )
@@ -992,21 +992,37 @@ def test_simplify_expressions_level_0_one_unit_at_a_time():
     assert changes == [
         ("h = torch.ones(2, 4) * 2", "h = 0"),  # a right-hand side nobody checks
         # not ``h = torch * 2``: a method call -> its receiver, but never a module object
+        ("h = torch.ones(2, 4) * 2", "h = torch.ones(1, 4) * 2"),  # sizes -> 1
+        ("h = torch.ones(2, 4) * 2", "h = torch.ones(2, 1) * 2"),
+        ("h = torch.ones(2, 4) * 2", "h = torch.ones(2, 4) * 1"),
         ("print(act(fc(h)))", "act(fc(h))"),  # a wrapper call, at each depth
         ("print(act(fc(h)))", "print(fc(h))"),
         ("print(act(fc(h)))", "print(act(h))"),
         ('use(torch.zeros(3, dtype=torch.float64, device="cpu"))', 'torch.zeros(3, dtype=torch.float64, device="cpu")'),
         ('use(torch.zeros(3, dtype=torch.float64, device="cpu"))', 'use(torch.zeros(3, device="cpu"))'),  # a keyword
         ('use(torch.zeros(3, dtype=torch.float64, device="cpu"))', "use(torch.zeros(3, dtype=torch.float64))"),
+        ('use(torch.zeros(3, dtype=torch.float64, device="cpu"))', 'use(torch.zeros(1, dtype=torch.float64, device="cpu"))'),
         ("use(1 if True else 2, a if 0 else b)", "use(1, a if 0 else b)"),  # a constant condition
         ("use(1 if True else 2, a if 0 else b)", "use(1 if True else 2, b)"),
+        ("use(1 if True else 2, a if 0 else b)", "use(1 if True else 1, a if 0 else b)"),
         ("x = torch.empty(3).uniform_(0, 1) * 1", "x = 0"),
         # not ``torch.empty(3) * 1``: uninitialised memory differs from run to run
+        ("x = torch.empty(3).uniform_(0, 1) * 1", "x = torch.empty(1).uniform_(0, 1) * 1"),
         ("check(flag and not False)", "check(flag and True)"),
         ('for b in tqdm(loader, desc="train"):', "for b in loader:"),  # compound headers too
         ('for b in tqdm(loader, desc="train"):', "for b in tqdm(loader):"),
+        ("n = 5", "n = 1"),
         ("sys.exit(main())", "main()"),
     ]
+
+
+def test_simplify_expressions_leaves_numbers_in_literals_alone():
+    # ``[0, 2, 4]`` is data; ``range(8)`` is a size.
+    cand = start("t = torch.tensor([0, 2, 4])\nfor i in range(8):\n    pass\n")
+    changed = [_changed_line("t = torch.tensor([0, 2, 4])\nfor i in range(8):\n    pass\n", t)
+               for t in each(SimplifyExpressions(), cand, 0)]
+    assert ("for i in range(8):", "for i in range(1):") in changed
+    assert not any("[0, 2, 4]" in old and "[0, 2, 4]" not in new for old, new in changed)
 
 
 def test_simplify_expressions_level_1_offers_the_receiver_of_a_method_call():

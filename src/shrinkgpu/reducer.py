@@ -337,7 +337,7 @@ def reduce(config: ReduceConfig, on_event: Callable[[object], None] | None = Non
         initial = program.initial()
         emit(Stage(f"reducing {initial.size} tokens (timeout {timeout:.1f}s per candidate)"))
         outcome = reduce_to_fixpoint(
-            initial, PASSES, test, lambda c: c.size, budget=budget, on_event=emit, normalize=rebase,
+            initial, PASSES, test, lambda c: c.order, budget=budget, on_event=emit, normalize=rebase,
             test_many=test_many, jobs=jobs, search=config.search,
         )
 
@@ -418,6 +418,10 @@ def _verify(
     return history[lo], (runs, runs), sig
 
 
+def _tokens(size) -> int:
+    return size[0] if isinstance(size, tuple) else size
+
+
 class PassStats:
     """Tests and tokens removed per pass: where the time goes, for the report."""
 
@@ -437,7 +441,8 @@ class PassStats:
             if event.verdict.interesting:
                 self.accepted[self.current] = self.accepted.get(self.current, 0) + 1
         elif isinstance(event, Improved):
-            self.removed[event.name] = self.removed.get(event.name, 0) + event.before - event.size
+            before, after = _tokens(event.before), _tokens(event.size)
+            self.removed[event.name] = self.removed.get(event.name, 0) + before - after
 
     def to_json(self) -> dict:
         names = sorted(set(self.tests) | set(self.removed), key=lambda n: -self.tests.get(n, 0))

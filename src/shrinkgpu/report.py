@@ -132,6 +132,11 @@ def render_report(result, spec: ScriptSpec, target: Path) -> str:
     return "\n".join(out) + "\n"
 
 
+def _tokens(size) -> int:
+    """Sizes in events are (tokens, magnitude) pairs: people read the tokens."""
+    return size[0] if isinstance(size, tuple) else size
+
+
 class ProgressPrinter:
     """Plain progress lines on a stream: stages, improvements, a heartbeat every few seconds."""
 
@@ -147,11 +152,13 @@ class ProgressPrinter:
         if isinstance(event, Stage):
             self._print(event.message)
         elif isinstance(event, Improved):
-            self._print(f"{event.name}: {event.before} -> {event.size} tokens ({self._tests} tests)")
+            before, after = _tokens(event.before), _tokens(event.size)
+            if after < before:
+                self._print(f"{event.name}: {before} -> {after} tokens ({self._tests} tests)")
         elif isinstance(event, Tested):
             self._tests, self._best = event.tests, event.best
             if now - self._last >= self.heartbeat:
-                self._print(f"... {event.tests} tests, best {event.best} tokens")
+                self._print(f"... {event.tests} tests, best {_tokens(event.best)} tokens")
         elif isinstance(event, PassStarted):
             pass
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Generic, Protocol, Sequence, TypeVar
+from typing import Any, Callable, Generic, Protocol, Sequence, TypeVar
 
 from shrinkgpu.core.ddmin import ddmin
 from shrinkgpu.core.probdd import probdd
@@ -90,7 +90,7 @@ class Tracker(Generic[S]):
     """Counts tests, enforces the budget, and remembers the best state ever seen."""
 
     best: S
-    best_size: int
+    best_size: Any  # whatever ``size`` returns: an int, or a tuple compared in order
     budget: Budget = field(default_factory=Budget)
     on_event: Callable[[object], None] | None = None
     tests: int = 0
@@ -106,11 +106,11 @@ class Tracker(Generic[S]):
         if self.budget.deadline is not None and time.monotonic() >= self.budget.deadline:
             raise ReductionStopped("time limit reached", self.best)
 
-    def record(self, size: int, verdict: Verdict) -> None:
+    def record(self, size, verdict: Verdict) -> None:
         self.tests += 1
         self.emit(Tested(verdict, size, self.best_size, self.tests))
 
-    def accept(self, state: S, size: int) -> None:
+    def accept(self, state: S, size) -> None:
         """The search committed to ``state``: it is the new best."""
         if size < self.best_size:
             self.best, self.best_size = state, size
@@ -129,7 +129,7 @@ def reduce_to_fixpoint(
     state: S,
     passes: Sequence[Pass] | Sequence[Sequence[Pass]],
     test: Callable[[S], Verdict],
-    size: Callable[[S], int],
+    size: Callable[[S], Any],
     *,
     budget: Budget = Budget(),
     on_event: Callable[[object], None] | None = None,

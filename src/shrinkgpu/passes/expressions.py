@@ -99,6 +99,26 @@ class _Collect(cst.CSTVisitor):
         self.nots: list[cst.UnaryOperation] = []
         self.containers: list[cst.Dict] = []
         self.foldable: list[cst.BaseExpression] = []
+        self.integers: list[cst.Integer] = []
+
+    def visit_Integer(self, node: cst.Integer) -> None:
+        if not self._in_literal:
+            self.integers.append(node)
+
+    # Numbers inside list/tuple/dict literals are data (``[0, 2, 4]``), not sizes.
+    _in_literal = 0
+
+    def visit_Element(self, node) -> None:
+        self._in_literal += 1
+
+    def leave_Element(self, node) -> None:
+        self._in_literal -= 1
+
+    def visit_DictElement(self, node) -> None:
+        self._in_literal += 1
+
+    def leave_DictElement(self, node) -> None:
+        self._in_literal -= 1
 
     def visit_BinaryOperation(self, node) -> bool:
         return self._fold(node)
@@ -216,6 +236,21 @@ def _alternatives(stmt: cst.CSTNode) -> list[tuple[cst.CSTNode, list[tuple[str, 
         for arg in call.args:
             if arg.keyword is not None or arg.star == "**":
                 out.append((arg, [("remove", "")]))
+        # ``nn.Sequential(a, b, c, d)``: cut to the layers that matter.
+        name = call.func.attr.value if isinstance(call.func, cst.Attribute) else getattr(call.func, "value", None)
+        if name in ("Sequential", "ModuleList") and len(call.args) > 1:
+            for arg in call.args:
+                if arg.keyword is None and not arg.star:
+                    out.append((arg, [("remove", "")]))
+    for number in collect.integers:
+        # ``range(3)`` -> ``range(1)``, ``epochs=10`` -> 1: fewer steps run, and the
+        # signature tells whether the size mattered (a shape at the operator).
+        value = int(number.value) if number.value.isdigit() else 0
+        options = [("expr", "1")] if value >= 2 else []
+        if value >= 4:
+            options.append(("expr", str(value // 2)))
+        if options:
+            out.append((number, options))
     for container in collect.containers:
         elements = container.elements
         if len(elements) > 1:

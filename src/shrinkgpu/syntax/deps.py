@@ -294,15 +294,30 @@ class Dependencies:
         self.users = dict(users)
 
     @cached_property
-    def graph(self) -> nx.DiGraph:
-        """Edges from a statement to the statements that influence it."""
+    def slice_graph(self) -> nx.DiGraph:
+        """What a statement may depend on, as a graph over (statement, mode) nodes.
+
+        ``part``: the statement is needed, but of its children only those something
+        needs (the enclosing loop of the failing line, say).  ``whole``: everything in
+        it is needed (a function or class that a needed statement uses: which of its
+        statements matter is not visible from outside).  A needed statement needs its
+        parent (``part``), the statements it reads from or that mutate what it reads
+        (``part``, or ``whole`` for functions and classes).  Reachability from the
+        seeds is the slice.
+        """
+        program = self.program
         g = nx.DiGraph()
-        g.add_nodes_from(range(len(self.program.stmts)))
-        for sid, infl in enumerate(self.influences):
-            g.add_edges_from((sid, p) for p in infl)
-        for s in self.program.stmts:
-            if s.parent is not None:
-                g.add_edge(s.id, s.parent)  # a statement needs the statement around it
+        for s in program.stmts:
+            for mode in ("part", "whole"):
+                node = (s.id, mode)
+                g.add_node(node)
+                if s.parent is not None:
+                    g.add_edge(node, (s.parent, "part"))
+                for p in self.influences[s.id]:
+                    kind = program.stmts[p].kind
+                    g.add_edge(node, (p, "whole" if kind in ("def", "class") else "part"))
+            for c in program.children.get(s.id, ()):
+                g.add_edge((s.id, "whole"), (c, "part" if program.stmts[c].kind == "simple" else "whole"))
         return g
 
     # -- queries --------------------------------------------------------------------
@@ -415,39 +430,15 @@ class Dependencies:
         return frozenset(dead)
 
     def backward_slice(self, cand: "Candidate", seeds: Iterable[int]) -> frozenset[int]:
-        """Statements the seeds may depend on: ancestors, influences, whole bodies of the
-        functions and classes they use, and every seeding call."""
+        """Statements the seeds may depend on (see ``slice_graph``), plus every seeding
+        call and what it depends on."""
         program = self.program
         live = cand.live
-        keep: set[int] = set()
-        whole: set[int] = set()
-        queue = [s for s in seeds if s in live]
-        queue += [s.id for s in program.stmts if s.id in live and is_seeding(s.node)]
-
-        def make_whole(d: int) -> None:
-            # A function or class that something uses is kept entire: which of its
-            # statements matter is not visible from outside.  Marked when first reached,
-            # even if it was already kept as the parent of a seed inside it.
-            if d in whole:
-                return
-            whole.add(d)
-            for c in program.children.get(d, ()):
-                if c in live:
-                    queue.append(c)
-                    if program.stmts[c].kind != "simple":
-                        make_whole(c)
-
-        while queue:
-            s = queue.pop()
-            if s in keep:
-                continue
-            keep.add(s)
-            stmt = program.stmts[s]
-            if stmt.parent is not None:
-                queue.append(stmt.parent)
-            for p in self.influences[s]:
-                if p in live:
-                    queue.append(p)
-                    if program.stmts[p].kind in ("def", "class"):
-                        make_whole(p)
+        starts = {(s, "part") for s in seeds if s in live}
+        starts |= {(s.id, "part") for s in program.stmts if s.id in live and is_seeding(s.node)}
+        reached = set(starts)
+        graph = self.slice_graph
+        for node in starts:
+            reached |= nx.descendants(graph, node)
+        keep = {sid for sid, _ in reached if sid in live}
         return frozenset(keep)

@@ -407,6 +407,28 @@ class Candidate:
         return sum(count_tokens(t) for t in self.files.values())
 
     @cached_property
+    def magnitude(self) -> int:
+        """Sum of the integer literals (each capped): the tie-breaker that lets
+        ``range(3)`` -> ``range(1)`` count as progress at equal token count."""
+        import io
+        import tokenize
+
+        total = 0
+        for text in self.files.values():
+            try:
+                for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+                    if tok.type == tokenize.NUMBER and tok.string.isdigit():
+                        total += min(int(tok.string), 1_000_000)
+            except (tokenize.TokenError, SyntaxError, IndentationError):
+                pass
+        return total
+
+    @cached_property
+    def order(self) -> tuple[int, int]:
+        """What the search minimises: tokens first, then the magnitude of constants."""
+        return (self.size, self.magnitude)
+
+    @cached_property
     def key(self) -> tuple[tuple[str, str], ...]:
         return tuple(sorted(self.files.items()))
 
