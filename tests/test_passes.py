@@ -1022,7 +1022,7 @@ def test_simplify_expressions_leaves_numbers_in_literals_alone():
     changed = [_changed_line("t = torch.tensor([0, 2, 4])\nfor i in range(8):\n    pass\n", t)
                for t in each(SimplifyExpressions(), cand, 0)]
     assert ("for i in range(8):", "for i in range(1):") in changed
-    assert not any("[0, 2, 4]" in old and "[0, 2, 4]" not in new for old, new in changed)
+    assert not any(new.startswith("t = torch.tensor([") for _, new in changed)
 
 
 def test_simplify_expressions_level_1_offers_the_receiver_of_a_method_call():

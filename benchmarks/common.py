@@ -1,0 +1,338 @@
+"""Shared pieces of the benchmark: fixtures, the machine, process trees, the oracle setup."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import platform
+import signal
+import statistics
+import subprocess
+import sys
+import time
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "fixtures"
+BENCH_ENVS = REPO / "bench-envs"
+PROJECT_PYTHON = Path(sys.executable)
+ORACLE = Path(__file__).resolve().parent / "oracle.py"
+
+
+@dataclass(frozen=True)
+class Fixture:
+    name: str
+    dir: Path
+    script: str
+    args: tuple[str, ...]
+    keep_error: str
+    exception: str
+    operator: str
+    device: str = "cpu"
+    ideal: Path | None = None
+
+    @property
+    def path(self) -> Path:
+        return self.dir / self.script
+
+
+def load_fixture(name: str) -> Fixture:
+    d = FIXTURES / name
+    data = tomllib.loads((d / "fixture.toml").read_text())
+    ideal = d / "ideal_cut.py"
+    return Fixture(
+        name=name,
+        dir=d,
+        script=data["script"],
+        args=tuple(data.get("args", ())),
+        keep_error=data["keep_error"],
+        exception=data["expect"]["exception"],
+        operator=data["expect"]["operator"],
+        device=data.get("device", "cpu"),
+        ideal=ideal if ideal.is_file() else None,
+    )
+
+
+def fixture_names() -> list[str]:
+    return sorted(p.parent.name for p in FIXTURES.glob("*/fixture.toml"))
+
+
+def cuda_available() -> bool:
+    try:
+        out = subprocess.run(
+            [str(PROJECT_PYTHON), "-c", "import torch; print(torch.cuda.is_available())"],
+            capture_output=True, text=True, timeout=120,
+        )
+        return out.stdout.strip() == "True"
+    except Exception:
+        return False
+
+
+# -- tokens and program files ---------------------------------------------------------------
+def count_tokens(text: str) -> int:
+    from shrinkgpu.syntax import count_tokens as _count
+
+    return _count(text)
+
+
+def imported_local_files(text: str, directory: Path, seen: set[str] | None = None) -> list[str]:
+    """Local ``.py`` files of ``directory`` that ``text`` imports, transitively."""
+    seen = set() if seen is None else seen
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return []
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [a.name.split(".")[0] for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.append(node.module.split(".")[0])
+    out = []
+    for n in names:
+        f = f"{n}.py"
+        if f in seen or not (directory / f).is_file():
+            continue
+        seen.add(f)
+        out.append(f)
+        out += imported_local_files((directory / f).read_text(encoding="utf-8"), directory, seen)
+    return out
+
+
+def program_tokens(main_text: str, directory: Path, main_name: str) -> tuple[int, list[str]]:
+    """Tokens of a program: the main script plus the unchanged local modules it imports."""
+    extra = imported_local_files(main_text, directory, {main_name})
+    total = count_tokens(main_text) + sum(count_tokens((directory / f).read_text(encoding="utf-8")) for f in extra)
+    return total, extra
+
+
+# -- processes ---------------------------------------------------------------------------
+def _descendants(pid: int) -> list:
+    import psutil
+
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def kill_tree(proc: subprocess.Popen) -> None:
+    """Stop ``proc``, its process group and every descendant (in any session)."""
+    import psutil
+
+    procs = []
+    try:
+        procs.append(psutil.Process(proc.pid))
+    except psutil.Error:
+        pass
+    procs += _descendants(proc.pid)
+    # Freeze first so nothing spawns or re-parents while we look again.
+    for p in procs:
+        try:
+            p.send_signal(signal.SIGSTOP)
+        except psutil.Error:
+            pass
+    procs += [p for p in _descendants(proc.pid) if p not in procs]
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for p in procs:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+@dataclass
+class Capped:
+    returncode: int | None
+    wall: float
+    capped: bool
+
+
+def run_capped(cmd: list[str], *, cwd: Path, cap: float, log: Path, env: dict | None = None) -> Capped:
+    """Run ``cmd`` in its own session; at ``cap`` seconds kill the whole tree."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        out.write(f"$ {' '.join(map(str, cmd))}\n".encode())
+        out.flush()
+        started = time.monotonic()
+        proc = subprocess.Popen(
+            [str(c) for c in cmd], cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True, env=env,
+        )
+        try:
+            rc = proc.wait(timeout=cap)
+            wall = time.monotonic() - started
+            # Anything it left behind goes too.
+            for p in _descendants(proc.pid):
+                try:
+                    p.kill()
+                except Exception:
+                    pass
+            return Capped(rc, wall, False)
+        except subprocess.TimeoutExpired:
+            wall = time.monotonic() - started
+            kill_tree(proc)
+            return Capped(None, wall, True)
+
+
+# -- the shared oracle ---------------------------------------------------------------------
+@dataclass
+class OracleSetup:
+    """The oracle's config for one fixture (or generated script), and the reference run."""
+
+    name: str
+    fixture_dir: Path
+    script: str
+    args: tuple[str, ...]
+    keep_error: str
+    reference: dict  # Signature JSON of the original's first error
+    fresh_seconds: float  # the original's fresh run, as shrinkgpu run saw it
+    timeout: float
+    config_dir: Path
+    extra_files: list[str] = field(default_factory=list)
+
+    def config_path(self, state_dir: Path) -> Path:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        p = state_dir / "oracle.json"
+        p.write_text(json.dumps({
+            "fixture_dir": str(self.fixture_dir),
+            "script": self.script,
+            "args": list(self.args),
+            "keep_error": self.keep_error,
+            "reference": self.reference,
+            "python": str(PROJECT_PYTHON),
+            "timeout": self.timeout,
+            "state_dir": str(state_dir),
+        }, indent=2))
+        return p
+
+    def wrapper(self, state_dir: Path) -> Path:
+        """An executable interestingness test: ``interesting.sh CANDIDATE``."""
+        cfg = self.config_path(state_dir)
+        sh = state_dir / "interesting.sh"
+        sh.write_text(
+            "#!/bin/sh\n"
+            "# Shared oracle of the shrinkgpu benchmark (benchmarks/oracle.py).\n"
+            f'exec "{PROJECT_PYTHON}" "{ORACLE}" --config "{cfg}" "$@"\n'
+        )
+        sh.chmod(0o755)
+        return sh
+
+
+def calibrated_oracle_timeout(fresh_wall: float) -> float:
+    """The same rule shrinkgpu uses for fresh runs: 10x the original, 5 s to 600 s."""
+    return min(600.0, max(5.0, 10.0 * fresh_wall + 1.0))
+
+
+def setup_oracle(name: str, directory: Path, script: str, args: tuple[str, ...], keep_error: str,
+                 work: Path) -> OracleSetup:
+    """Run the original once through the oracle's own runner; its signature is the reference."""
+    import re
+
+    from benchmarks.oracle import observe
+
+    text = (directory / script).read_text(encoding="utf-8")
+    data = observe(directory, script, {script: text}, list(args), 600.0, str(PROJECT_PYTHON))
+    sig = data.get("signature")
+    if not sig:
+        raise RuntimeError(f"{name}: the original did not fail under shrinkgpu run: {json.dumps(data)[:600]}")
+    from shrinkgpu.signature import Signature
+
+    s = Signature.from_json(sig)
+    if not re.search(keep_error, s.keep_text()):
+        raise RuntimeError(f"{name}: the original's first error does not match keep_error: {s.headline}")
+    _, extra = program_tokens(text, directory, script)
+    return OracleSetup(
+        name=name, fixture_dir=directory, script=script, args=args, keep_error=keep_error, reference=sig,
+        fresh_seconds=float(data.get("seconds") or 0.0),
+        timeout=calibrated_oracle_timeout(float(data.get("seconds") or 0.0)),
+        config_dir=work, extra_files=extra,
+    )
+
+
+def recheck(setup: OracleSetup, main_text: str, work: Path, runs: int, overlay: Path | None = None) -> tuple[int, int]:
+    """Run an output through the oracle (``--no-record``) ``runs`` times: (reproduced, runs)."""
+    work.mkdir(parents=True, exist_ok=True)
+    cfg = setup.config_path(work / "recheck-state")
+    cand = work / "recheck-candidate.py"
+    cand.write_text(main_text, encoding="utf-8")
+    ok = 0
+    for _ in range(runs):
+        cmd = [str(PROJECT_PYTHON), str(ORACLE), "--config", str(cfg), "--no-record"]
+        if overlay is not None:
+            cmd += ["--overlay", str(overlay)]
+        cmd.append(str(cand))
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=setup.timeout + 180)
+        if r.returncode == 0:
+            ok += 1
+    return ok, runs
+
+
+def read_calls(state_dir: Path) -> dict:
+    """Oracle calls a tool made, by verdict, from the counter file."""
+    log = state_dir / "calls.log"
+    calls, verdicts, etypes, seconds = 0, {}, {}, 0.0
+    if log.exists():
+        for line in log.read_text().splitlines():
+            parts = line.split("\t")
+            if len(parts) < 5:
+                continue
+            calls += 1
+            verdicts[parts[1]] = verdicts.get(parts[1], 0) + 1
+            if parts[2]:
+                etypes[parts[2]] = etypes.get(parts[2], 0) + 1
+            try:
+                seconds += float(parts[4])
+            except ValueError:
+                pass
+    return {"calls": calls, "verdicts": verdicts, "error_types": etypes, "oracle_seconds": round(seconds, 1)}
+
+
+# -- the machine ---------------------------------------------------------------------------
+def machine_info() -> dict:
+    info: dict = {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                info["cpu_model"] = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                info["ram_gib"] = round(int(line.split()[1]) / 1024 / 1024, 1)
+    except OSError:
+        pass
+    from importlib import metadata
+
+    for pkg in ("torch", "shrinkgpu", "libcst"):
+        try:
+            info[f"{pkg}_version"] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            info[f"{pkg}_version"] = None
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "src"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+        info["revision"] = rev + (" (src/ has uncommitted changes)" if dirty else "")
+    except OSError:
+        info["revision"] = None
+    return info
+
+
+def median(xs: list[float]) -> float | None:
+    return statistics.median(xs) if xs else None
