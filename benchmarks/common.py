@@ -158,16 +158,17 @@ class Capped:
     capped: bool
 
 
-def run_capped(cmd: list[str], *, cwd: Path, cap: float, log: Path, env: dict | None = None) -> Capped:
+def run_capped(cmd: list[str], *, cwd: Path, cap: float, log: Path, env: dict | None = None,
+               stdout: Path | None = None) -> Capped:
     """Run ``cmd`` in its own session; at ``cap`` seconds kill the whole tree."""
     log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "ab") as out:
+    with open(log, "ab") as out, open(stdout or os.devnull, "wb") as so:
         out.write(f"$ {' '.join(map(str, cmd))}\n".encode())
         out.flush()
         started = time.monotonic()
         proc = subprocess.Popen(
-            [str(c) for c in cmd], cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-            start_new_session=True, env=env,
+            [str(c) for c in cmd], cwd=cwd, stdin=subprocess.DEVNULL, stdout=so if stdout else out,
+            stderr=out if stdout else subprocess.STDOUT, start_new_session=True, env=env,
         )
         try:
             rc = proc.wait(timeout=cap)

@@ -1,6 +1,7 @@
 """Smaller expressions: wrapper calls dropped, constant conditions decided, keyword
 arguments left at their defaults, layers after the failing call peeled off, entries of
-dict literals (records nobody reads) removed.
+dict literals (records nobody reads) and of lists of objects (``ConcatDataset([a, b])``)
+removed, sizes shrunk.
 
 Each is checked like any other candidate, so a keyword that mattered (``padding=1``
 changes a shape at the suspect operator) simply stays.  A node can have several
@@ -109,7 +110,7 @@ class _Collect(cst.CSTVisitor):
     _in_literal = 0
 
     def visit_Element(self, node) -> None:
-        self._in_literal += 1
+        self._in_literal += 1  # (also inside ``[nn.Linear(4, 2)]``: sizes stay then)
 
     def leave_Element(self, node) -> None:
         self._in_literal -= 1
@@ -144,6 +145,11 @@ class _Collect(cst.CSTVisitor):
 
     def visit_Dict(self, node: cst.Dict) -> None:
         self.containers.append(node)
+
+    def visit_List(self, node: cst.List) -> None:
+        # Lists of objects (``[curated, vendor]``, ``[aug1, aug2]``), not lists of data.
+        if all(isinstance(el, cst.Element) and isinstance(el.value, (cst.Name, cst.Call, cst.Attribute)) for el in node.elements):
+            self.containers.append(node)
 
     def visit_UnaryOperation(self, node: cst.UnaryOperation) -> None:
         if isinstance(node.operator, cst.Not):

@@ -22,3 +22,11 @@ def count_tokens(source: str) -> int:
         )
     except (tokenize.TokenError, SyntaxError, IndentationError):
         return len(_FALLBACK.findall(re.sub(r"#[^\n]*", "", source)))
+
+
+def count_blocks(source: str) -> int:
+    """Indented blocks (loops, branches, functions, classes, ``with``, ``try``)."""
+    try:
+        return sum(1 for tok in tokenize.generate_tokens(io.StringIO(source).readline) if tok.type == tokenize.INDENT)
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return 0

@@ -1,0 +1,84 @@
+"""Keeps the benchmark working: ``python -m benchmarks.compare --smoke`` end to end.
+
+The smoke run is shrinkgpu alone on one small fixture with a small test budget, no
+peers, and its markdown written into its own work directory (never docs/benchmarks.md).
+This checks that it runs, that it prints a result row for shrinkgpu with a positive
+token count and an output that still reproduces, and that the shared oracle answers
+correctly for the original script and for a script that does not fail.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # benchmarks/ is a top-level package of the repository, not installed
+    sys.path.insert(0, str(ROOT))
+
+
+@pytest.mark.slow
+def test_smoke_benchmark_reports_a_reproducing_shrinkgpu_row(tmp_path):
+    doc = ROOT / "docs" / "benchmarks.md"
+    before = doc.read_bytes() if doc.exists() else None
+    work = tmp_path / "work"
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.compare", "--smoke", "--workdir", str(work)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert len(rows) == 1, proc.stdout
+    row = rows[0]
+    assert "tool=shrinkgpu" in row and "fixture=class_index" in row
+    tokens = int(re.search(r"tokens=(\d+)", row).group(1))
+    assert tokens > 0
+    assert "reproduce=yes" in row
+    # the markdown table has a shrinkgpu row, and the results are on disk
+    assert re.search(r"^\| class_index \| shrinkgpu \|", proc.stdout, re.M)
+    results = json.loads((work / "results.json").read_text())
+    (sg,) = [r for r in results["reductions"] if r["tool"] == "shrinkgpu"]
+    assert sg["tokens"] == tokens and 0 < tokens <= results["fixtures"]["class_index"]["tokens"]
+    assert sg["calls"] and sg["calls"] <= 30
+    assert (work / "benchmarks.md").is_file()
+    # the real doc is never rewritten by a smoke run
+    assert (doc.read_bytes() if doc.exists() else None) == before
+
+
+@pytest.mark.slow
+def test_shared_oracle_accepts_the_original_and_rejects_a_passing_script(tmp_path):
+    from benchmarks import common
+
+    fx = common.load_fixture("class_index")
+    setup = common.setup_oracle(fx.name, fx.dir, fx.script, fx.args, fx.keep_error, tmp_path)
+    assert setup.reference["type"] == fx.exception
+    state = tmp_path / "state"
+    wrapper = setup.wrapper(state)
+
+    original = tmp_path / "a" / fx.script
+    original.parent.mkdir()
+    original.write_text(fx.path.read_text())
+    ok = subprocess.run([str(wrapper), str(original)], capture_output=True, text=True, timeout=300)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+
+    # Same message text printed, but no exception: a substring oracle would accept it.
+    fake = tmp_path / "b" / fx.script
+    fake.parent.mkdir()
+    fake.write_text('print("IndexError: Target 4 is out of bounds.")\n')
+    bad = subprocess.run([str(wrapper), str(fake)], capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 1
+
+    broken = tmp_path / "c" / fx.script
+    broken.parent.mkdir()
+    broken.write_text("def (:\n")
+    assert subprocess.run([str(wrapper), str(broken)], timeout=60).returncode == 1
+
+    calls = common.read_calls(state)
+    assert calls["calls"] == 3
+    assert calls["verdicts"] == {"interesting": 1, "no-error": 1, "syntax-error": 1}
+    assert (state / "best.py").read_text() == fx.path.read_text()
