@@ -194,6 +194,10 @@ def run_peer(peer: peers.Peer, setup: common.OracleSetup, work: Path, cap: float
            "command": shlex.join(cmd), "cwd": str(run_dir)}
     if not res.capped and res.returncode != 0:
         row["error"] = f"exit {res.returncode}: " + (work / "log.txt").read_text(errors="replace")[-800:]
+    warnings = sorted({ln.strip() for ln in (work / "log.txt").read_text(errors="replace").splitlines()
+                       if "could not download" in ln or "Reducing without" in ln})
+    if warnings:
+        row["warnings"] = warnings
     text, source = peer.output(cand, run_dir, finished, state)
     row["output_source"] = source
     if text is None:

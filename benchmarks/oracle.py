@@ -147,8 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     try:
         text = ns.candidate.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        text, verdict = None, f"unreadable: {exc}"
+    except OSError:
+        text, verdict = None, "unreadable"  # e.g. a tool that tries deleting the whole file
     tokens = count_tokens(text) if text is not None else 0
     interesting, etype = False, ""
     if text is not None:

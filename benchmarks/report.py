@@ -187,6 +187,7 @@ def _note(row: dict) -> str:
             parts.append(f"output: {row['output_source']}")
         if row.get("exit") not in (None, 0):
             parts.append(f"exit {row['exit']}")
+        parts += row.get("warnings", [])
     if row.get("error"):
         parts.append("error: " + row["error"])
     return "; ".join(parts)

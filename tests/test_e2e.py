@@ -17,14 +17,17 @@ import pytest
 from conftest import FIXTURE_NAMES, load_fixture, tree_digest
 from shrinkgpu.reducer import ReduceConfig, reduce, run_once
 from shrinkgpu.signature import normalize_message
+from shrinkgpu.syntax import count_tokens
 from shrinkgpu.worker import Isolation
 
 MAX_RATIO = 0.30
+# Issue 4: at most 1.25x the tokens of the hand-made cut stored with each fixture.
+MAX_IDEAL_RATIO = 1.25
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", FIXTURE_NAMES)
-def test_fixture_reduces_to_a_faithful_small_script(name, tmp_path):
+def test_fixture_reduces_to_a_faithful_small_script(name, tmp_path, record_property):
     fx = load_fixture(name)
     before = tree_digest(fx.dir)
     out = tmp_path / f"{Path(fx.script).stem}.min.py"
@@ -60,3 +63,13 @@ def test_fixture_reduces_to_a_faithful_small_script(name, tmp_path):
     obs, _ = run_once(ReduceConfig(script=out, cwd=tmp_path), isolation=Isolation.FRESH, collect=False)
     assert obs.signature is not None
     assert result.signature.same_bug(obs.signature), result.signature.differences(obs.signature)
+
+    # Against the hand-made cut: reported for every fixture; while a fixture is above the
+    # issue-4 bound the test says so as an expected failure (docs/results.md).
+    ideal = count_tokens((fx.dir / "ideal_cut.py").read_text())
+    ratio = result.tokens_after / ideal
+    record_property("ideal_tokens", ideal)
+    record_property("ideal_ratio", round(ratio, 3))
+    print(f"{name}: {result.tokens_after} tokens, ideal cut {ideal}, ratio {ratio:.2f}")
+    if ratio > MAX_IDEAL_RATIO:
+        pytest.xfail(f"{result.tokens_after} tokens is {ratio:.2f}x the ideal cut's {ideal} (> {MAX_IDEAL_RATIO}x)")
