@@ -156,3 +156,29 @@ def test_python_dash_m_and_the_console_script_agree(tmp_path):
     a = subprocess.run([str(exe), "--version"], capture_output=True, text=True)
     b = subprocess.run([*EXE, "--version"], capture_output=True, text=True)
     assert a.returncode == b.returncode == 0 and a.stdout == b.stdout and "0.1.0" in a.stdout
+
+
+def test_a_program_that_stays_in_several_files_is_written_as_a_directory(tmp_path):
+    # ``import helpers.tools`` (a dotted import of a package module) is not inlined, so
+    # the result keeps two files; they go to repro.min/ and run from there.
+    (tmp_path / "helpers").mkdir()
+    (tmp_path / "helpers" / "__init__.py").write_text("")
+    (tmp_path / "helpers" / "tools.py").write_text(
+        "import torch\n\n\ndef unused():\n    return 1\n\n\ndef pick(x):\n"
+        "    return torch.gather(x, 1, torch.tensor([[5], [0]]))\n"
+    )
+    (tmp_path / "repro.py").write_text(
+        "import torch\nimport helpers.tools\n\nprint('start')\nx = torch.zeros(2, 3)\n"
+        "y = helpers.tools.pick(x)\nprint(y)\n"
+    )
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*.py")}
+    result = shrinkgpu("reduce", "repro.py", "-k", "out of bounds", "--json", "-q", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    out = tmp_path / "repro.min"
+    assert data["output"] == str(out) and out.is_dir()
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*.py")) == ["helpers/__init__.py", "helpers/tools.py", "repro.py"]
+    assert "def unused" not in (out / "helpers" / "tools.py").read_text()
+    assert {p: p.read_bytes() for p in before} == before
+    plain = subprocess.run([sys.executable, "repro.py"], cwd=out, capture_output=True, text=True)
+    assert "index 5 is out of bounds" in plain.stderr
