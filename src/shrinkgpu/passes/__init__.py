@@ -14,7 +14,7 @@ from shrinkgpu.passes.definitions import DeleteDefinitions
 from shrinkgpu.passes.expressions import SimplifyExpressions
 from shrinkgpu.passes.files import DropFiles, InlineModules
 from shrinkgpu.passes.inline import InlineCalls, InlineExpressions
-from shrinkgpu.passes.loops import LoopToFirstIteration
+from shrinkgpu.passes.loops import LoopToFirstIteration, WhileToBody
 from shrinkgpu.passes.statements import DeleteStatements, SliceToFailure
 
 # Tiers, cheapest first (see core.search.reduce_to_fixpoint): the first tier removes
@@ -31,6 +31,7 @@ STRUCTURE: tuple[EditPass, ...] = (
     TryToBody(),
     UnwrapWith(),
     LoopToFirstIteration(),
+    WhileToBody(),
     PropagateConstants(),
     ScalarizeAttributes(),
     InlineCalls(),
@@ -57,6 +58,7 @@ __all__ = [
     "InlineExpressions",
     "InlineModules",
     "LoopToFirstIteration",
+    "WhileToBody",
     "SliceToFailure",
     "TryToBody",
     "ScalarizeAttributes",

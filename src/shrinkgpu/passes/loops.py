@@ -82,3 +82,22 @@ class LoopToFirstIteration(LevelZeroPass):
             text = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
             out.append((Edit("replace", s.id, text=text),))
         return out
+
+
+class WhileToBody(LevelZeroPass):
+    """``while cond: body`` -> ``body``, run once: the failure usually needs one pass
+    through it, not the condition."""
+
+    name = "while-to-body"
+
+    def edits(self, cand: Candidate) -> list[Unit]:
+        out: list[Unit] = []
+        for s in cand.editable():
+            if s.kind != "while" or s.node.orelse is not None:
+                continue
+            exits = _LoopExits()
+            for stmt in getattr(s.node.body, "body", ()):
+                stmt.visit(exits)
+            if not exits.found:
+                out.append((Edit("body", s.id),))
+        return out

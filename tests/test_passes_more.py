@@ -1,0 +1,182 @@
+"""Exact before/after programs for the passes added after test_passes.py was written:
+loops, attribute scalarisation, constructor and list-backed dataset inlining, constant
+folding, nn.Sequential cutting."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from shrinkgpu.passes import InlineCalls, LoopToFirstIteration, ScalarizeAttributes, SimplifyExpressions, WhileToBody
+from shrinkgpu.passes.expressions import fold
+
+from test_passes import after, dedent, each, start
+
+
+def test_loop_to_first_iteration_binds_the_first_item():
+    cand = start(
+        """\
+        for epoch in range(1, 5):
+            for x, y in loader:
+                h = model(x)
+        """
+    )
+    assert each(LoopToFirstIteration(), cand) == [
+        dedent(
+            """\
+            epoch = 1
+            for x, y in loader:
+                h = model(x)
+            """
+        ),
+        dedent(
+            """\
+            for epoch in range(1, 5):
+                x, y = next(iter(loader))
+                h = model(x)
+            """
+        ),
+    ]
+
+
+def test_loop_to_first_iteration_leaves_loops_with_break_else_or_async_alone():
+    for src in (
+        "for x in xs:\n    if x:\n        break\n    f(x)\n",
+        "for x in xs:\n    continue\n",
+        "for x in xs:\n    f(x)\nelse:\n    g()\n",
+    ):
+        assert LoopToFirstIteration().units(start(src), 0) == []
+    # a break that belongs to an inner loop is fine
+    cand = start("for x in xs:\n    for y in x:\n        break\n")
+    assert after(LoopToFirstIteration(), cand) == "x = next(iter(xs))\nfor y in x:\n    break\n"
+
+
+def test_while_to_body_runs_the_body_once():
+    cand = start("i = 0\nwhile i < 10:\n    step(i)\n    i += 1\n")
+    assert after(WhileToBody(), cand) == "i = 0\nstep(i)\ni += 1\n"
+    assert WhileToBody().units(start("while True:\n    if done():\n        break\n"), 0) == []
+
+
+def test_scalarize_attributes_of_an_object_used_only_through_them():
+    cand = start(
+        """\
+        import torch.nn as nn
+        model = nn.Module()
+        model.fc = nn.Linear(4, 2)
+        out = model.fc(x)
+        """
+    )
+    assert after(ScalarizeAttributes(), cand) == dedent(
+        """\
+        import torch.nn as nn
+        fc = nn.Linear(4, 2)
+        out = fc(x)
+        """
+    )
+
+
+def test_scalarize_attributes_leaves_objects_that_are_used_whole_or_collide():
+    used_whole = "import torch.nn as nn\nm = nn.Module()\nm.fc = nn.Linear(4, 2)\nopt(m)\n"
+    collides = "import torch.nn as nn\nfc = 1\nm = nn.Module()\nm.fc = nn.Linear(4, 2)\nm.fc(x)\n"
+    with_args = "m = Box(3)\nm.fc = 1\nprint(m.fc)\n"
+    for src in (used_whole, collides, with_args):
+        assert ScalarizeAttributes().units(start(src), 0) == []
+
+
+def test_inline_a_constructor_of_a_class_with_only_init_left():
+    cand = start(
+        """\
+        import torch.nn as nn
+
+
+        class Net(nn.Module):
+            def __init__(self, d, hidden, unused=3):
+                super().__init__()
+                self.fc = nn.Linear(d, hidden)
+
+
+        model = Net(4, 8)
+        out = model.fc(x)
+        """
+    )
+    # (the blank lines that separated the class stay: they belong to the next statement)
+    assert after(InlineCalls(), cand) == dedent(
+        """\
+        import torch.nn as nn
+
+
+        model = nn.Module()
+        self = model
+        d = 4
+        hidden = 8
+        self.fc = nn.Linear(d, hidden)
+        out = model.fc(x)
+        """
+    )
+
+
+def test_inline_a_list_backed_dataset_as_its_list():
+    cand = start(
+        """\
+        from torch.utils.data import DataLoader, Dataset
+
+
+        class Items(Dataset):
+            def __init__(self, pairs):
+                self.items = [(t, y) for t, y in pairs]
+
+            def __len__(self):
+                return len(self.items)
+
+            def __getitem__(self, i):
+                return self.items[i]
+
+
+        ds = Items(data)
+        loader = DataLoader(ds, batch_size=2)
+        """
+    )
+    # ``Dataset`` stays imported: the line also binds ``DataLoader``.
+    assert after(InlineCalls(), cand) == dedent(
+        """\
+        from torch.utils.data import DataLoader, Dataset
+
+
+        pairs = data
+        ds = [(t, y) for t, y in pairs]
+        loader = DataLoader(ds, batch_size=2)
+        """
+    )
+
+
+def test_a_dataset_that_does_more_than_index_a_list_is_not_a_list():
+    cand = start(
+        """\
+        class Items:
+            def __init__(self, pairs):
+                self.items = list(pairs)
+
+            def __len__(self):
+                return len(self.items)
+
+            def __getitem__(self, i):
+                return self.items[i] * 2
+
+
+        ds = Items(data)
+        """
+    )
+    assert InlineCalls().units(cand, 0) == []
+
+
+def test_fold_evaluates_only_literal_arithmetic():
+    assert fold(cst.parse_expression("16 + 1")) == "17"
+    assert fold(cst.parse_expression("0 != 0")) == "False"
+    assert fold(cst.parse_expression("len(['a', 'b', 'c'])")) == "3"
+    for text in ("x + 1", "2 ** 100", "f(1) + 2", "1.0 / 3", "7"):
+        assert fold(cst.parse_expression(text)) is None, text
+
+
+def test_sequential_is_cut_to_the_layers_that_matter():
+    src = "import torch.nn as nn\nnet = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))\n"
+    changed = [t for t in each(SimplifyExpressions(), start(src)) if "Sequential(nn.Linear(4, 8), nn.Linear(8, 2))" in t]
+    assert changed == ["import torch.nn as nn\nnet = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 2))\n"]
