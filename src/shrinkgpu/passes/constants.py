@@ -12,9 +12,9 @@ import libcst as cst
 
 from shrinkgpu.passes.base import LevelZeroPass, Unit, deletion_unit
 from shrinkgpu.syntax.program import Candidate, Edit
+from shrinkgpu.syntax.program import code_of as _code
 
 _PARSE_METHODS = ("parse_args", "parse_known_args")
-_EMPTY = cst.Module(body=[])
 
 
 class _FindParse(cst.CSTVisitor):
@@ -60,7 +60,7 @@ def _binds_module(module: cst.Module, name: str) -> bool:
             for small in stmt.body:
                 if isinstance(small, cst.Import):
                     for alias in small.names:
-                        if alias.asname is None and _EMPTY.code_for_node(alias.name) == name:
+                        if alias.asname is None and _code(alias.name) == name:
                             return True
     return False
 
@@ -132,9 +132,9 @@ MAX_STRING = 16
 def _constant_text(node: cst.BaseExpression) -> str | None:
     """Source of an immutable literal (numbers, short strings, True/False/None, tuples)."""
     if isinstance(node, (cst.Integer, cst.Float, cst.Imaginary)):
-        return _EMPTY.code_for_node(node)
+        return _code(node)
     if isinstance(node, cst.SimpleString):
-        text = _EMPTY.code_for_node(node)
+        text = _code(node)
         return text if len(text) <= MAX_STRING + 2 else None
     if isinstance(node, cst.Name) and node.value in ("True", "False", "None"):
         return node.value
@@ -178,7 +178,7 @@ def _dataclass_defaults(cand: Candidate, node: cst.BaseExpression) -> dict[str, 
     cls = program.stmts[next(iter(binders))].node
     if not isinstance(cls, cst.ClassDef):
         return None
-    if not any(_EMPTY.code_for_node(d.decorator) in ("dataclass", "dataclasses.dataclass") for d in cls.decorators):
+    if not any(_code(d.decorator) in ("dataclass", "dataclasses.dataclass") for d in cls.decorators):
         return None
     out: dict[str, str] = {}
     if not isinstance(cls.body, cst.IndentedBlock):
@@ -197,13 +197,13 @@ def _dataclass_defaults(cand: Candidate, node: cst.BaseExpression) -> dict[str, 
 def _default_factory(node: cst.BaseExpression) -> str | None:
     """``field(default_factory=lambda: [...])`` -> the literal the lambda returns: every
     instance gets a fresh one, as every read of the pasted literal does."""
-    if not isinstance(node, cst.Call) or _EMPTY.code_for_node(node.func) not in ("field", "dataclasses.field"):
+    if not isinstance(node, cst.Call) or _code(node.func) not in ("field", "dataclasses.field"):
         return None
     for arg in node.args:
         if arg.keyword is not None and arg.keyword.value == "default_factory" and isinstance(arg.value, cst.Lambda):
             body = arg.value.body
             if isinstance(body, (cst.List, cst.Dict, cst.Tuple)) and _literal_container(body):
-                return _EMPTY.code_for_node(body)
+                return _code(body)
     return None
 
 
@@ -218,6 +218,23 @@ def _literal_container(node: cst.BaseExpression) -> bool:
     return False
 
 
+def single_bindings(cand: Candidate):
+    """(statement, name, value, live reads) for each ``name = value`` line whose reads
+    only it can satisfy; each read is (Name node, the ``name.attr`` around it or None)."""
+    deps = cand.program.deps
+    live = cand.live
+    for s in cand.editable():
+        node = s.node
+        if s.kind != "simple" or len(node.body) != 1 or not isinstance(node.body[0], cst.Assign):
+            continue
+        assign = node.body[0]
+        if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
+            continue
+        readers = [(n, a) for n, a in deps.sole_readers.get(s.id, ()) if deps.enclosing_live(n, live)]
+        if readers:
+            yield s, assign.targets[0].target.value, assign.value, readers
+
+
 class PropagateConstants(LevelZeroPass):
     """Replace reads of a name bound once to a constant (``BATCH = 16``), to another name
     (``loader = train_loader``) or to a namespace of constants (``args.lr``) by what it
@@ -228,30 +245,21 @@ class PropagateConstants(LevelZeroPass):
     def edits(self, cand: Candidate) -> list[Unit]:
         program = cand.program
         deps = program.deps
-        live = cand.live
         out = []
-        for s in cand.editable():
-            node = s.node
-            if s.kind != "simple" or len(node.body) != 1 or not isinstance(node.body[0], cst.Assign):
-                continue
-            assign = node.body[0]
-            if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
-                continue
-            name = assign.targets[0].target.value
-            readers = [(n, a) for n, a in deps.sole_readers.get(s.id, ()) if deps.enclosing_live(n, live)]
-            if not readers or any(deps.in_fstring(n) or deps.is_del_target(n) for n, _ in readers):
+        for s, name, value, readers in single_bindings(cand):
+            if any(deps.in_fstring(n) or deps.is_del_target(n) for n, _ in readers):
                 continue  # ``f"{NAME}"`` would nest quotes (before 3.12); ``del NAME`` has no literal
-            constant = _constant_text(assign.value)
-            if constant is None and isinstance(assign.value, cst.Name) and assign.value.value != name:
-                constant = assign.value.value  # a copy: ``loader = train_loader``, ``self = model``
+            constant = _constant_text(value)
+            if constant is None and isinstance(value, cst.Name) and value.value != name:
+                constant = value.value  # a copy: ``loader = train_loader``, ``self = model``
             edits = []
             complete = True  # every read replaced: the binding can go too
             if constant is not None:
                 edits = [Edit("expr", node=program.node_index(n), text=constant) for n, _ in readers]
             else:
-                values = _namespace_values(assign.value)
+                values = _namespace_values(value)
                 if values is None:
-                    values = _dataclass_defaults(cand, assign.value)
+                    values = _dataclass_defaults(cand, value)
                 if values is None or name in deps.stored_attribute_bases.get(s.file, ()) or deps.mutated(s.file, name):
                     continue
                 for n, attribute in readers:
@@ -281,22 +289,14 @@ class ScalarizeAttributes(LevelZeroPass):
             return []
         program = cand.program
         deps = program.deps
-        live = cand.live
         out: list[Unit] = []
         taken = set(deps.binders_named)
         for module in program.modules.values():
             taken |= _all_names(module)
-        for s in cand.editable():
-            node = s.node
-            if s.kind != "simple" or len(node.body) != 1 or not isinstance(node.body[0], cst.Assign):
+        for s, _name, value, readers in single_bindings(cand):
+            if not isinstance(value, cst.Call) or value.args:
                 continue
-            assign = node.body[0]
-            if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
-                continue
-            if not isinstance(assign.value, cst.Call) or assign.value.args:
-                continue
-            readers = [(n, a) for n, a in deps.sole_readers.get(s.id, ()) if deps.enclosing_live(n, live)]
-            if not readers or any(a is None for _, a in readers):
+            if any(a is None for _, a in readers):
                 continue  # the object itself is used, not just its attributes
             if any(deps.in_fstring(n) for n, _ in readers):
                 continue

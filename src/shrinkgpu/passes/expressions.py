@@ -17,8 +17,8 @@ import libcst as cst
 
 from shrinkgpu.passes.base import EditPass, Unit
 from shrinkgpu.syntax.program import Candidate, Edit
+from shrinkgpu.syntax.program import code_of as _code
 
-_EMPTY = cst.Module(body=[])
 _SIMPLE = (cst.Call, cst.Name, cst.Attribute, cst.Subscript)
 # Allocators of uninitialised memory: ``torch.empty(n).uniform_(a, b)`` must not become
 # ``torch.empty(n)``, whose values differ from run to run (and process to process).
@@ -32,9 +32,6 @@ def _allocates_uninitialised(node: cst.BaseExpression) -> bool:
     name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", None)
     return name in _UNINITIALISED
 
-
-def _code(node: cst.CSTNode) -> str:
-    return _EMPTY.code_for_node(node)
 
 
 _FOLDABLE = (

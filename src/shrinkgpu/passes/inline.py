@@ -19,12 +19,9 @@ import libcst as cst
 
 from shrinkgpu.passes.base import LevelZeroPass, Unit, deletion_unit
 from shrinkgpu.syntax.program import Candidate, Edit
+from shrinkgpu.syntax.program import code_of as _code
 
-_EMPTY = cst.Module(body=[])
 
-
-def _code(node: cst.CSTNode) -> str:
-    return _EMPTY.code_for_node(node)
 
 
 class _Returns(cst.CSTVisitor):
@@ -103,18 +100,12 @@ def _body_of(fn: cst.FunctionDef) -> tuple[list[cst.BaseStatement], cst.BaseExpr
     return stmts, returned
 
 
-def _bindings(params: cst.Parameters, call: cst.Call, skip_first: bool) -> list[str] | None:
-    """``name = value`` lines that bind ``params`` as ``call`` would, or None."""
-    if params.star_arg not in (None, cst.MaybeSentinel.DEFAULT) and not isinstance(params.star_arg, cst.ParamStar):
-        return None
-    if params.star_kwarg is not None:
-        return None
-    positional = list(params.posonly_params) + list(params.params)
-    if skip_first:
-        if not positional:
-            return None
-        positional = positional[1:]
-    keyword_only = list(params.kwonly_params)
+def match_arguments(
+    positional: list[cst.Param], keyword_only: list[cst.Param], call: cst.Call
+) -> dict[str, str] | None:
+    """Parameter name -> the argument's (or default's) text, as ``call`` binds them; None
+    when the call cannot be matched statically (``*args``, a missing argument, a keyword
+    the function does not take)."""
     values: dict[str, str] = {}
     index = 0
     for arg in call.args:
@@ -127,20 +118,33 @@ def _bindings(params: cst.Parameters, call: cst.Call, skip_first: bool) -> list[
             index += 1
         else:
             values[arg.keyword.value] = _code(arg.value)
-    lines = []
+    out: dict[str, str] = {}
     for p in positional + keyword_only:
         name = p.name.value
         if name in values:
-            value = values.pop(name)
+            out[name] = values.pop(name)
         elif p.default is not None:
-            value = _code(p.default)
+            out[name] = _code(p.default)
         else:
             return None
-        if value != name:  # ``x = x`` says nothing
-            lines.append(f"{name} = {value}")
-    if values:
-        return None  # a keyword the function does not take
-    return lines
+    return None if values else out
+
+
+def _bindings(params: cst.Parameters, call: cst.Call, skip_first: bool) -> list[str] | None:
+    """``name = value`` lines that bind ``params`` as ``call`` would, or None."""
+    if params.star_arg not in (None, cst.MaybeSentinel.DEFAULT) and not isinstance(params.star_arg, cst.ParamStar):
+        return None
+    if params.star_kwarg is not None:
+        return None
+    positional = list(params.posonly_params) + list(params.params)
+    if skip_first:
+        if not positional:
+            return None
+        positional = positional[1:]
+    values = match_arguments(positional, list(params.kwonly_params), call)
+    if values is None:
+        return None
+    return [f"{name} = {value}" for name, value in values.items() if value != name]  # ``x = x`` says nothing
 
 
 def _used_bindings(bindings: list[str], body: list[cst.BaseStatement], returned) -> list[str]:
@@ -557,7 +561,7 @@ class InlineExpressions(LevelZeroPass):
                 if call is None:
                     edits = []
                     break  # used as a value: keep the function
-                values = _argument_texts(params, call)
+                values = match_arguments(params, [], call)
                 if values is None or any(
                     counter.counts.get(p, 0) > 1 and not isinstance(cst.parse_expression(v), _PLAIN)
                     for p, v in values.items()
@@ -574,25 +578,3 @@ class InlineExpressions(LevelZeroPass):
         return out
 
 
-def _argument_texts(params: list[cst.Param], call: cst.Call) -> dict[str, str] | None:
-    values: dict[str, str] = {}
-    positional = [p.name.value for p in params]
-    index = 0
-    for arg in call.args:
-        if arg.star:
-            return None
-        if arg.keyword is None:
-            if index >= len(positional):
-                return None
-            values[positional[index]] = _code(arg.value)
-            index += 1
-        else:
-            if arg.keyword.value not in positional:
-                return None
-            values[arg.keyword.value] = _code(arg.value)
-    for p in params:
-        if p.name.value not in values:
-            if p.default is None:
-                return None
-            values[p.name.value] = _code(p.default)
-    return values

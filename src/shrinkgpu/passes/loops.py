@@ -13,12 +13,9 @@ import libcst as cst
 
 from shrinkgpu.passes.base import LevelZeroPass, Unit
 from shrinkgpu.syntax.program import Candidate, Edit
+from shrinkgpu.syntax.program import code_of as _code
 
-_EMPTY = cst.Module(body=[])
 
-
-def _code(node: cst.CSTNode) -> str:
-    return _EMPTY.code_for_node(node)
 
 
 class _LoopExits(cst.CSTVisitor):

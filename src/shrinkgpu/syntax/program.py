@@ -723,8 +723,16 @@ def import_targets(node: cst.CSTNode) -> tuple[str, list[tuple[str, str | None]]
     return None
 
 
+_EMPTY_MODULE = cst.Module(body=[])
+
+
+def code_of(node: cst.CSTNode) -> str:
+    """Source text of any node, with the default formatting of an empty module."""
+    return _EMPTY_MODULE.code_for_node(node)
+
+
 def _dotted(node) -> str:
-    return cst.Module(body=[]).code_for_node(node)
+    return code_of(node)
 
 
 def _module_aliases(node: cst.CSTNode) -> set[str]:
