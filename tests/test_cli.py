@@ -182,3 +182,35 @@ def test_a_program_that_stays_in_several_files_is_written_as_a_directory(tmp_pat
     assert {p: p.read_bytes() for p in before} == before
     plain = subprocess.run([sys.executable, "repro.py"], cwd=out, capture_output=True, text=True)
     assert "index 5 is out of bounds" in plain.stderr
+
+
+def test_ctrl_c_writes_the_best_result_so_far_and_exits_130(tmp_path):
+    import signal
+    import threading
+    import time
+
+    script = tmp_path / "slow.py"
+    # Every run sleeps, so the search is still going when SIGINT arrives.
+    script.write_text(
+        "import time\nimport torch\nprint('noise')\na0 = 5\n" + "".join(f"a{i} = a{i - 1}\n" for i in range(1, 40))
+        + "time.sleep(1.0)\ntorch.gather(torch.zeros(2, 3), 1, torch.tensor([[a39], [0]]))\n"
+    )
+    proc = subprocess.Popen([*EXE, "reduce", script.name, "-k", "out of bounds", "--json", "-j", "1"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)
+    reader.start()
+    deadline = time.time() + 120
+    while time.time() < deadline and not any("reducing" in line for line in lines):
+        time.sleep(0.2)
+    time.sleep(4)  # a few candidates into the search
+    proc.send_signal(signal.SIGINT)
+    stdout = proc.stdout.read()
+    proc.wait(timeout=120)
+    assert proc.returncode == 130, "".join(lines)
+    data = json.loads(stdout)
+    assert data["stopped_early"] is True and data["stop_reason"] == "interrupted"
+    assert (tmp_path / "slow.min.py").exists()
+    assert data["tokens_after"] < data["tokens_before"]
+    assert "interrupted: the result was not re-checked in fresh interpreters" in data["notes"]

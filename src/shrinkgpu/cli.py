@@ -162,6 +162,10 @@ def reduce_cmd(script, script_args, keep_error, output, timeout, isolation, stri
         sys.exit(exc.exit_code)
     except OutputError as exc:
         raise click.ClickException(str(exc)) from None
+    except KeyboardInterrupt:
+        # Before the search started (or during the final check): nothing to write yet.
+        click.echo("shrinkgpu: interrupted", err=True)
+        sys.exit(130)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
     else:
