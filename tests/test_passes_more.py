@@ -180,3 +180,10 @@ def test_sequential_is_cut_to_the_layers_that_matter():
     src = "import torch.nn as nn\nnet = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))\n"
     changed = [t for t in each(SimplifyExpressions(), start(src)) if "Sequential(nn.Linear(4, 8), nn.Linear(8, 2))" in t]
     assert changed == ["import torch.nn as nn\nnet = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 2))\n"]
+
+
+def test_an_unread_assignment_keeps_its_call_and_loses_its_name():
+    cand = start("import random\nlabel = random.randint(0, 1)\nx = f()\nprint(x)\n")
+    outs = each(SimplifyExpressions(), cand)
+    assert "import random\nrandom.randint(0, 1)\nx = f()\nprint(x)\n" in outs
+    assert not any(o.endswith("f()\nprint(x)\n") and "x = f()" not in o for o in outs)

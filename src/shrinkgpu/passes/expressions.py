@@ -276,6 +276,22 @@ def _module_names(program) -> set[str]:
     return out
 
 
+def _unread_target(program, s) -> str | None:
+    """The value of ``name = value`` as a statement of its own, when nothing reads
+    ``name`` and the value is a call (a value without effects is simply deleted)."""
+    node = s.node
+    if s.kind != "simple" or len(node.body) != 1 or not isinstance(node.body[0], cst.Assign):
+        return None
+    assign = node.body[0]
+    if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
+        return None
+    if not isinstance(assign.value, cst.Call):
+        return None
+    if program.deps.readers(s.id, assign.targets[0].target.value):
+        return None
+    return _code(assign.value) + "\n"
+
+
 class SimplifyExpressions(EditPass):
     name = "simplify-expressions"
 
@@ -292,6 +308,12 @@ class SimplifyExpressions(EditPass):
         for s in cand.editable():
             if s.id in protected:
                 continue  # ``torch.manual_seed(0)`` -> ``torch`` would unseed the program
+            if level == 0:
+                dropped = _unread_target(program, s)
+                if dropped is not None:
+                    # ``label = random.randint(0, 1)`` with ``label`` unread -> the call
+                    # alone: its effects (a random draw) stay, the name goes.
+                    units.append((Edit("replace", s.id, text=dropped),))
             for node, options in alternatives(s.node):
                 # ``nn.Module()`` -> ``nn`` would hand a module object around as a value
                 # (and ``model.layer = ...`` would then patch ``torch.nn``).
