@@ -86,7 +86,8 @@ def test_run_passes_arguments_after_double_dash(failing):
 
 def test_reduce_writes_the_exact_minimal_script_and_leaves_the_input_alone(failing):
     before = failing.read_bytes()
-    result = shrinkgpu("reduce", failing.name, "--keep-error", "out of bounds", "--json", "-q", cwd=failing.parent)
+    result = shrinkgpu("reduce", failing.name, "--keep-error", "out of bounds", "--json", "-q", "-j", "2",
+                       cwd=failing.parent)
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     out = failing.with_name("repro.min.py")
