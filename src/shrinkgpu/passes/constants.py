@@ -166,6 +166,67 @@ def _namespace_values(node: cst.BaseExpression) -> dict[str, str] | None:
     return out
 
 
+def _constructor_fields(cand: Candidate, node: cst.BaseExpression) -> dict[str, str] | None:
+    """``{field: argument}`` for ``t = Trainer(model, opt)`` where ``Trainer.__init__``
+    stores parameters as they are (``self.model = model``) and nothing else rebinds the
+    field: ``t.model`` reads what was passed.  Only plain arguments (names, literals)."""
+    from shrinkgpu.passes.inline import match_arguments
+
+    if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Name):
+        return None
+    program = cand.program
+    binders = program.deps.binders(node.func)
+    if len(binders) != 1:
+        return None
+    cls_sid = next(iter(binders))
+    if program.stmts[cls_sid].kind != "class":
+        return None
+    init = None
+    stored: dict[str, int] = {}  # how often each field is assigned anywhere in the class
+    for sid in range(cls_sid + 1, program.last[cls_sid] + 1):
+        st = program.stmts[sid].node
+        if isinstance(st, cst.FunctionDef) and st.name.value == "__init__" and program.stmts[sid].parent == cls_sid:
+            init = st
+        if isinstance(st, cst.SimpleStatementLine):
+            for small in st.body:
+                targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else (
+                    [small.target] if isinstance(small, (cst.AugAssign, cst.AnnAssign)) else []
+                )
+                for t in targets:
+                    if isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name):
+                        stored[t.attr.value] = stored.get(t.attr.value, 0) + 1
+    if init is None or init.decorators or not isinstance(init.body, cst.IndentedBlock):
+        return None
+    params = list(init.params.posonly_params) + list(init.params.params)
+    if not params or init.params.star_kwarg is not None or not isinstance(init.params.star_arg, cst.MaybeSentinel):
+        return None
+    self_name = params[0].name.value
+    args = match_arguments(params[1:], list(init.params.kwonly_params), node)
+    if args is None:
+        return None
+    out: dict[str, str] = {}
+    for st in init.body.body:
+        if not isinstance(st, cst.SimpleStatementLine) or len(st.body) != 1 or not isinstance(st.body[0], cst.Assign):
+            continue
+        assign = st.body[0]
+        if len(assign.targets) != 1 or not isinstance(assign.value, cst.Name):
+            continue
+        target = assign.targets[0].target
+        if not (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == self_name):
+            continue
+        field, param = target.attr.value, assign.value.value
+        text = args.get(param)
+        if text is None or stored.get(field) != 1:
+            continue
+        try:
+            plain = isinstance(cst.parse_expression(text), (cst.Name, cst.Integer, cst.Float, cst.SimpleString))
+        except cst.ParserSyntaxError:
+            plain = False
+        if plain:
+            out[field] = text
+    return out or None
+
+
 def _dataclass_defaults(cand: Candidate, node: cst.BaseExpression) -> dict[str, str] | None:
     """``{field: literal}`` for ``Config()`` where ``Config`` is a local ``@dataclass``
     whose fields have literal defaults: a config object that is only ever read."""
@@ -257,10 +318,13 @@ class PropagateConstants(LevelZeroPass):
             if constant is not None:
                 edits = [Edit("expr", node=program.node_index(n), text=constant) for n, _ in readers]
             else:
-                values = _namespace_values(value)
+                values = _namespace_values(value) or _dataclass_defaults(cand, value)
+                if values is not None and deps.mutated(s.file, name):
+                    continue  # ``cfg.items.append(...)``: a field read later may differ
                 if values is None:
-                    values = _dataclass_defaults(cand, value)
-                if values is None or name in deps.stored_attribute_bases.get(s.file, ()) or deps.mutated(s.file, name):
+                    # Fields assigned once, in __init__: method calls cannot change them.
+                    values = _constructor_fields(cand, value)
+                if values is None or name in deps.stored_attribute_bases.get(s.file, ()):
                     continue
                 for n, attribute in readers:
                     if attribute is None or attribute.attr.value not in values:
