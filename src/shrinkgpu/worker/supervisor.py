@@ -171,6 +171,13 @@ class Supervisor:
                 self.send(event="preload_refused", module=name, reason=hazard)
                 self._shutdown(3)
         self.preloaded.extend(modules)
+        # Everything imported so far lives as long as the supervisor: move it out of the
+        # collector's reach, so a child's garbage collections do not walk (and, through
+        # reference counts, copy) the parent's pages.
+        import gc
+
+        gc.collect()
+        gc.freeze()
         _flush_std()
         self.send(
             event="preloaded",
