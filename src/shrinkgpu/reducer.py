@@ -264,9 +264,10 @@ def reduce(config: ReduceConfig, on_event: Callable[[object], None] | None = Non
     exclude = [output, output.with_suffix(""), output.with_suffix(".md")]
     notes: list[str] = []
     if spec.cwd_rel is None:
+        # No absolute paths in what goes to a maintainer (field guide, rule 8).
         notes.append(
-            f"the working directory {spec.cwd} is outside {spec.root_dir}; candidates run with "
-            "the copy of the root directory as their working directory"
+            "the working directory was outside the script's directory (--root); candidates ran "
+            "in a copy of the script's directory as their working directory"
         )
 
     runner = Runner(spec, program_files=files, exclude=exclude, isolation=config.isolation, keep_temp=config.keep_temp)

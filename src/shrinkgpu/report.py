@@ -33,8 +33,40 @@ def output_paths(result_files: dict[str, str], main: str, output: Path) -> tuple
     return directory, {directory / rel: text for rel, text in result_files.items()}
 
 
+def tidy_layout(text: str) -> str:
+    """Blank lines only, as a person would lay the result out: none at the top, two
+    around top-level functions and classes.  Tokens are untouched, so this is the
+    program that was verified."""
+    import libcst as cst
+
+    try:
+        module = cst.parse_module(text)
+    except cst.ParserSyntaxError:
+        return text
+    blank = cst.EmptyLine(indent=False, whitespace=cst.SimpleWhitespace(""), comment=None, newline=cst.Newline())
+    body = list(module.body)
+    for i, stmt in enumerate(body):
+        lines = list(stmt.leading_lines)
+        if i == 0:
+            while lines and lines[0].comment is None:
+                lines.pop(0)
+        else:
+            around = isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) or isinstance(body[i - 1], (cst.FunctionDef, cst.ClassDef))
+            leading_blank = 0
+            while leading_blank < len(lines) and lines[leading_blank].comment is None:
+                leading_blank += 1
+            if around and leading_blank < 2:
+                lines = [blank] * (2 - leading_blank) + lines
+        body[i] = stmt.with_changes(leading_lines=lines)
+    header = [line for line in module.header if line.comment is not None] if not body else list(module.header)
+    while header and header[0].comment is None:
+        header.pop(0)
+    return module.with_changes(body=body, header=header).code
+
+
 def write_outputs(result, output: Path, spec: ScriptSpec) -> None:
     """Write the reduced program and the report; never over one of the user's sources."""
+    result.files = {rel: tidy_layout(text) for rel, text in result.files.items()}
     target, files = output_paths(result.files, result.main, output)
     protected = {spec.script.resolve()} | {(spec.root_dir / rel).resolve() for rel in result.files}
     for path in files:
@@ -98,7 +130,11 @@ def render_report(result, spec: ScriptSpec, target: Path) -> str:
         out.append(f"In the original: `{sig.frame.file}:{sig.frame.line}` in `{sig.frame.function}`: `{sig.frame.source}`")
     final = result.final_signature
     if final is not None and final.frame is not None:
-        out.append(f"In the reduced script: line {final.frame.line}: `{final.frame.source}`")
+        # Line numbers from the verified run; the layout was tidied since, so find it.
+        text = result.files.get(final.frame.file) or result.files.get(result.main, "")
+        lines = [i + 1 for i, line in enumerate(text.splitlines()) if line.strip() == final.frame.source]
+        where = f"line {lines[0]}" if lines else f"line {final.frame.line}"
+        out.append(f"In the reduced script: {where}: `{final.frame.source}`")
     for note in sig.caught_earlier:
         out.append(f"\nNote: the script caught an earlier torch error before this one: `{note}`")
     out += ["", "## Reproduce", "", "```sh", f"python {main_name}{' ' + args if args else ''}", "```", ""]
