@@ -238,6 +238,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--doc", type=Path, default=REPO / "docs" / "benchmarks.md")
     ap.add_argument("--no-doc", action="store_true", help="write no markdown")
     ap.add_argument("--install-only", action="store_true", help="install the peers and stop")
+    ap.add_argument("--render", type=Path, default=None, metavar="RESULTS_JSON",
+                    help="only rewrite --doc from the results.json of an earlier run (nothing is measured)")
     ap.add_argument("--smoke", action="store_true",
                     help="shrinkgpu alone on class_index with --max-tests 30; the doc goes to the workdir")
     ns = ap.parse_args(argv)
@@ -258,6 +260,12 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None:
         argv = sys.argv[1:]
     ns = parse_args(argv)
+    if ns.render is not None:
+        results = json.loads(ns.render.read_text())
+        report.write(results, ns.doc)
+        print(report.reductions_table(results))
+        log(f"wrote {ns.doc} from {ns.render}")
+        return 0
     parts = [p.strip() for p in ns.parts.split(",") if p.strip()]
     bad = [p for p in parts if p not in ALL_PARTS]
     if bad:
