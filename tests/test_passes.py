@@ -122,6 +122,29 @@ def test_slice_keeps_what_the_failing_line_depends_on_and_seeding():
     assert SliceToFailure().units(cand, 1) is None
 
 
+def test_slice_drops_the_seeding_of_a_generator_nothing_else_uses():
+    src = dedent(
+        """\
+        import random
+        import numpy as np
+        import torch
+
+        random.seed(0)
+        np.random.seed(0)
+        torch.manual_seed(0)
+        x = torch.randn(2)
+        y = x[5]
+        """
+    )
+    sites = tuple((("a.py", line_of(src, c), True)) for c in ("random.seed", "np.random.seed", "torch.manual_seed"))
+    facts = Facts(stack=(("a.py", line_of(src, "y = x[5]")),), seed_sites=sites)
+    assert after(SliceToFailure(), start(src, facts)) == "import torch\ntorch.manual_seed(0)\nx = torch.randn(2)\ny = x[5]\n"
+    # ... but keeps it while the script still draws from it
+    used = src.replace("x = torch.randn(2)", "x = torch.randn(2) * random.random()")
+    facts = Facts(stack=(("a.py", line_of(used, "y = x[5]")),), seed_sites=sites)
+    assert "random.seed(0)" in after(SliceToFailure(), start(used, facts))
+
+
 def test_slice_follows_the_call_chain_into_a_function():
     src = """\
     import torch

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from shrinkgpu.passes import InlineCalls, LoopToFirstIteration, ScalarizeAttributes, SimplifyExpressions, WhileToBody
+from shrinkgpu.passes import FirstBatch, InlineCalls, LoopToFirstIteration, ScalarizeAttributes, SimplifyExpressions, WhileToBody
 from shrinkgpu.passes.expressions import fold
 
 from test_passes import after, dedent, each, start
@@ -187,3 +187,81 @@ def test_an_unread_assignment_keeps_its_call_and_loses_its_name():
     outs = each(SimplifyExpressions(), cand)
     assert "import random\nrandom.randint(0, 1)\nx = f()\nprint(x)\n" in outs
     assert not any(o.endswith("f()\nprint(x)\n") and "x = f()" not in o for o in outs)
+
+
+FIRST_BATCH_SRC = """\
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+
+class Windows(Dataset):
+    def __init__(self, n):
+        self.x = torch.randn(n, 3, 8)
+        self.labels = torch.randint(0, 2, (n,))
+
+    def __len__(self):
+        return len(self.x)
+
+    def __getitem__(self, idx):
+        rec = self.x[idx]
+        return rec.flip(-1), self.labels[idx]
+
+
+ds = Windows(24)
+dl = DataLoader(ds, batch_size=16, num_workers=0)
+x, y = next(iter(dl))
+"""
+
+
+def test_first_batch_replaces_the_loader_by_slices_of_the_dataset_fields():
+    cand = start(FIRST_BATCH_SRC)
+    out = after(FirstBatch(), cand)
+    assert out == FIRST_BATCH_SRC.replace(
+        "dl = DataLoader(ds, batch_size=16, num_workers=0)\nx, y = next(iter(dl))\n",
+        "x, y = (ds.x[:16].flip(-1), ds.labels[:16])\n",
+    )
+
+
+def test_first_batch_slices_have_the_dtype_shape_and_strides_of_the_collated_batch():
+    import torch
+
+    before, after_ = {}, {}
+    torch.manual_seed(0)
+    exec(FIRST_BATCH_SRC, before)
+    torch.manual_seed(0)
+    exec(after(FirstBatch(), start(FIRST_BATCH_SRC)), after_)
+    for name in ("x", "y"):
+        a, b = before[name], after_[name]
+        assert (a.dtype, a.shape, a.stride()) == (b.dtype, b.shape, b.stride())
+        assert torch.equal(a, b)
+
+
+def test_first_batch_of_enumerate_and_of_a_tensor_dataset():
+    cand = start(
+        """\
+        from torch.utils.data import DataLoader, TensorDataset
+        loader = DataLoader(TensorDataset(a, b), 8)
+        step, (x, y) = next(enumerate(loader))
+        """
+    )
+    assert after(FirstBatch(), cand) == dedent(
+        """\
+        step, (x, y) = (0, (a[:8], b[:8]))
+        """
+    )
+
+
+def test_first_batch_leaves_shuffled_sampled_or_collated_loaders_and_other_items_alone():
+    for loader in (
+        "DataLoader(TensorDataset(a), batch_size=4, shuffle=True)",
+        "DataLoader(TensorDataset(a), 4, True)",
+        "DataLoader(TensorDataset(a), batch_size=4, sampler=s)",
+        "DataLoader(TensorDataset(a), batch_size=4, collate_fn=pad)",
+        "DataLoader(TensorDataset(a), batch_size=None)",
+    ):
+        cand = start(f"loader = {loader}\nx = next(iter(loader))\n")
+        assert FirstBatch().units(cand, 0) == [], loader
+    # an item that is not rows of the dataset's fields
+    for item in ("return self.rows[i]['x']", "return self.x[i], i", "return f(i)"):
+        src = f"class D:\n    def __getitem__(self, i):\n        {item}\n\nds = D()\nloader = DataLoader(ds, 4)\nx = next(iter(loader))\n"
+        assert FirstBatch().units(start(src), 0) == [], item

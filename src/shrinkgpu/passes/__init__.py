@@ -8,6 +8,7 @@ tests/test_passes.py.  See docs/passes.md.
 """
 
 from shrinkgpu.passes.base import EditPass
+from shrinkgpu.passes.batches import FirstBatch
 from shrinkgpu.passes.branches import HoistElse, HoistThen, TryToBody, UnwrapWith
 from shrinkgpu.passes.constants import ArgparseToNamespace, PropagateConstants, ScalarizeAttributes
 from shrinkgpu.passes.definitions import DeleteDefinitions
@@ -31,6 +32,7 @@ STRUCTURE: tuple[EditPass, ...] = (
     TryToBody(),
     UnwrapWith(),
     LoopToFirstIteration(),
+    FirstBatch(),
     WhileToBody(),
     PropagateConstants(),
     ScalarizeAttributes(),
@@ -51,6 +53,7 @@ __all__ = [
     "DeleteDefinitions",
     "DeleteStatements",
     "DropFiles",
+    "FirstBatch",
     "EditPass",
     "HoistElse",
     "HoistThen",

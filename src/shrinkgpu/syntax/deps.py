@@ -435,7 +435,11 @@ class Dependencies:
         program = self.program
         live = cand.live
         starts = {(s, "part") for s in seeds if s in live}
-        starts |= {(s.id, "part") for s in program.stmts if s.id in live and is_seeding(s.node)}
+        starts |= {
+            (s.id, "part")
+            for s in program.stmts
+            if s.id in live and is_seeding(s.node) and not program.seeds_unused_generator(s.id)
+        }
         reached = set(starts)
         graph = self.slice_graph
         for node in starts:

@@ -220,9 +220,40 @@ class Program:
             if innermost_only and not innermost:
                 continue
             sid = self.deps.statement_at(file, line)
-            if sid is not None:
+            if sid is not None and not (innermost and self.seeds_unused_generator(sid)):
                 out.add(sid)
         return frozenset(out)
+
+    def seeds_unused_generator(self, sid: int) -> bool:
+        """``random.seed(0)`` (or ``np.random.seed(0)``) in a program that never again
+        mentions ``random`` (``np``): nothing the script does draws from that generator,
+        so the seeding is as removable as any other statement.  A library drawing from it
+        behind the script's back would make candidates flaky, which confirmation runs
+        catch; torch's own seeding always stays (every torch op may draw from it)."""
+        code = self.stmt_code(sid).strip()
+        for prefix, module in (("random.seed(", "random"), ("np.random.seed(", "np"), ("numpy.random.seed(", "numpy")):
+            if code.startswith(prefix):
+                break
+        else:
+            return False
+        import io
+        import tokenize
+
+        uses = 0
+        for path, text in self.texts.items():
+            if not path.endswith(".py"):
+                continue
+            try:
+                tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+            except (tokenize.TokenError, SyntaxError, IndentationError):
+                return False
+            uses += sum(
+                1
+                for k, t in enumerate(tokens)
+                if t.type == tokenize.NAME and t.string == module and not (k and tokens[k - 1].string == ".")
+            )
+        # The seeding call itself and the import that binds the name.
+        return uses <= 2
 
     def local_module_names(self) -> dict[str, str]:
         """Importable name -> file, for the program's files other than the main one."""

@@ -1,0 +1,246 @@
+"""A loader's first batch replaced by the slices of the tensors it is built from.
+
+After ``loop-to-first-iteration`` a training step reads ``x, y = next(iter(loader))``.
+A maintainer's repro has no loader: ``x, y = ds.x[:16], ds.y[:16]``.  For a
+``DataLoader`` that takes items in order (no shuffle, sampler or collate function) the
+first batch is ``default_collate([ds[i] for i in range(B)])``; when ``ds[i]`` is
+``(self.x[i], self.y[i])`` -- a local ``Dataset`` whose ``__getitem__`` indexes its
+fields -- or the dataset is a ``TensorDataset(a, b)``, that is ``(ds.x[:B], ds.y[:B])``:
+the stack of rows ``0..B-1`` of a contiguous tensor has the dtype, shape and strides of
+its first ``B`` rows.  Where it does not (a field that is a list of numbers, a row built
+from a Python scalar) the candidate fails differently and the oracle rejects it; nothing
+here has to prove more than the shape of the code.
+
+The loader's definition goes in the same unit when this was its only reader, so the
+candidate is smaller than what it replaces.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from shrinkgpu.passes.base import LevelZeroPass, Unit, deletion_unit
+from shrinkgpu.passes.inline import _first_param, _instance_class, _method, _Substitute
+from shrinkgpu.syntax.program import Candidate, Edit
+from shrinkgpu.syntax.program import code_of as _code
+
+# DataLoader keywords that do not change which items form the first batch, or how they
+# are put together: workers, pinning and prefetching move the same items around.
+_HARMLESS = frozenset(
+    {"num_workers", "pin_memory", "drop_last", "persistent_workers", "prefetch_factor", "timeout",
+     "worker_init_fn", "generator", "multiprocessing_context", "pin_memory_device", "in_order"}
+)
+
+
+class _NextCalls(cst.CSTVisitor):
+    """``next(iter(L))`` and ``next(enumerate(L))`` with ``L`` a plain name."""
+
+    def __init__(self):
+        self.found: list[tuple[cst.Call, cst.Name, bool]] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not (isinstance(node.func, cst.Name) and node.func.value == "next" and len(node.args) == 1):
+            return
+        inner = node.args[0].value
+        if node.args[0].keyword is not None or node.args[0].star or not isinstance(inner, cst.Call):
+            return
+        if not (isinstance(inner.func, cst.Name) and inner.func.value in ("iter", "enumerate")):
+            return
+        if len(inner.args) != 1 or inner.args[0].keyword is not None or inner.args[0].star:
+            return
+        loader = inner.args[0].value
+        if isinstance(loader, cst.Name):
+            self.found.append((node, loader, inner.func.value == "enumerate"))
+
+
+def _loader_args(node: cst.CSTNode) -> tuple[str, cst.BaseExpression, str] | None:
+    """(loader name, dataset expression, batch size text) for ``L = DataLoader(ds, ...)``
+    whose first batch is its dataset's first items, in order, default-collated."""
+    if not isinstance(node, cst.SimpleStatementLine) or len(node.body) != 1:
+        return None
+    assign = node.body[0]
+    if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
+        return None
+    target = assign.targets[0].target
+    call = assign.value
+    if not isinstance(target, cst.Name) or not isinstance(call, cst.Call):
+        return None
+    if not _code(call.func).split(".")[-1] == "DataLoader":
+        return None
+    dataset: cst.BaseExpression | None = None
+    batch = "1"
+    positional = [a for a in call.args if a.keyword is None]
+    if any(a.star for a in call.args) or len(positional) > 3:
+        return None
+    if positional:
+        dataset = positional[0].value
+    if len(positional) > 1:
+        batch = _code(positional[1].value)
+    if len(positional) > 2 and _code(positional[2].value) != "False":
+        return None  # shuffle
+    for arg in call.args:
+        if arg.keyword is None:
+            continue
+        key = arg.keyword.value
+        if key == "dataset":
+            dataset = arg.value
+        elif key == "batch_size":
+            batch = _code(arg.value)
+        elif key == "shuffle":
+            if _code(arg.value) != "False":
+                return None
+        elif key not in _HARMLESS:
+            return None  # sampler, batch_sampler, collate_fn: another first batch
+    if dataset is None or batch == "None":
+        return None
+    return target.value, dataset, batch
+
+
+class _SliceRows(cst.CSTTransformer):
+    """``X[i]`` -> ``X[:B]`` for the item index ``i``; ``ok`` stays True only if every read
+    of ``i`` was such an index."""
+
+    def __init__(self, index: str, batch: str):
+        self.index = index
+        self.batch = cst.parse_expression(batch)
+        self.ok = True
+        self.sliced = 0
+
+    def leave_Subscript(self, original_node: cst.Subscript, updated_node: cst.Subscript):
+        if isinstance(original_node.value, cst.Subscript) and _indexes(original_node.value, self.index):
+            self.ok = False  # ``x[i][0]``, ``rows[i]["x"]``: a part of a row, not rows
+        if len(updated_node.slice) == 1:
+            el = updated_node.slice[0].slice
+            if isinstance(el, cst.Index) and isinstance(el.value, cst.Name) and el.value.value == self.index:
+                self.sliced += 1
+                return updated_node.with_changes(
+                    slice=[cst.SubscriptElement(slice=cst.Slice(lower=None, upper=self.batch))]
+                )
+        return updated_node
+
+
+def _indexes(node: cst.Subscript, index: str) -> bool:
+    if len(node.slice) != 1:
+        return False
+    el = node.slice[0].slice
+    return isinstance(el, cst.Index) and isinstance(el.value, cst.Name) and el.value.value == index
+
+
+class _Reads(cst.CSTVisitor):
+    def __init__(self, name: str):
+        self.name = name
+        self.count = 0
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value == self.name:
+            self.count += 1
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)
+        return False  # ``x.i`` is not a read of ``i``
+
+
+def _item_expression(fn: cst.FunctionDef) -> tuple[cst.BaseExpression, str, str] | None:
+    """``__getitem__``'s body as one expression (its ``name = expr`` lines substituted
+    into the returned value), with the names of ``self`` and of the index."""
+    params = list(fn.params.posonly_params) + list(fn.params.params)
+    if len(params) != 2 or fn.decorators or not isinstance(fn.body, cst.IndentedBlock):
+        return None
+    self_name, index = params[0].name.value, params[1].name.value
+    values: dict[str, str] = {}
+    body = list(fn.body.body)
+    for k, stmt in enumerate(body):
+        if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+            return None
+        small = stmt.body[0]
+        if isinstance(small, cst.Expr) and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString)):
+            continue  # docstring
+        if k == len(body) - 1:
+            if not isinstance(small, cst.Return) or small.value is None:
+                return None
+            return small.value.visit(_Substitute(values)), self_name, index
+        if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)):
+            return None
+        name = small.targets[0].target.value
+        if name in (self_name, index):
+            return None
+        value = small.value.visit(_Substitute(values))
+        values[name] = f"({_code(value)})" if not isinstance(value, (cst.Name, cst.Attribute, cst.Subscript, cst.Call)) else _code(value)
+    return None
+
+
+def _first_batch(cand: Candidate, dataset: cst.BaseExpression, batch: str) -> str | None:
+    """Source for the first ``batch`` items of ``dataset`` as slices, or None."""
+    program = cand.program
+    deps = program.deps
+    if isinstance(dataset, cst.Call) and _code(dataset.func).split(".")[-1] == "TensorDataset":
+        if not dataset.args or any(a.keyword is not None or a.star for a in dataset.args):
+            return None
+        parts = [f"{_code(a.value)}[:{batch}]" for a in dataset.args]
+        return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+    if not isinstance(dataset, cst.Name):
+        return None
+    binders = deps.binders(dataset)
+    if len(binders) != 1:
+        return None
+    (binder,) = binders
+    node = program.stmts[binder].node
+    if isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1 and isinstance(node.body[0], cst.Assign):
+        value = node.body[0].value
+        if isinstance(value, cst.Call) and _code(value.func).split(".")[-1] == "TensorDataset":
+            return _first_batch(cand, value, batch)
+    cls_sid = _instance_class(cand, binder)
+    if cls_sid is None:
+        return None
+    method = _method(cand, cls_sid, "__getitem__")
+    if method is None:
+        return None
+    found = _item_expression(method[1])
+    if found is None:
+        return None
+    expr, self_name, index = found
+    slicer = _SliceRows(index, batch)
+    sliced = expr.visit(slicer)
+    reads = _Reads(index)
+    sliced.visit(reads)
+    if slicer.sliced == 0 or reads.count or not slicer.ok:
+        return None  # the item is not rows of fields: ``self.rows[i]["x"]``, ``f(i)``
+    text = _code(sliced.visit(_Substitute({self_name: dataset.value})))
+    return text
+
+
+class FirstBatch(LevelZeroPass):
+    name = "first-batch"
+
+    def edits(self, cand: Candidate) -> list[Unit]:
+        if cand.edits:
+            return []  # the texts below are the original's; wait for the next rebase
+        program = cand.program
+        deps = program.deps
+        out: list[Unit] = []
+        for s in cand.editable():
+            if s.kind != "simple":
+                continue
+            finder = _NextCalls()
+            s.node.visit(finder)
+            for call, loader, enumerated in finder.found:
+                binders = deps.binders(loader)
+                if len(binders) != 1:
+                    continue
+                (lsid,) = binders
+                if lsid not in cand.live:
+                    continue
+                args = _loader_args(program.stmts[lsid].node)
+                if args is None or args[0] != loader.value:
+                    continue
+                _, dataset, batch = args
+                text = _first_batch(cand, dataset, batch)
+                if text is None:
+                    continue
+                if enumerated:
+                    text = f"(0, {text})"
+                unit = [Edit("expr", node=program.node_index(call), text=text)]
+                if deps.readers(lsid, loader.value) == {s.id}:
+                    unit += deletion_unit(cand, [lsid], ignore=frozenset({s.id}), new_text=text)
+                out.append(tuple(unit))
+        return out
