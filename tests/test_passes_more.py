@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from shrinkgpu.passes import FirstBatch, InlineCalls, LoopToFirstIteration, ScalarizeAttributes, SimplifyExpressions, WhileToBody
+from shrinkgpu.passes import FirstBatch, InlineCalls, PruneImports, LoopToFirstIteration, ScalarizeAttributes, SimplifyExpressions, WhileToBody
 from shrinkgpu.passes.expressions import fold
 
 from test_passes import after, dedent, each, start
@@ -216,9 +216,22 @@ x, y = next(iter(dl))
 def test_first_batch_replaces_the_loader_by_slices_of_the_dataset_fields():
     cand = start(FIRST_BATCH_SRC)
     out = after(FirstBatch(), cand)
-    assert out == FIRST_BATCH_SRC.replace(
-        "dl = DataLoader(ds, batch_size=16, num_workers=0)\nx, y = next(iter(dl))\n",
-        "x, y = (ds.x[:16].flip(-1), ds.labels[:16])\n",
+    # The loader was the only reader of the dataset: its item methods go with it.
+    assert out == dedent(
+        """\
+        import torch
+        from torch.utils.data import DataLoader, Dataset
+
+
+        class Windows(Dataset):
+            def __init__(self, n):
+                self.x = torch.randn(n, 3, 8)
+                self.labels = torch.randint(0, 2, (n,))
+
+
+        ds = Windows(24)
+        x, y = (ds.x[:16].flip(-1), ds.labels[:16])
+        """
     )
 
 
@@ -265,3 +278,19 @@ def test_first_batch_leaves_shuffled_sampled_or_collated_loaders_and_other_items
     for item in ("return self.rows[i]['x']", "return self.x[i], i", "return f(i)"):
         src = f"class D:\n    def __getitem__(self, i):\n        {item}\n\nds = D()\nloader = DataLoader(ds, 4)\nx = next(iter(loader))\n"
         assert FirstBatch().units(start(src), 0) == [], item
+
+
+def test_prune_imports_removes_the_names_nothing_reads():
+    cases = {
+        "from torch.utils.data import DataLoader, Dataset\nclass A(Dataset): pass\n":
+            "from torch.utils.data import Dataset\nclass A(Dataset): pass\n",
+        "from torch.utils.data import (\n    Dataset,\n    DataLoader,\n)\nclass A(Dataset): pass\n":
+            "from torch.utils.data import (\n    Dataset,\n)\nclass A(Dataset): pass\n",
+        "import os, sys\nsys.exit(0)\n": "import sys\nsys.exit(0)\n",
+        "from a import b as c, d, e\nprint(c)\n": "from a import b as c\nprint(c)\n",
+    }
+    for before, expected in cases.items():
+        assert each(PruneImports(), start(before)) == [expected]
+    # a single name is statement deletion's business; __future__ is never touched
+    assert PruneImports().units(start("import os\n"), 0) == []
+    assert PruneImports().units(start("from __future__ import annotations, division\n"), 0) == []

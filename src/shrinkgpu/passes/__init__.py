@@ -11,7 +11,7 @@ from shrinkgpu.passes.base import EditPass
 from shrinkgpu.passes.batches import FirstBatch
 from shrinkgpu.passes.branches import HoistElse, HoistThen, TryToBody, UnwrapWith
 from shrinkgpu.passes.constants import ArgparseToNamespace, PropagateConstants, ScalarizeAttributes
-from shrinkgpu.passes.definitions import DeleteDefinitions
+from shrinkgpu.passes.definitions import DeleteDefinitions, PruneImports
 from shrinkgpu.passes.expressions import SimplifyExpressions
 from shrinkgpu.passes.files import DropFiles, InlineModules
 from shrinkgpu.passes.inline import InlineCalls, InlineExpressions
@@ -40,6 +40,7 @@ STRUCTURE: tuple[EditPass, ...] = (
     InlineExpressions(),
     InlineModules(),
     DropFiles(),
+    PruneImports(),
 )
 EXPRESSIONS: tuple[EditPass, ...] = (SimplifyExpressions(),)
 PASSES: tuple[tuple[EditPass, ...], ...] = (STRUCTURE, EXPRESSIONS)
@@ -50,6 +51,7 @@ __all__ = [
     "STRUCTURE",
     "ArgparseToNamespace",
     "PropagateConstants",
+    "PruneImports",
     "DeleteDefinitions",
     "DeleteStatements",
     "DropFiles",

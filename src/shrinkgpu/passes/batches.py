@@ -242,5 +242,30 @@ class FirstBatch(LevelZeroPass):
                 unit = [Edit("expr", node=program.node_index(call), text=text)]
                 if deps.readers(lsid, loader.value) == {s.id}:
                     unit += deletion_unit(cand, [lsid], ignore=frozenset({s.id}), new_text=text)
+                    unit += _unused_item_methods(cand, dataset, {lsid})
                 out.append(tuple(unit))
         return out
+
+
+def _unused_item_methods(cand: Candidate, dataset: cst.BaseExpression, users: set[int]) -> list[Edit]:
+    """``__getitem__`` and ``__len__`` of the dataset's class, when the loader was the only
+    thing that took the dataset as a whole: what remains reads its fields, which the
+    methods do not change."""
+    program = cand.program
+    if not isinstance(dataset, cst.Name):
+        return []
+    binders = program.deps.binders(dataset)
+    if len(binders) != 1:
+        return []
+    (binder,) = binders
+    if program.deps.readers(binder, dataset.value) != users:
+        return []
+    cls_sid = _instance_class(cand, binder)
+    if cls_sid is None:
+        return []
+    edits = []
+    for name in ("__getitem__", "__len__"):
+        method = _method(cand, cls_sid, name)
+        if method is not None:
+            edits.append(Edit("delete", method[0]))
+    return edits

@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import libcst as cst
+
 from shrinkgpu.passes.base import LevelZeroPass, Unit, deletion_unit
-from shrinkgpu.syntax.program import Candidate
+from shrinkgpu.syntax.program import Candidate, Edit, code_of
 
 
 class DeleteDefinitions(LevelZeroPass):
@@ -15,3 +17,35 @@ class DeleteDefinitions(LevelZeroPass):
 
     def edits(self, cand: Candidate) -> list[Unit]:
         return [deletion_unit(cand, [s.id]) for s in cand.editable() if s.kind in ("def", "class")]
+
+
+class PruneImports(LevelZeroPass):
+    """``from torch.utils.data import DataLoader, Dataset`` -> ``... import Dataset`` once
+    nothing reads ``DataLoader``: statement deletion can only take the whole line, and a
+    maintainer reading the repro takes every imported name as a hint."""
+
+    name = "prune-imports"
+
+    def edits(self, cand: Candidate) -> list[Unit]:
+        program = cand.program
+        deps = program.deps
+        out: list[Unit] = []
+        for s in cand.editable():
+            node = s.node
+            if s.kind != "simple" or len(node.body) != 1:
+                continue
+            small = node.body[0]
+            if not isinstance(small, (cst.Import, cst.ImportFrom)) or isinstance(small.names, cst.ImportStar):
+                continue
+            if isinstance(small, cst.ImportFrom) and small.module is not None and code_of(small.module) == "__future__":
+                continue
+            aliases = list(small.names)
+            if len(aliases) < 2:
+                continue
+            unread = [
+                a for a in aliases
+                if not deps.readers(s.id, code_of(a.asname.name if a.asname else a.name).split(".")[0])
+            ]
+            if unread and len(unread) < len(aliases):
+                out.append(tuple(Edit("remove", node=program.node_index(a)) for a in unread))
+        return out

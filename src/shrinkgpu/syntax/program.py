@@ -604,6 +604,19 @@ class _Renderer(cst.CSTTransformer):
                 last = updated_node.args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
                 return updated_node.with_changes(args=[*updated_node.args[:-1], last])
         if (
+            isinstance(updated_node, (cst.Import, cst.ImportFrom))
+            and not isinstance(updated_node.names, cst.ImportStar)
+            and updated_node.names
+            and len(updated_node.names) < len(original_node.names)
+        ):
+            # ``from m import a, b`` without ``b``: no dangling comma (a parenthesised
+            # list keeps the original's trailing comma and line break).
+            comma = original_node.names[-1].comma
+            if not (isinstance(updated_node, cst.ImportFrom) and updated_node.lpar and isinstance(comma, cst.Comma)):
+                comma = cst.MaybeSentinel.DEFAULT
+            last = updated_node.names[-1].with_changes(comma=comma)
+            return updated_node.with_changes(names=[*updated_node.names[:-1], last])
+        if (
             isinstance(updated_node, (cst.Dict, cst.List, cst.Tuple, cst.Set))
             and updated_node.elements
             and len(updated_node.elements) < len(original_node.elements)
