@@ -76,10 +76,15 @@ def test_scalarize_attributes_of_an_object_used_only_through_them():
 
 def test_scalarize_attributes_leaves_objects_that_are_used_whole_or_collide():
     used_whole = "import torch.nn as nn\nm = nn.Module()\nm.fc = nn.Linear(4, 2)\nopt(m)\n"
-    collides = "import torch.nn as nn\nfc = 1\nm = nn.Module()\nm.fc = nn.Linear(4, 2)\nm.fc(x)\n"
+    collides = "import torch.nn as nn\nfc = 1\nm_fc = 2\nm = nn.Module()\nm.fc = nn.Linear(4, 2)\nm.fc(x)\n"
     with_args = "m = Box(3)\nm.fc = 1\nprint(m.fc)\n"
     for src in (used_whole, collides, with_args):
         assert ScalarizeAttributes().units(start(src), 0) == []
+
+
+def test_scalarize_attributes_prefixes_a_name_the_program_already_uses():
+    cand = start("ds = Dataset()\nds.x = f()\nds.y = g()\nx, y = ds.x[:4], ds.y[:4]\n")
+    assert after(ScalarizeAttributes(), cand) == "ds_x = f()\nds_y = g()\nx, y = ds_x[:4], ds_y[:4]\n"
 
 
 def test_inline_a_constructor_of_a_class_with_only_init_left():
@@ -294,3 +299,21 @@ def test_prune_imports_removes_the_names_nothing_reads():
     # a single name is statement deletion's business; __future__ is never touched
     assert PruneImports().units(start("import os\n"), 0) == []
     assert PruneImports().units(start("from __future__ import annotations, division\n"), 0) == []
+
+
+def test_simplify_expressions_lifts_an_operand_out_of_an_operation():
+    cand = start("import torch\nx = 0 + 0.3 * torch.randn(4, 3)\nx.view(-1)\n")
+    outs = [each(SimplifyExpressions(), cand, level) for level in range(3)]
+    flat = [o for level in outs for o in level]
+    assert "import torch\nx = 0.3 * torch.randn(4, 3)\nx.view(-1)\n" in flat
+    assert "import torch\nx = 0 + torch.randn(4, 3)\nx.view(-1)\n" in flat
+
+
+def test_simplify_expressions_splits_a_tuple_assignment_with_unread_names():
+    cand = start("x, y = a[:16], b[:16]\nwin, n = x.view(3, 4), 5\nprint(x)\n")
+    flat = each(SimplifyExpressions(), cand, 0)
+    assert "x = a[:16]\nwin, n = x.view(3, 4), 5\nprint(x)\n" in flat
+    assert "x, y = a[:16], b[:16]\nx.view(3, 4)\nprint(x)\n" in flat
+    # a swap is not two assignments
+    swap = start("a, b = b, a\n")
+    assert all("a, b = b, a" in o for o in each(SimplifyExpressions(), swap, 0) if o.startswith("a"))

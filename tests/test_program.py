@@ -719,11 +719,13 @@ def test_delete_wins_over_a_replacement():
 # expr and remove: one expression of the original
 # --------------------------------------------------------------------------------------
 
-def test_expr_replaces_one_expression_and_parenthesises_non_atoms():
+def test_expr_replaces_one_expression_and_parenthesises_only_where_needed():
     p = program(DATA)
     call = call_in(p, "y = f(")
     c = edited(p, Edit("expr", node=p.node_index(call.args[0].value), text="a + b"))
-    assert text(c) == DATA.replace("f(x, 2, dim=1)", "f((a + b), 2, dim=1)")
+    assert text(c) == DATA.replace("f(x, 2, dim=1)", "f(a + b, 2, dim=1)")  # a whole argument
+    c = edited(p, Edit("expr", node=p.node_index(call.func), text="a + b"))
+    assert text(c) == DATA.replace("f(x, 2, dim=1)", "(a + b)(x, 2, dim=1)")  # a callee
     c = edited(p, Edit("expr", node=p.node_index(call), text="h(x)"))
     assert text(c) == DATA.replace("f(x, 2, dim=1)", "h(x)")
     assert c.live == {0, 1, 2, 3}

@@ -357,17 +357,23 @@ class ScalarizeAttributes(LevelZeroPass):
         taken = set(deps.binders_named)
         for module in program.modules.values():
             taken |= _all_names(module)
-        for s, _name, value, readers in single_bindings(cand):
+        for s, name, value, readers in single_bindings(cand):
             if not isinstance(value, cst.Call) or value.args:
                 continue
             if any(a is None for _, a in readers):
                 continue  # the object itself is used, not just its attributes
             if any(deps.in_fstring(n) for n, _ in readers):
                 continue
-            attrs = {a.attr.value for _, a in readers}
-            if attrs & taken:
-                continue  # a plain name would collide with one the program already uses
-            edits = [Edit("expr", node=program.node_index(a), text=a.attr.value) for _, a in readers]
+            # ``ds.x`` -> ``x``, or ``ds_x`` where the program already has an ``x``.
+            renamed: dict[str, str] = {}
+            for attr in sorted({a.attr.value for _, a in readers}):
+                for new in (attr, f"{name}_{attr}"):
+                    if new not in taken and new not in renamed.values():
+                        renamed[attr] = new
+                        break
+            if len(renamed) < len({a.attr.value for _, a in readers}):
+                continue  # no free plain name
+            edits = [Edit("expr", node=program.node_index(a), text=renamed[a.attr.value]) for _, a in readers]
             readers_at = frozenset(deps.enclosing(n) for n, _ in readers)
             out.append((*edits, *deletion_unit(cand, [s.id], ignore=readers_at)))
         return out

@@ -98,6 +98,7 @@ class _Collect(cst.CSTVisitor):
         self.containers: list[cst.Dict] = []
         self.foldable: list[cst.BaseExpression] = []
         self.integers: list[cst.Integer] = []
+        self.binops: list[cst.BinaryOperation] = []
 
     def visit_Integer(self, node: cst.Integer) -> None:
         if not self._in_literal:
@@ -119,7 +120,10 @@ class _Collect(cst.CSTVisitor):
         self._in_literal -= 1
 
     def visit_BinaryOperation(self, node) -> bool:
-        return self._fold(node)
+        going_on = self._fold(node)
+        if going_on:
+            self.binops.append(node)
+        return going_on
 
     def visit_Comparison(self, node) -> bool:
         return self._fold(node)
@@ -206,7 +210,11 @@ def _alternatives(stmt: cst.CSTNode) -> list[tuple[cst.CSTNode, list[tuple[str, 
     if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
         small = stmt.body[0]
         # ``rt = sum(...) / math.sqrt(L) + noise`` -> ``rt = 0``: values nobody checks.
-        if isinstance(small, cst.Assign) and not isinstance(small.value, (cst.Integer, cst.Name)):
+        if (
+            isinstance(small, cst.Assign)
+            and not isinstance(small.value, (cst.Integer, cst.Name))
+            and not any(isinstance(t.target, (cst.Tuple, cst.List)) for t in small.targets)  # ``x, y = 0`` cannot run
+        ):
             out.append((small.value, [("expr", "0")]))
     for node, text in collect.foldable:
         out.append((node, [("expr", text)]))
@@ -245,6 +253,14 @@ def _alternatives(stmt: cst.CSTNode) -> list[tuple[cst.CSTNode, list[tuple[str, 
             for arg in call.args:
                 if arg.keyword is None and not arg.star:
                     out.append((arg, [("remove", "")]))
+    for binop in collect.binops:
+        # ``0.3 * torch.randn(n, d)`` -> ``torch.randn(n, d)``, ``base + offset`` -> one of
+        # them: scalings and offsets keep dtype and shape, which is what the bug sees.
+        literal = (cst.Integer, cst.Float, cst.SimpleString)
+        sides = [side for side in (binop.left, binop.right) if not isinstance(side, literal)]
+        sides.sort(key=lambda side: -len(_code(side)))
+        if sides:
+            out.append((binop, [("expr", _code(side)) for side in sides]))
     for number in collect.integers:
         # ``range(3)`` -> ``range(1)``, ``epochs=10`` -> 1: fewer steps run, and the
         # signature tells whether the size mattered (a shape at the operator).
@@ -292,6 +308,42 @@ def _unread_target(program, s) -> str | None:
     return _code(assign.value) + "\n"
 
 
+def _split_tuple_assignment(program, s) -> str | None:
+    """``x, y = a[:16], f(b)`` with ``y`` unread -> ``x = a[:16]`` and ``f(b)`` on its
+    own line (a call may be the failing one, or have effects); None when every name is
+    read, or when an element reads one of the targets (``a, b = b, a``)."""
+    node = s.node
+    if s.kind != "simple" or len(node.body) != 1 or not isinstance(node.body[0], cst.Assign):
+        return None
+    assign = node.body[0]
+    if len(assign.targets) != 1:
+        return None
+    target, value = assign.targets[0].target, assign.value
+    if not (isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List))):
+        return None
+    names = [el.value for el in target.elements]
+    values = [el.value for el in value.elements]
+    if len(names) != len(values) or not all(isinstance(n, cst.Name) for n in names):
+        return None
+    if any(isinstance(el, cst.StarredElement) for el in (*target.elements, *value.elements)):
+        return None
+    from shrinkgpu.passes.base import names_read
+
+    targets = {n.value for n in names}
+    if any(names_read(_code(v)) & targets for v in values):
+        return None
+    read = [bool(program.deps.readers(s.id, n.value)) for n in names]
+    if all(read):
+        return None
+    lines = []
+    for name, val, is_read in zip(names, values, read):
+        if is_read:
+            lines.append(f"{name.value} = {_code(val)}\n")
+        elif isinstance(val, cst.Call):
+            lines.append(f"{_code(val)}\n")
+    return "".join(lines) or None
+
+
 class SimplifyExpressions(EditPass):
     name = "simplify-expressions"
 
@@ -314,6 +366,9 @@ class SimplifyExpressions(EditPass):
                     # ``label = random.randint(0, 1)`` with ``label`` unread -> the call
                     # alone: its effects (a random draw) stay, the name goes.
                     units.append((Edit("replace", s.id, text=dropped),))
+                split = _split_tuple_assignment(program, s)
+                if split is not None:
+                    units.append((Edit("replace", s.id, text=split),))
             for node, options in alternatives(s.node):
                 # ``nn.Module()`` -> ``nn`` would hand a module object around as a value
                 # (and ``model.layer = ...`` would then patch ``torch.nn``).

@@ -598,6 +598,8 @@ class _Renderer(cst.CSTTransformer):
                 return parse_expression(edit.text)
         if isinstance(updated_node, cst.IndentedBlock) and not updated_node.body:
             return updated_node.with_changes(body=[_PASS])
+        if self.expr_of and isinstance(updated_node, (cst.Assign, cst.Expr, cst.Return, cst.Arg)):
+            updated_node = _unparenthesised_value(self, original_node, updated_node)
         if isinstance(updated_node, cst.Call) and updated_node.args and len(updated_node.args) < len(original_node.args):
             # An argument was removed: no trailing comma the original did not have.
             if original_node.args[-1].comma is cst.MaybeSentinel.DEFAULT:
@@ -699,9 +701,25 @@ def parse_expression(text: str) -> cst.BaseExpression:
     """The expression for ``text``, parenthesised unless it is an atom, so it can stand
     in any position without changing how the code around it parses."""
     expr = cst.parse_expression(text)
-    if isinstance(expr, _ATOMS) or (isinstance(expr, (cst.Tuple, cst.GeneratorExp)) and expr.lpar):
+    if isinstance(expr, _ATOMS) or getattr(expr, "lpar", None):
         return expr
     return cst.parse_expression(f"({text})")
+
+
+def _unparenthesised_value(renderer, original_node, updated_node):
+    """``x = (a * b)`` -> ``x = a * b`` where an edit put ``(a * b)`` in a position that
+    needs no parentheses (the whole value of an assignment, an expression statement, a
+    return, an argument).  Only parentheses of edited values: the user's own stay."""
+    value = getattr(original_node, "value", None)
+    new = updated_node.value
+    if value is None or new is None:
+        return updated_node
+    idx = renderer.program.node_ids.get(id(value))
+    if idx is None or idx not in renderer.expr_of:
+        return updated_node
+    if isinstance(new, (cst.Tuple, cst.GeneratorExp, cst.Yield, cst.NamedExpr)) or not getattr(new, "lpar", None):
+        return updated_node
+    return updated_node.with_changes(value=new.with_changes(lpar=[], rpar=[]))
 
 
 def _tidy(node):
