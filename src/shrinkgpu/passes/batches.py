@@ -2,14 +2,17 @@
 
 After ``loop-to-first-iteration`` a training step reads ``x, y = next(iter(loader))``.
 A maintainer's repro has no loader: ``x, y = ds.x[:16], ds.y[:16]``.  For a
-``DataLoader`` that takes items in order (no shuffle, sampler or collate function) the
-first batch is ``default_collate([ds[i] for i in range(B)])``; when ``ds[i]`` is
+``DataLoader`` that takes items in order (no shuffle or sampler) and collates them by
+default, the first batch is ``default_collate([ds[i] for i in range(B)])``; when ``ds[i]`` is
 ``(self.x[i], self.y[i])`` -- a local ``Dataset`` whose ``__getitem__`` indexes its
 fields -- or the dataset is a ``TensorDataset(a, b)``, that is ``(ds.x[:B], ds.y[:B])``:
 the stack of rows ``0..B-1`` of a contiguous tensor has the dtype, shape and strides of
 its first ``B`` rows.  Where it does not (a field that is a list of numbers, a row built
 from a Python scalar) the candidate fails differently and the oracle rejects it; nothing
 here has to prove more than the shape of the code.
+
+With a collate function ``f`` and a list as the dataset the first batch is
+``f(items[:B])``, which inlining then opens up.
 
 The loader's definition goes in the same unit when this was its only reader, so the
 candidate is smaller than what it replaces.
@@ -53,9 +56,10 @@ class _NextCalls(cst.CSTVisitor):
             self.found.append((node, loader, inner.func.value == "enumerate"))
 
 
-def _loader_args(node: cst.CSTNode) -> tuple[str, cst.BaseExpression, str] | None:
-    """(loader name, dataset expression, batch size text) for ``L = DataLoader(ds, ...)``
-    whose first batch is its dataset's first items, in order, default-collated."""
+def _loader_args(node: cst.CSTNode) -> tuple[str, cst.BaseExpression, str, str | None] | None:
+    """(loader name, dataset expression, batch size text, collate function text or None)
+    for ``L = DataLoader(ds, ...)`` whose first batch is its dataset's first items, in
+    order."""
     if not isinstance(node, cst.SimpleStatementLine) or len(node.body) != 1:
         return None
     assign = node.body[0]
@@ -69,6 +73,7 @@ def _loader_args(node: cst.CSTNode) -> tuple[str, cst.BaseExpression, str] | Non
         return None
     dataset: cst.BaseExpression | None = None
     batch = "1"
+    collate = None
     positional = [a for a in call.args if a.keyword is None]
     if any(a.star for a in call.args) or len(positional) > 3:
         return None
@@ -89,11 +94,13 @@ def _loader_args(node: cst.CSTNode) -> tuple[str, cst.BaseExpression, str] | Non
         elif key == "shuffle":
             if _code(arg.value) != "False":
                 return None
+        elif key == "collate_fn":
+            collate = None if _code(arg.value) == "None" else _code(arg.value)
         elif key not in _HARMLESS:
             return None  # sampler, batch_sampler, collate_fn: another first batch
     if dataset is None or batch == "None":
         return None
-    return target.value, dataset, batch
+    return target.value, dataset, batch, collate
 
 
 class _SliceRows(cst.CSTTransformer):
@@ -233,8 +240,17 @@ class FirstBatch(LevelZeroPass):
                 args = _loader_args(program.stmts[lsid].node)
                 if args is None or args[0] != loader.value:
                     continue
-                _, dataset, batch = args
-                text = _first_batch(cand, dataset, batch)
+                _, dataset, batch, collate = args
+                if collate is not None:
+                    # The loader hands ``collate`` the list of the first items; for a
+                    # list dataset (the common case with a collate function) that is a
+                    # slice.  For anything else the candidate fails and is dropped.
+                    data = _code(dataset)
+                    if not isinstance(dataset, (cst.Name, cst.Attribute)):
+                        data = f"({data})"
+                    text = f"{collate}({data}[:{batch}])"
+                else:
+                    text = _first_batch(cand, dataset, batch)
                 if text is None:
                     continue
                 if enumerated:

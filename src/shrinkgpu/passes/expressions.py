@@ -311,7 +311,7 @@ def _unread_target(program, s) -> str | None:
 def _split_tuple_assignment(program, s) -> str | None:
     """``x, y = a[:16], f(b)`` with ``y`` unread -> ``x = a[:16]`` and ``f(b)`` on its
     own line (a call may be the failing one, or have effects); None when every name is
-    read, or when an element reads one of the targets (``a, b = b, a``)."""
+    read, or when a value reads a name an earlier line of the split binds (``a, b = b, a``)."""
     node = s.node
     if s.kind != "simple" or len(node.body) != 1 or not isinstance(node.body[0], cst.Assign):
         return None
@@ -329,17 +329,20 @@ def _split_tuple_assignment(program, s) -> str | None:
         return None
     from shrinkgpu.passes.base import names_read
 
-    targets = {n.value for n in names}
-    if any(names_read(_code(v)) & targets for v in values):
-        return None
     read = [bool(program.deps.readers(s.id, n.value)) for n in names]
     if all(read):
         return None
     lines = []
+    assigned: set[str] = set()
     for name, val, is_read in zip(names, values, read):
+        if not is_read and not isinstance(val, cst.Call):
+            continue
+        if names_read(_code(val)) & assigned:
+            return None  # ``a, b = b, a``: the pair is evaluated before either is bound
         if is_read:
             lines.append(f"{name.value} = {_code(val)}\n")
-        elif isinstance(val, cst.Call):
+            assigned.add(name.value)
+        else:
             lines.append(f"{_code(val)}\n")
     return "".join(lines) or None
 
