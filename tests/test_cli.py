@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -217,3 +218,27 @@ def test_ctrl_c_writes_the_best_result_so_far_and_exits_130(tmp_path):
     assert (tmp_path / "slow.min.py").exists()
     assert data["tokens_after"] < data["tokens_before"]
     assert "interrupted: the result was not re-checked in fresh interpreters" in data["notes"]
+
+
+def test_reduce_cuts_a_loop_to_the_iteration_that_failed_in_the_original(tmp_path):
+    # Only the fifth row is bad: the first iteration does not reproduce, the counted one does.
+    script = tmp_path / "rows.py"
+    script.write_text(textwrap.dedent(
+        """\
+        import torch
+
+        data = [torch.arange(3) for _ in range(6)]
+        data[4] = torch.arange(3) + 5
+        table = torch.zeros(4)
+        for epoch in range(2):
+            for x in data:
+                y = table[x]
+        """
+    ))
+    result = shrinkgpu("reduce", script.name, "--keep-error", "out of bounds", "-q", "-j", "2", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    out = script.with_name("rows.min.py").read_text()
+    assert "for " not in out.replace("for _ in", "")  # no loop left but the data's own
+    assert "x = data[4]\n" in out
+    check = subprocess.run([sys.executable, "rows.min.py"], cwd=tmp_path, capture_output=True, text=True)
+    assert re.search(r"IndexError: index \d+ is out of bounds for dimension 0 with size \d+", check.stderr)

@@ -10,6 +10,7 @@ from shrinkgpu.passes import FirstBatch, InlineCalls, PruneImports, LoopToFirstI
 from shrinkgpu.passes.expressions import fold
 
 from test_passes import after, dedent, each, start
+from shrinkgpu.syntax import Facts
 
 
 def test_loop_to_first_iteration_binds_the_first_item():
@@ -323,3 +324,48 @@ def test_simplify_expressions_splits_a_tuple_assignment_with_unread_names():
 def test_first_batch_of_a_list_with_a_collate_function_is_the_function_of_a_slice():
     cand = start("loader = DataLoader(items, batch_size=16, collate_fn=pad)\nx, n = next(iter(loader))\n")
     assert after(FirstBatch(), cand) == "x, n = pad(items[:16])\n"
+
+
+LOOPS_SRC = """\
+import torch
+
+data = [torch.arange(3) for _ in range(6)]
+table = torch.zeros(4)
+for epoch in range(1, 3):
+    for step, x in enumerate(loader):
+        for y in data:
+            table[x + y]
+"""
+
+
+def test_loop_to_the_failing_iteration_the_original_run_counted():
+    facts = Facts(loops=(
+        ("a.py", "for epoch in range(1, 3):", 1),
+        ("a.py", "for step, x in enumerate(loader):", 3),
+        ("a.py", "for y in data:", 4),
+    ))
+    cand = start(LOOPS_SRC, facts)
+    outs = each(LoopToFirstIteration(), cand, 1)
+    head = "import torch\n\ndata = [torch.arange(3) for _ in range(6)]\ntable = torch.zeros(4)\n"
+    assert outs == [
+        head + "epoch = 2\nfor step, x in enumerate(loader):\n    for y in data:\n        table[x + y]\n",
+        head + "for epoch in range(1, 3):\n    import itertools\n    step, x = (3, next(itertools.islice(loader, 3, None)))\n"
+        "    for y in data:\n        table[x + y]\n",
+        head + "for epoch in range(1, 3):\n    for step, x in enumerate(loader):\n        y = data[4]\n        table[x + y]\n",
+    ]
+    assert LoopToFirstIteration().units(cand, 2) is None
+    # without counted iterations (or at iteration 0) there is no level-1 unit
+    assert LoopToFirstIteration().units(start(LOOPS_SRC), 1) == []
+
+
+def test_loop_facts_name_loops_by_header_text_and_skip_ambiguous_ones():
+    from shrinkgpu.syntax.program import loop_facts
+
+    files = {"a.py": LOOPS_SRC}
+    facts = loop_facts(files, [("a.py", 5, 1), ("a.py", 7, 4), ("b.py", 1, 2)])
+    assert facts == (("a.py", "for epoch in range(1, 3):", 1), ("a.py", "for y in data:", 4))
+    twice = LOOPS_SRC + "for y in data:\n    pass\n"
+    program = start(twice, Facts(loops=facts)).program
+    assert {program.stmt_code(s).strip().splitlines()[0]: k for s, k in program.loop_iterations.items()} == {
+        "for epoch in range(1, 3):": 1  # "for y in data:" occurs twice now
+    }

@@ -411,6 +411,44 @@ def test_without_a_torch_error_the_root_is_the_deepest_exception_of_the_chain(fo
     assert sig.frame == Frame("s.py", 3, "<module>", "d['k']")
 
 
+LOOPED = """\
+import torch
+
+def lookup(table, i):
+    return table[i]
+
+def run(rows):
+    for epoch in range(3):
+        for step, row in enumerate(
+            rows
+        ):
+            if epoch == 1 and step == 4:
+                lookup(row, 9)
+
+rows = [torch.zeros(3)] * 6
+for k in range(2):
+    pass
+run(rows)
+"""
+
+
+def test_count_loops_gives_the_iteration_of_each_loop_around_the_failure(fork_runner):
+    obs = run(fork_runner, LOOPED, count_loops=True)
+    assert obs.signature.type == "IndexError"
+    # epoch 1, step 4 (a header over three lines counts once per iteration); the
+    # finished ``for k`` loop is not around the failure
+    assert obs.loops == (("s.py", 7, 1), ("s.py", 8, 4))
+    # off by default: candidates pay nothing for it
+    assert run(fork_runner, LOOPED).loops == ()
+
+
+def test_count_loops_sees_loops_of_a_python_error_unwound_through_frames(fork_runner):
+    text = "def f(i):\n    return [1][i]\n\nfor i in range(5):\n    if i == 3:\n        f(i)\n"
+    obs = run(fork_runner, text, count_loops=True)
+    assert obs.signature.type == "IndexError" and obs.signature.op is None
+    assert obs.loops == (("s.py", 4, 3),)
+
+
 # -- 3. torch errors the script caught ---------------------------------------------------
 def test_caught_torch_error_then_normal_end_is_not_a_failure(fork_runner):
     """What the code does: the run is "ok" and the caught error is not exposed at all

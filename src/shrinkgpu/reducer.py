@@ -16,6 +16,7 @@ Order of work, and why:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import time
@@ -29,6 +30,7 @@ from shrinkgpu.passes import PASSES
 from shrinkgpu.report import Stage, write_outputs
 from shrinkgpu.signature import Signature, Strictness
 from shrinkgpu.syntax import Candidate, Facts, ParseRecord, Program, count_tokens
+from shrinkgpu.syntax.program import loop_facts
 from shrinkgpu.worker import Isolation, Observation, Runner, ScriptSpec, preload_candidates
 from shrinkgpu.worker.devices import visible_gpus
 
@@ -173,7 +175,7 @@ def default_output(script: Path) -> Path:
 
 
 def run_once(
-    config: ReduceConfig, *, isolation: Isolation = Isolation.FRESH, collect: bool = True
+    config: ReduceConfig, *, isolation: Isolation = Isolation.FRESH, collect: bool = True, count_loops: bool = False
 ) -> tuple[Observation, ScriptSpec]:
     """Run the script once, in a worker, and observe it (``shrinkgpu run``)."""
     spec = spec_for(config)
@@ -181,7 +183,7 @@ def run_once(
     with Runner(spec, isolation=isolation, keep_temp=config.keep_temp) as runner:
         runner.start()
         timeout = config.timeout or DEFAULT_FRESH_TIMEOUT
-        obs = runner.run(files, timeout=timeout, collect_modules=collect, collect_env=True)
+        obs = runner.run(files, timeout=timeout, collect_modules=collect, collect_env=True, count_loops=count_loops)
     return obs, spec
 
 
@@ -248,7 +250,8 @@ def reduce(config: ReduceConfig, on_event: Callable[[object], None] | None = Non
         raise ReduceError(f"refusing to write the output over the input {spec.script}", exit_code=2)
 
     emit(Stage("running the original in a fresh interpreter"))
-    first, _ = run_once(config, isolation=Isolation.FRESH, collect=True)
+    # The first run also counts loop iterations (a line tracer: this run only).
+    first, _ = run_once(config, isolation=Isolation.FRESH, collect=True, count_loops=True)
     if first.infra_error:
         raise ReduceError(f"could not run the script: {first.infra_error}")
     if first.signature is None:
@@ -260,7 +263,8 @@ def reduce(config: ReduceConfig, on_event: Callable[[object], None] | None = Non
         )
     target = Target(first.signature, pattern, config.strictness)
     files = _local_files(first, spec)
-    program = Program(files, spec.script_rel, facts=facts_of(first))
+    loops = loop_facts(files, first.loops)
+    program = Program(files, spec.script_rel, facts=dataclasses.replace(facts_of(first), loops=loops))
     exclude = [output, output.with_suffix(""), output.with_suffix(".md")]
     notes: list[str] = []
     if spec.cwd_rel is None:
@@ -332,7 +336,7 @@ def reduce(config: ReduceConfig, on_event: Callable[[object], None] | None = Non
             # dependencies for its own text, and the facts of its own run.
             if not cand.edits:
                 return cand
-            facts = facts_of(oracle.reproduced.get(cand.key))
+            facts = dataclasses.replace(facts_of(oracle.reproduced.get(cand.key)), loops=loops)
             return Program(cand.files, program.main, facts=facts).initial()
 
         initial = program.initial()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from shrinkgpu.passes.base import LevelZeroPass, Unit
+from shrinkgpu.passes.base import EditPass, LevelZeroPass, Unit, dedupe
 from shrinkgpu.syntax.program import Candidate, Edit
 from shrinkgpu.syntax.program import code_of as _code
 
@@ -53,15 +53,75 @@ def first_item(iterable: cst.BaseExpression) -> str:
     return f"next(iter({_code(iterable)}))"
 
 
-class LoopToFirstIteration(LevelZeroPass):
+def nth_item(iterable: cst.BaseExpression, n: int, program=None) -> tuple[str, str | None]:
+    """(source for item ``n`` of ``iterable``, a module to import for it or None):
+    ``range(1, 5)``, 2 -> ``3``; ``items`` bound to a list -> ``items[2]``; otherwise
+    ``next(itertools.islice(..., n, None))``, which skips the first items without running
+    the loop body on them."""
+    if isinstance(iterable, cst.Name) and program is not None:
+        binders = program.deps.binders(iterable)
+        if len(binders) == 1:
+            node = program.stmts[next(iter(binders))].node
+            if (
+                isinstance(node, cst.SimpleStatementLine)
+                and len(node.body) == 1
+                and isinstance(node.body[0], cst.Assign)
+                and isinstance(node.body[0].value, (cst.List, cst.ListComp, cst.Tuple))
+            ):
+                return f"{iterable.value}[{n}]", None
+    if (
+        isinstance(iterable, cst.Call)
+        and isinstance(iterable.func, cst.Name)
+        and iterable.func.value == "enumerate"
+        and len(iterable.args) == 1
+        and iterable.args[0].keyword is None
+        and not iterable.args[0].star
+    ):
+        inner, module = nth_item(iterable.args[0].value, n, program)
+        return f"({n}, {inner})", module
+    if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value == "range":
+        args = [a for a in iterable.args if a.keyword is None and not a.star]
+        if len(args) == len(iterable.args) and len(args) in (1, 2):
+            if len(args) == 1:
+                return str(n), None
+            start = args[0].value
+            if isinstance(start, cst.Integer):
+                return str(int(start.value, 0) + n), None
+            return f"{_code(start)} + {n}", None
+    return f"next(itertools.islice({_code(iterable)}, {n}, None))", "itertools"
+
+
+class LoopToFirstIteration(EditPass):
+    """Level 0: every loop becomes its first iteration.  Level 1: a loop the original
+    failed in at iteration k > 0 (counted in its first run) becomes iteration k, when the
+    first did not reproduce -- the earlier iterations' items skipped, their bodies not run."""
+
     name = "loop-to-first-iteration"
 
-    def edits(self, cand: Candidate) -> list[Unit]:
-        if cand.edits:
-            return []  # the text below is the original's; wait for the next rebase
+    def units(self, cand: Candidate, level: int):
+        if level > 1:
+            return None
+        return dedupe(self.edits(cand, level))
+
+    def edits(self, cand: Candidate, level: int = 0) -> list[Unit]:
         program = cand.program
+        touched: set[int] = set()
+        if cand.edits:
+            if level == 0:
+                return []  # the text below is the original's; wait for the next rebase
+            # Level 1 follows level 0 of the same sweep: a loop whose own text no edit
+            # changed (none of its statements) can still be rewritten from it.
+            for e in cand.edits:
+                cur = e.stmt if e.stmt >= 0 else None
+                while cur is not None:
+                    touched.add(cur)
+                    cur = program.stmts[cur].parent
+            if any(e.stmt < 0 for e in cand.edits):
+                return []  # expression or file edits: positions unknown here
         out: list[Unit] = []
         for s in cand.editable():
+            if s.id in touched:
+                continue
             loop = s.node
             if s.kind != "for" or not isinstance(loop, cst.For) or loop.asynchronous is not None:
                 continue
@@ -74,7 +134,14 @@ class LoopToFirstIteration(LevelZeroPass):
                 stmt.visit(exits)
             if exits.found:
                 continue
-            lines = [f"{_code(loop.target)} = {first_item(loop.iter)}\n"]
+            if level == 0:
+                lines = [f"{_code(loop.target)} = {first_item(loop.iter)}\n"]
+            else:
+                iteration = program.loop_iterations.get(s.id, 0)
+                if iteration <= 0:
+                    continue
+                item, module = nth_item(loop.iter, iteration, program)
+                lines = ([f"import {module}\n"] if module else []) + [f"{_code(loop.target)} = {item}\n"]
             lines += [_code(stmt) for stmt in loop.body.body]
             text = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
             out.append((Edit("replace", s.id, text=text),))

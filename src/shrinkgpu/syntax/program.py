@@ -33,12 +33,15 @@ from typing import Iterable, Mapping, Sequence
 
 import libcst as cst
 
-from shrinkgpu.syntax.tokens import count_blocks, count_tokens
+from shrinkgpu.syntax.tokens import count_blocks, count_loops, count_tokens
 
 # What one level of nesting costs, in tokens, when candidates are compared: a loop
 # replaced by its first iteration (``x = next(iter(it))``) is a few tokens longer than
 # the loop header, and flatter is what a maintainer reads best.
 BLOCK_COST = 5
+# A loop on top of its block: a maintainer reads straight-line steps far more easily,
+# and ``x = next(itertools.islice(loader, 3, None))`` should beat ``for x in loader:``.
+LOOP_COST = 10
 
 # Which parts of a compound statement survive a ``body`` edit.
 BODY_BRANCHES: dict[str, frozenset[str]] = {
@@ -120,6 +123,25 @@ class Facts:
     parses: tuple[ParseRecord, ...] = ()
     # (file, line, innermost) of each user frame on the call chain of a seeding call
     seed_sites: tuple[tuple[str, int, bool], ...] = ()
+    # (file, header text, iteration) of the ``for`` loops around the failing line in the
+    # original run: by text, since lines move as the program shrinks
+    loops: tuple[tuple[str, str, int], ...] = ()
+
+
+def loop_header(node: cst.CSTNode) -> str:
+    """The first line of a ``for`` statement as written (comments above it left out)."""
+    code = code_of(node.with_changes(leading_lines=())) if hasattr(node, "leading_lines") else code_of(node)
+    return code.strip().splitlines()[0].strip() if code.strip() else ""
+
+
+def loop_facts(files: Mapping[str, str], seen: Iterable[tuple[str, int, int]]) -> tuple[tuple[str, str, int], ...]:
+    """(file, header text, iteration) for the (file, line, iteration) a run counted."""
+    out = []
+    for file, line, iteration in seen:
+        lines = files.get(file, "").splitlines()
+        if 1 <= line <= len(lines):
+            out.append((file, lines[line - 1].strip(), iteration))
+    return tuple(out)
 
 
 class Program:
@@ -254,6 +276,21 @@ class Program:
             )
         # The seeding call itself and the import that binds the name.
         return uses <= 2
+
+    @cached_property
+    def loop_iterations(self) -> dict[int, int]:
+        """``for`` statement -> the iteration the original failed in, for loops the facts
+        name by a header that occurs once in its file."""
+        wanted: dict[tuple[str, str], int] = {}
+        for file, header, iteration in self.facts.loops:
+            wanted[(file, header)] = iteration
+        if not wanted:
+            return {}
+        found: dict[tuple[str, str], list[int]] = {}
+        for s in self.stmts:
+            if s.kind == "for":
+                found.setdefault((s.file, loop_header(s.node)), []).append(s.id)
+        return {sids[0]: wanted[key] for key, sids in found.items() if key in wanted and len(sids) == 1}
 
     def local_module_names(self) -> dict[str, str]:
         """Importable name -> file, for the program's files other than the main one."""
@@ -464,10 +501,14 @@ class Candidate:
         return sum(count_blocks(t) for t in self.files.values())
 
     @cached_property
+    def loops(self) -> int:
+        return sum(count_loops(t) for t in self.files.values())
+
+    @cached_property
     def order(self) -> tuple[int, int]:
-        """What the search minimises: tokens plus a cost per nested block, then the
-        magnitude of constants."""
-        return (self.size + BLOCK_COST * self.blocks, self.magnitude)
+        """What the search minimises: tokens plus a cost per nested block and per loop,
+        then the magnitude of constants."""
+        return (self.size + BLOCK_COST * self.blocks + LOOP_COST * self.loops, self.magnitude)
 
     @cached_property
     def key(self) -> tuple[tuple[str, str], ...]:

@@ -31,6 +31,9 @@ class Observation:
     parses: tuple[dict[str, Any], ...] = field(default=(), compare=False, repr=False)  # argparse results
     # (file, line, innermost) of the user's frames at each seeding call
     seed_sites: tuple[tuple[str, int, bool], ...] = field(default=(), compare=False, repr=False)
+    # (file, line of a ``for`` header, iteration) around the failing frames: only from
+    # runs that counted loops (``count_loops``)
+    loops: tuple[tuple[str, int, int], ...] = field(default=(), compare=False, repr=False)
 
     @property
     def failed(self) -> bool:
@@ -84,6 +87,7 @@ class Observation:
             environment=(data or {}).get("environment", {}),
             parses=tuple((data or {}).get("parses", ())),
             seed_sites=tuple((f, int(n), bool(i)) for f, n, i in (data or {}).get("seed_sites", ())),
+            loops=_loops(data or {}),
         )
 
     def describe(self) -> str:
@@ -126,3 +130,17 @@ def _tail(path: Path) -> str:
             return fh.read().decode("utf-8", errors="replace")
     except FileNotFoundError:
         return ""
+
+
+def _loops(data: dict[str, Any]) -> tuple[tuple[str, int, int], ...]:
+    """Loop iterations seen on the failing stacks; a loop seen at several errors keeps the
+    first record's iteration (torch errors first: the first error is usually one)."""
+    seen: dict[tuple[str, int], int] = {}
+    for record in [*data.get("torch_errors", ()), *reversed(data.get("chain", ()))]:
+        for item in (record or {}).get("loops", ()) or ():
+            try:
+                file, line, iteration = str(item[0]), int(item[1]), int(item[2])
+            except (TypeError, ValueError, IndexError):
+                continue
+            seen.setdefault((file, line), iteration)
+    return tuple((f, n, k) for (f, n), k in sorted(seen.items()))

@@ -41,6 +41,88 @@ def _is_user_file(filename: str, roots: tuple[str, ...]) -> bool:
     return not filename.startswith("<") and _is_under(os.path.abspath(filename), roots)
 
 
+class _LoopCounter:
+    """Which iteration each ``for`` loop of the user's code is in, per frame.
+
+    A line tracer, on for the original's first run only (``count_loops``): it costs a
+    Python call per line of user code.  A loop's header line gets a line event when the
+    loop is entered and again at each jump back from its body, so the iteration is the
+    number of jumps back since the last entry (a header spread over several lines gets
+    events for its other lines too; those are neither)."""
+
+    def __init__(self, roots: tuple[str, ...]):
+        self.roots = roots
+        self.loops: dict[str, dict[int, tuple[int, int]]] = {}  # file -> header line -> (body start, end)
+        self.state: dict[int, list[Any]] = {}  # id(frame) -> [previous line, {header: iteration}]
+        self.raising: set[int] = set()
+
+    def _loops_of(self, filename: str) -> dict[int, tuple[int, int]]:
+        found = self.loops.get(filename)
+        if found is None:
+            found = {}
+            if _is_user_file(filename, self.roots):
+                import ast
+
+                try:
+                    tree = ast.parse(Path(filename).read_text(encoding="utf-8"))
+                except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+                    tree = None
+                for node in ast.walk(tree) if tree is not None else ():
+                    if isinstance(node, ast.For) and node.body:
+                        found[node.lineno] = (node.body[0].lineno, node.end_lineno or node.lineno)
+            self.loops[filename] = found
+        return found
+
+    def install(self) -> None:
+        sys.settrace(self._call)
+
+    def _call(self, frame, event, arg):
+        if not self._loops_of(frame.f_code.co_filename):
+            return None
+        self.state[id(frame)] = [0, {}]  # a new frame (ids of dead ones get reused)
+        return self._local
+
+    def _local(self, frame, event, arg):
+        key = id(frame)
+        if event == "line":
+            self.raising.discard(key)
+            state = self.state.get(key)
+            if state is None:
+                return self._local
+            line = frame.f_lineno
+            loops = self.loops.get(frame.f_code.co_filename, {})
+            span = loops.get(line)
+            if span is not None:
+                prev = state[0]
+                body_start, end = span
+                if body_start <= prev <= end:
+                    state[1][line] = state[1].get(line, 0) + 1  # back from the body
+                elif not (line <= prev < body_start):
+                    state[1][line] = 0  # entered
+            state[0] = line
+        elif event == "exception":
+            self.raising.add(key)
+        elif event == "return":
+            if key not in self.raising:
+                self.state.pop(key, None)
+        return self._local
+
+    def at(self, frames: list[tuple[Any, int]], rel) -> list[list[Any]]:
+        """[file, header line, iteration] for the loops around each (frame, line)."""
+        out = []
+        for frame, line in frames:
+            state = self.state.get(id(frame))
+            if state is None:
+                continue
+            filename = frame.f_code.co_filename
+            loops = self.loops.get(filename, {})
+            for header, iteration in sorted(state[1].items()):
+                body_start, end = loops.get(header, (0, -1))
+                if body_start <= line <= end:
+                    out.append([rel(filename), header, iteration])
+        return out
+
+
 class _Recorder:
     """Collects torch calls that raised; lives for one run."""
 
@@ -49,6 +131,28 @@ class _Recorder:
         self.errors: list[dict[str, Any]] = []
         self.by_id: dict[int, dict[str, Any]] = {}
         self._keep: list[BaseException] = []  # keep exceptions alive so ids stay unique
+        self.loops: _LoopCounter | None = None
+
+    def loops_on_stack(self) -> list[list[Any]]:
+        if self.loops is None:
+            return []
+        frames = []
+        f = sys._getframe(1)
+        while f is not None:
+            if _is_user_file(f.f_code.co_filename, self.roots):
+                frames.append((f, f.f_lineno))
+            f = f.f_back
+        return self.loops.at(frames, self._rel)
+
+    def loops_in_tb(self, tb) -> list[list[Any]]:
+        if self.loops is None:
+            return []
+        frames = []
+        while tb is not None:
+            if _is_user_file(tb.tb_frame.f_code.co_filename, self.roots):
+                frames.append((tb.tb_frame, tb.tb_lineno))
+            tb = tb.tb_next
+        return self.loops.at(frames, self._rel)
 
     def user_stack(self) -> list[list[Any]]:
         """[file, line] of each frame of the user's code on the current stack, outermost first."""
@@ -106,6 +210,8 @@ class _Recorder:
             "stack": self.user_stack(),
             "op": _op_record(func, args, kwargs),
         }
+        if self.loops is not None:
+            record["loops"] = self.loops_on_stack()
         self.by_id[id(exc)] = record
         self._keep.append(exc)
         if len(self.errors) < MAX_TORCH_ERRORS:
@@ -348,6 +454,8 @@ def _record_chain(exc: BaseException, recorder: _Recorder) -> list[dict[str, Any
                 "op": None,
             }
         )
+        if recorder.loops is not None:
+            records[-1]["loops"] = recorder.loops_in_tb(e.__traceback__)
     return records
 
 
@@ -446,6 +554,9 @@ def run(req: dict[str, Any], *, forked: bool) -> int:
         if req.get("watch_argparse", True):
             _watch_argparse(recorder, parses)
         _watch_seeding(recorder, seed_sites)
+        if req.get("count_loops"):
+            recorder.loops = _LoopCounter(roots)
+            recorder.loops.install()
     except BaseException as exc:  # the probe failed before the script ran
         traceback.print_exc()
         obs.update(status="probe-error", exit_code=EXIT_PROBE_FAILURE, chain=[])
@@ -470,6 +581,8 @@ def run(req: dict[str, Any], *, forked: bool) -> int:
         obs["status"] = "exception"
         obs["chain"] = _record_chain(exc, recorder)
         _print_traceback(exc, script)
+    if recorder.loops is not None:
+        sys.settrace(None)
     obs["exit_code"] = code
     obs["torch_errors"] = recorder.errors
     obs["parses"] = parses

@@ -194,6 +194,7 @@ class Runner:
         isolation: Isolation | None = None,
         collect_modules: bool = False,
         collect_env: bool = False,
+        count_loops: bool = False,
         env: Mapping[str, str] | None = None,
     ) -> Future:
         """Run ``files`` (path relative to root -> source); the future yields an Observation.
@@ -222,6 +223,7 @@ class Runner:
             "capture_ops": self.capture_ops,
             "collect_modules": collect_modules,
             "collect_env": collect_env,
+            "count_loops": count_loops,
         }
         if mode is Isolation.FRESH:
             import json
