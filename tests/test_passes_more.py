@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from shrinkgpu.passes import FirstBatch, InlineCalls, PruneImports, LoopToFirstIteration, ScalarizeAttributes, SimplifyExpressions, WhileToBody
+from shrinkgpu.passes import FirstBatch, InlineCalls, PruneImports, LoopToFailingIteration, LoopToFirstIteration, ScalarizeAttributes, SimplifyExpressions, WhileToBody
 from shrinkgpu.passes.expressions import fold
 
 from test_passes import after, dedent, each, start
@@ -345,7 +345,7 @@ def test_loop_to_the_failing_iteration_the_original_run_counted():
         ("a.py", "for y in data:", 4),
     ))
     cand = start(LOOPS_SRC, facts)
-    outs = each(LoopToFirstIteration(), cand, 1)
+    outs = each(LoopToFailingIteration(), cand)
     head = "import torch\n\ndata = [torch.arange(3) for _ in range(6)]\ntable = torch.zeros(4)\n"
     assert outs == [
         head + "epoch = 2\nfor step, x in enumerate(loader):\n    for y in data:\n        table[x + y]\n",
@@ -353,9 +353,8 @@ def test_loop_to_the_failing_iteration_the_original_run_counted():
         "    for y in data:\n        table[x + y]\n",
         head + "for epoch in range(1, 3):\n    for step, x in enumerate(loader):\n        y = data[4]\n        table[x + y]\n",
     ]
-    assert LoopToFirstIteration().units(cand, 2) is None
     # without counted iterations (or at iteration 0) there is no level-1 unit
-    assert LoopToFirstIteration().units(start(LOOPS_SRC), 1) == []
+    assert LoopToFailingIteration().units(start(LOOPS_SRC), 0) == []
 
 
 def test_loop_facts_name_loops_by_header_text_and_skip_ambiguous_ones():

@@ -223,6 +223,18 @@ def facts_of(obs: Observation | None) -> Facts:
     return Facts(stack=tuple(stack), parses=tuple(parses), seed_sites=tuple(obs.seed_sites))
 
 
+def _loop_around_failure(program: Program) -> bool:
+    """Whether a ``for`` statement encloses a line of the failing stack."""
+    stmts = program.stmts
+    for file, line in program.facts.stack:
+        cur = program.deps.statement_at(file, line)
+        while cur is not None:
+            if stmts[cur].kind == "for":
+                return True
+            cur = stmts[cur].parent
+    return False
+
+
 CALIBRATION_RUNS = 3
 
 
@@ -336,8 +348,16 @@ def reduce(config: ReduceConfig, on_event: Callable[[object], None] | None = Non
             # dependencies for its own text, and the facts of its own run.
             if not cand.edits:
                 return cand
-            facts = dataclasses.replace(facts_of(oracle.reproduced.get(cand.key)), loops=loops)
-            return Program(cand.files, program.main, facts=facts).initial()
+            files = cand.files
+            facts = facts_of(oracle.reproduced.get(cand.key))
+            rebased = Program(files, program.main, facts=dataclasses.replace(facts, loops=loops))
+            if rebased.loop_iterations and _loop_around_failure(rebased):
+                # Shrinking the data moves the failing item: count again, on this program.
+                counted = runner.run(files, timeout=timeout, count_loops=True)
+                if target.matches(counted.signature):
+                    fresh = loop_facts(files, counted.loops)
+                    rebased = Program(files, program.main, facts=dataclasses.replace(facts, loops=fresh))
+            return rebased.initial()
 
         initial = program.initial()
         emit(Stage(f"reducing {initial.size} tokens (timeout {timeout:.1f}s per candidate)"))

@@ -15,7 +15,7 @@ from shrinkgpu.passes.definitions import DeleteDefinitions, PruneImports
 from shrinkgpu.passes.expressions import SimplifyExpressions
 from shrinkgpu.passes.files import DropFiles, InlineModules
 from shrinkgpu.passes.inline import InlineCalls, InlineExpressions
-from shrinkgpu.passes.loops import LoopToFirstIteration, WhileToBody
+from shrinkgpu.passes.loops import LoopToFailingIteration, LoopToFirstIteration, WhileToBody
 from shrinkgpu.passes.statements import DeleteStatements, SliceToFailure
 
 # Tiers, cheapest first (see core.search.reduce_to_fixpoint): the first tier removes
@@ -42,7 +42,7 @@ STRUCTURE: tuple[EditPass, ...] = (
     DropFiles(),
     PruneImports(),
 )
-EXPRESSIONS: tuple[EditPass, ...] = (SimplifyExpressions(),)
+EXPRESSIONS: tuple[EditPass, ...] = (SimplifyExpressions(), LoopToFailingIteration())
 PASSES: tuple[tuple[EditPass, ...], ...] = (STRUCTURE, EXPRESSIONS)
 
 __all__ = [
@@ -62,6 +62,7 @@ __all__ = [
     "InlineCalls",
     "InlineExpressions",
     "InlineModules",
+    "LoopToFailingIteration",
     "LoopToFirstIteration",
     "WhileToBody",
     "SliceToFailure",

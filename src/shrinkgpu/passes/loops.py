@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from shrinkgpu.passes.base import EditPass, LevelZeroPass, Unit, dedupe
+from shrinkgpu.passes.base import LevelZeroPass, Unit
 from shrinkgpu.syntax.program import Candidate, Edit
 from shrinkgpu.syntax.program import code_of as _code
 
@@ -91,37 +91,16 @@ def nth_item(iterable: cst.BaseExpression, n: int, program=None) -> tuple[str, s
     return f"next(itertools.islice({_code(iterable)}, {n}, None))", "itertools"
 
 
-class LoopToFirstIteration(EditPass):
-    """Level 0: every loop becomes its first iteration.  Level 1: a loop the original
-    failed in at iteration k > 0 (counted in its first run) becomes iteration k, when the
-    first did not reproduce -- the earlier iterations' items skipped, their bodies not run."""
-
+class LoopToFirstIteration(LevelZeroPass):
     name = "loop-to-first-iteration"
+    nth = False  # the failing iteration instead (LoopToFailingIteration)
 
-    def units(self, cand: Candidate, level: int):
-        if level > 1:
-            return None
-        return dedupe(self.edits(cand, level))
-
-    def edits(self, cand: Candidate, level: int = 0) -> list[Unit]:
-        program = cand.program
-        touched: set[int] = set()
+    def edits(self, cand: Candidate) -> list[Unit]:
         if cand.edits:
-            if level == 0:
-                return []  # the text below is the original's; wait for the next rebase
-            # Level 1 follows level 0 of the same sweep: a loop whose own text no edit
-            # changed (none of its statements) can still be rewritten from it.
-            for e in cand.edits:
-                cur = e.stmt if e.stmt >= 0 else None
-                while cur is not None:
-                    touched.add(cur)
-                    cur = program.stmts[cur].parent
-            if any(e.stmt < 0 for e in cand.edits):
-                return []  # expression or file edits: positions unknown here
+            return []  # the text below is the original's; wait for the next rebase
+        program = cand.program
         out: list[Unit] = []
         for s in cand.editable():
-            if s.id in touched:
-                continue
             loop = s.node
             if s.kind != "for" or not isinstance(loop, cst.For) or loop.asynchronous is not None:
                 continue
@@ -134,7 +113,7 @@ class LoopToFirstIteration(EditPass):
                 stmt.visit(exits)
             if exits.found:
                 continue
-            if level == 0:
+            if not self.nth:
                 lines = [f"{_code(loop.target)} = {first_item(loop.iter)}\n"]
             else:
                 iteration = program.loop_iterations.get(s.id, 0)
@@ -146,6 +125,17 @@ class LoopToFirstIteration(EditPass):
             text = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
             out.append((Edit("replace", s.id, text=text),))
         return out
+
+
+class LoopToFailingIteration(LoopToFirstIteration):
+    """A loop the original failed in at iteration k > 0 (counted in its first run)
+    becomes iteration k: the earlier items skipped, their bodies not run.  A last resort,
+    in the expression tier: cutting the data in front of the failing item (a dataset
+    dropped from a ``ConcatDataset``) usually lets the first iteration fail instead, which
+    needs no skipping and leaves the data smaller."""
+
+    name = "loop-to-failing-iteration"
+    nth = True
 
 
 class WhileToBody(LevelZeroPass):
