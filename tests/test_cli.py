@@ -239,6 +239,8 @@ def test_reduce_cuts_a_loop_to_the_iteration_that_failed_in_the_original(tmp_pat
     assert result.returncode == 0, result.stderr
     out = script.with_name("rows.min.py").read_text()
     assert "for " not in out.replace("for _ in", "")  # no loop left but the data's own
-    assert "x = data[4]\n" in out
+    # the bad row, wherever shrinking the data moved it (the count is redone on the way)
+    index = int(re.search(r"^x = data\[(\d+)\]$", out, re.M).group(1))
+    assert f"data[{index}] = torch.arange(3) +" in out
     check = subprocess.run([sys.executable, "rows.min.py"], cwd=tmp_path, capture_output=True, text=True)
     assert re.search(r"IndexError: index \d+ is out of bounds for dimension 0 with size \d+", check.stderr)
