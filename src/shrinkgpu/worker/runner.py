@@ -251,17 +251,25 @@ class Runner:
             return result
 
         def finish(raw_fut: Future) -> None:
+            interrupted = None
             try:
                 event = raw_fut.result()
                 obs = Observation.from_run(event, run.observation, run.stdout, run.stderr)
             except SupervisorGone as exc:
                 obs = Observation.infrastructure(str(exc))
-            except BaseException as exc:  # noqa: BLE001 - surfaced as an infrastructure failure
+            except KeyboardInterrupt as exc:
+                # Ctrl-C while this ran in the main thread (a future already done when
+                # the callback was added): the run is lost, the interrupt is not.
+                obs = Observation.infrastructure("the run was cancelled")
+                interrupted = exc
+            except Exception as exc:  # noqa: BLE001 - surfaced as an infrastructure failure
                 obs = Observation.infrastructure(f"{type(exc).__name__}: {exc}")
             try:
                 self.sandbox.release(run)
             finally:
                 result.set_result(obs)
+            if interrupted is not None:
+                raise interrupted
 
         raw.add_done_callback(finish)
         return result
