@@ -201,7 +201,10 @@ def test_ctrl_c_writes_the_best_result_so_far_and_exits_130(tmp_path):
     proc = subprocess.Popen([*EXE, "reduce", script.name, "-k", "out of bounds", "--json", "-j", "1",
                              "--isolation", "fresh"],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            stdin=subprocess.DEVNULL)
+                            stdin=subprocess.DEVNULL,
+                            # A suite started in the background of a non-interactive shell
+                            # inherits SIGINT ignored, and Python then installs no handler.
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)
     reader.start()

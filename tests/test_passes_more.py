@@ -368,3 +368,10 @@ def test_loop_facts_name_loops_by_header_text_and_skip_ambiguous_ones():
     assert {program.stmt_code(s).strip().splitlines()[0]: k for s, k in program.loop_iterations.items()} == {
         "for epoch in range(1, 3):": 1  # "for y in data:" occurs twice now
     }
+
+
+def test_simplify_expressions_takes_the_one_element_of_a_wrapped_list():
+    cand = start("train_set = ConcatDataset([vendor])\nloader = DataLoader(train_set)\n")
+    assert "train_set = vendor\nloader = DataLoader(train_set)\n" in each(SimplifyExpressions(), cand, 0) + each(
+        SimplifyExpressions(), cand, 1
+    )

@@ -235,6 +235,11 @@ def _alternatives(stmt: cst.CSTNode) -> list[tuple[cst.CSTNode, list[tuple[str, 
         # ``sys.exit(main())``, ``act(fc(h))`` -> the inner call.
         if len(positional) == 1 and isinstance(positional[0].value, _SIMPLE):
             options.append(("expr", _code(positional[0].value)))
+        # ``ConcatDataset([vendor])``, ``torch.cat([x])`` -> the one element.
+        if len(positional) == 1 and isinstance(positional[0].value, (cst.List, cst.Tuple)):
+            elements = positional[0].value.elements
+            if len(elements) == 1 and isinstance(elements[0], cst.Element) and isinstance(elements[0].value, _SIMPLE):
+                options.append(("expr", _code(elements[0].value)))
         # ``y.squeeze(-1)`` -> ``y``: reshapes after the failing call are not the trigger.
         if (
             isinstance(call.func, cst.Attribute)
