@@ -1107,3 +1107,15 @@ def test_protected_and_seeding_statements_come_from_seed_sites():
     assert p.protected == {sid(p, "main()"), sid(p, "seed_all(0)"), sid(p, "torch.manual_seed")}
     assert p.seeding == {sid(p, "torch.manual_seed")}
     assert program(src).protected == frozenset()
+
+
+def test_order_is_tokens_plus_block_and_loop_costs_then_the_magnitude_of_constants():
+    from shrinkgpu.syntax.tokens import measure
+
+    src = "for i in range(30):\n    xs = [j for j in range(4)]\n    while i:\n        i -= 1  # comment\n"
+    # tokens, indented blocks, loops (not the comprehension's ``for``), integer literals
+    assert measure(src) == (26, 2, 2, 35)
+    cand = program(src).initial()
+    assert cand.order == (26 + 5 * 2 + 10 * 2, 35)
+    straight = program("i = 0\nxs = [j for j in range(4)]\ni -= 1\n").initial()
+    assert straight.order < cand.order

@@ -33,7 +33,7 @@ from typing import Iterable, Mapping, Sequence
 
 import libcst as cst
 
-from shrinkgpu.syntax.tokens import count_blocks, count_loops, count_tokens
+from shrinkgpu.syntax.tokens import count_tokens, measure
 
 # What one level of nesting costs, in tokens, when candidates are compared: a loop
 # replaced by its first iteration (``x = next(iter(it))``) is a few tokens longer than
@@ -476,33 +476,30 @@ class Candidate:
         return {p: t for p, t in rendered.items() if p not in self.dropped_files}
 
     @cached_property
+    def _measures(self) -> tuple[int, int, int, int]:
+        totals = [0, 0, 0, 0]
+        for text in self.files.values():
+            for k, value in enumerate(measure(text)):
+                totals[k] += value
+        return tuple(totals)
+
+    @cached_property
     def size(self) -> int:
-        return sum(count_tokens(t) for t in self.files.values())
+        return self._measures[0]
 
     @cached_property
     def magnitude(self) -> int:
         """Sum of the integer literals (each capped): the tie-breaker that lets
         ``range(3)`` -> ``range(1)`` count as progress at equal token count."""
-        import io
-        import tokenize
-
-        total = 0
-        for text in self.files.values():
-            try:
-                for tok in tokenize.generate_tokens(io.StringIO(text).readline):
-                    if tok.type == tokenize.NUMBER and tok.string.isdigit():
-                        total += min(int(tok.string), 1_000_000)
-            except (tokenize.TokenError, SyntaxError, IndentationError):
-                pass
-        return total
+        return self._measures[3]
 
     @cached_property
     def blocks(self) -> int:
-        return sum(count_blocks(t) for t in self.files.values())
+        return self._measures[1]
 
     @cached_property
     def loops(self) -> int:
-        return sum(count_loops(t) for t in self.files.values())
+        return self._measures[2]
 
     @cached_property
     def order(self) -> tuple[int, int]:
