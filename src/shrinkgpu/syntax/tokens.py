@@ -25,32 +25,6 @@ def count_tokens(source: str) -> int:
         return len(_FALLBACK.findall(re.sub(r"#[^\n]*", "", source)))
 
 
-def count_blocks(source: str) -> int:
-    """Indented blocks (loops, branches, functions, classes, ``with``, ``try``)."""
-    try:
-        return sum(1 for tok in tokenize.generate_tokens(io.StringIO(source).readline) if tok.type == tokenize.INDENT)
-    except (tokenize.TokenError, SyntaxError, IndentationError):
-        return 0
-
-
-def count_loops(source: str) -> int:
-    """``for`` and ``while`` statements (not the ``for`` of a comprehension)."""
-    try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
-    except (tokenize.TokenError, SyntaxError, IndentationError):
-        return 0
-    starts = (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.NL, tokenize.COMMENT)
-    count = 0
-    prev = None  # the previous token that is not a comment or a blank line
-    for tok in tokens:
-        if tok.type == tokenize.NAME and tok.string in ("for", "while"):
-            if prev is None or prev.type in starts or (prev.type == tokenize.NAME and prev.string == "async"):
-                count += 1
-        if tok.type not in (tokenize.NL, tokenize.COMMENT):
-            prev = tok
-    return count
-
-
 @functools.lru_cache(maxsize=512)
 def measure(source: str) -> tuple[int, int, int, int]:
     """(tokens, blocks, loops, magnitude) in one tokenization: what a candidate's order
