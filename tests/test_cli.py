@@ -247,3 +247,40 @@ def test_reduce_cuts_a_loop_to_the_iteration_that_failed_in_the_original(tmp_pat
     assert f"data[{index}] = torch.arange(3) +" in out
     check = subprocess.run([sys.executable, "rows.min.py"], cwd=tmp_path, capture_output=True, text=True)
     assert re.search(r"IndexError: index \d+ is out of bounds for dimension 0 with size \d+", check.stderr)
+
+
+def test_sync_launches_sets_the_backend_variable_for_every_run_and_says_so(tmp_path):
+    # A CPU build is not ROCm: the NVIDIA variable. The script fails only when it sees it,
+    # so the original, every candidate and the fresh re-checks all ran with it.
+    script = tmp_path / "env.py"
+    script.write_text(textwrap.dedent(
+        """\
+        import os
+        import torch
+        print("noise")
+        if os.environ.get("CUDA_LAUNCH_BLOCKING") == "1":
+            torch.zeros(2)[3]
+        """
+    ))
+    plain = shrinkgpu("run", script.name, cwd=tmp_path)
+    assert plain.returncode == 3  # without the flag the script does not fail
+    ran = shrinkgpu("run", script.name, "--sync-launches", "--json", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout)["launch_env"] == {"CUDA_LAUNCH_BLOCKING": "1"}
+    result = shrinkgpu("reduce", script.name, "-k", "out of bounds", "--sync-launches", "--json", "-q", "-j", "2",
+                       cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["launch_env"] == {"CUDA_LAUNCH_BLOCKING": "1"}
+    assert data["verified"] == {"reproduced": 2, "runs": 2}
+    assert any("CUDA_LAUNCH_BLOCKING=1" in note for note in data["notes"])
+    assert "CUDA_LAUNCH_BLOCKING=1 python env.min.py" in script.with_name("env.min.md").read_text()
+    assert "print" not in script.with_name("env.min.py").read_text()
+
+
+def test_the_launch_variable_follows_the_backend():
+    from shrinkgpu.reducer import launch_variable
+
+    assert launch_variable({"cuda": "12.8", "hip": None}) == ("CUDA_LAUNCH_BLOCKING", "1")
+    assert launch_variable({"cuda": None, "hip": "6.4.1"}) == ("AMD_SERIALIZE_KERNEL", "3")
+    assert launch_variable({}) == ("CUDA_LAUNCH_BLOCKING", "1")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from shrinkgpu.reducer import NotReproduced, ReduceConfig, ReduceError, reduce, run_once
+from shrinkgpu.reducer import NotReproduced, ReduceConfig, ReduceError, reduce, run_observed
 from shrinkgpu.signature import Strictness
 from shrinkgpu.worker import Isolation
 
@@ -69,16 +69,21 @@ def main() -> None:
 @click.option("--isolation", type=click.Choice([i.value for i in Isolation]), default="fresh", show_default=True)
 @root_option
 @stdin_option
+@click.option("--sync-launches", is_flag=True,
+              help="Synchronous kernel launches for every run (CUDA_LAUNCH_BLOCKING=1, or "
+                   "AMD_SERIALIZE_KERNEL=3 on ROCm): an asynchronous GPU error is reported at the kernel "
+                   "that failed, not at a later synchronising call.")
 @click.option("--json", "as_json", is_flag=True, help="Print the observation as JSON.")
-def run(script, script_args, timeout, isolation, root, stdin_file, as_json) -> None:
+def run(script, script_args, timeout, isolation, root, stdin_file, sync_launches, as_json) -> None:
     """Run SCRIPT once in a worker and print its first error.
 
     Arguments after `--` are passed to the script. Exits 0 if the script failed,
     3 if it did not.
     """
-    config = _config(script, script_args, timeout=timeout, root=root, stdin=_stdin_bytes(stdin_file))
+    config = _config(script, script_args, timeout=timeout, root=root, stdin=_stdin_bytes(stdin_file),
+                     sync_launches=sync_launches)
     try:
-        obs, _ = run_once(config, isolation=Isolation(isolation), collect=False)
+        obs, _, _, launch = run_observed(config, isolation=Isolation(isolation), collect=False)
     except ReduceError as exc:
         raise click.ClickException(str(exc)) from None
     if obs.infra_error:
@@ -93,6 +98,7 @@ def run(script, script_args, timeout, isolation, root, stdin_file, as_json) -> N
             "seconds": round(obs.wall, 3),
             "signature": obs.signature.to_json() if obs.signature else None,
             "environment": obs.environment,
+            "launch_env": dict([launch]) if launch else {},
         }, indent=2))
     elif obs.signature is not None:
         click.echo(obs.signature.describe())
@@ -126,11 +132,15 @@ def run(script, script_args, timeout, isolation, root, stdin_file, as_json) -> N
               help="Pin workers to these GPUs via CUDA_VISIBLE_DEVICES, e.g. 0,1 (default: all visible).")
 @root_option
 @stdin_option
+@click.option("--sync-launches", is_flag=True,
+              help="Synchronous kernel launches for every run (CUDA_LAUNCH_BLOCKING=1, or "
+                   "AMD_SERIALIZE_KERNEL=3 on ROCm): an asynchronous GPU error is reported at the kernel "
+                   "that failed, not at a later synchronising call.")
 @click.option("--keep-temp", is_flag=True, help="Keep the temporary run directories (for debugging).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary at the end.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines.")
 def reduce_cmd(script, script_args, keep_error, output, timeout, isolation, strictness, max_tests, max_time,
-               verify_runs, search, jobs, gpus, root, stdin_file, keep_temp, as_json, quiet) -> None:
+               verify_runs, search, jobs, gpus, root, stdin_file, sync_launches, keep_temp, as_json, quiet) -> None:
     """Reduce SCRIPT while its first error still matches --keep-error.
 
     Arguments after `--` are passed to the script. SCRIPT itself is never modified.
@@ -147,7 +157,7 @@ def reduce_cmd(script, script_args, keep_error, output, timeout, isolation, stri
         keep_error=keep_error, output=output, timeout=timeout, isolation=Isolation(isolation),
         strictness=Strictness(strictness), max_tests=max_tests, max_time=max_time,
         verify_runs=verify_runs, root=root, stdin=_stdin_bytes(stdin_file), keep_temp=keep_temp,
-        jobs=jobs, gpus=gpu_ids, search=search,
+        jobs=jobs, gpus=gpu_ids, search=search, sync_launches=sync_launches,
     )
     try:
         result = reduce(config, on_event=None if quiet else ProgressPrinter())

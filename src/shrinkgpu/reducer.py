@@ -77,6 +77,7 @@ class ReduceConfig:
     jobs: int | None = None  # candidates at once; default: one per GPU if any, else per core
     search: str = "probdd"  # or "ddmin"
     gpus: tuple[str, ...] | None = None  # pin workers to these devices; default: all visible
+    sync_launches: bool = False  # CUDA_LAUNCH_BLOCKING=1 / AMD_SERIALIZE_KERNEL=3 for every run
 
 
 @dataclass
@@ -105,6 +106,7 @@ class ReductionResult:
     environment: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     passes: dict = field(default_factory=dict)
+    launch_env: dict = field(default_factory=dict)  # {"CUDA_LAUNCH_BLOCKING": "1"} with --sync-launches
 
     def to_json(self) -> dict:
         return {
@@ -133,6 +135,7 @@ class ReductionResult:
             "environment": self.environment,
             "notes": self.notes,
             "passes": self.passes,
+            "launch_env": self.launch_env,
         }
 
 
@@ -168,6 +171,39 @@ def spec_for(config: ReduceConfig) -> ScriptSpec:
         stdin=config.stdin,
         argv0=config.argv0 if config.argv0 is not None else str(config.script),
     )
+
+
+def launch_variable(environment: Mapping[str, object]) -> tuple[str, str]:
+    """The variable that makes kernel launches synchronous for the torch build a run
+    reported: ``AMD_SERIALIZE_KERNEL=3`` on ROCm (``torch.version.hip`` set), where the
+    NVIDIA variable means nothing, else ``CUDA_LAUNCH_BLOCKING=1``."""
+    if environment.get("hip"):
+        return "AMD_SERIALIZE_KERNEL", "3"
+    return "CUDA_LAUNCH_BLOCKING", "1"
+
+
+def with_sync_launches(config: ReduceConfig, environment: Mapping[str, object]) -> tuple[ReduceConfig, tuple[str, str]]:
+    """``config`` whose runs all see the synchronous-launch variable of that backend
+    (field guide, rule 2: an asynchronous error surfaces at a later synchronising call;
+    synchronous launches move it to the kernel that failed)."""
+    name, value = launch_variable(environment)
+    env = dict(os.environ if config.env is None else config.env)
+    env[name] = value
+    return dataclasses.replace(config, env=env), (name, value)
+
+
+def run_observed(
+    config: ReduceConfig, *, isolation: Isolation = Isolation.FRESH, collect: bool = True, count_loops: bool = False
+) -> tuple[Observation, ScriptSpec, ReduceConfig, tuple[str, str] | None]:
+    """``run_once``; with ``config.sync_launches`` a second run with the backend's
+    synchronous-launch variable (the first tells which backend), whose observation is
+    the one returned, along with the config every later run must use."""
+    obs, spec = run_once(config, isolation=isolation, collect=collect, count_loops=count_loops)
+    if not config.sync_launches or obs.infra_error:
+        return obs, spec, config, None
+    config, variable = with_sync_launches(config, obs.environment)
+    obs, spec = run_once(config, isolation=isolation, collect=collect, count_loops=count_loops)
+    return obs, spec, config, variable
 
 
 def default_output(script: Path) -> Path:
@@ -263,7 +299,7 @@ def reduce(config: ReduceConfig, on_event: Callable[[object], None] | None = Non
 
     emit(Stage("running the original in a fresh interpreter"))
     # The first run also counts loop iterations (a line tracer: this run only).
-    first, _ = run_once(config, isolation=Isolation.FRESH, collect=True, count_loops=True)
+    first, spec, config, launch = run_observed(config, isolation=Isolation.FRESH, collect=True, count_loops=True)
     if first.infra_error:
         raise ReduceError(f"could not run the script: {first.infra_error}")
     if first.signature is None:
@@ -279,6 +315,11 @@ def reduce(config: ReduceConfig, on_event: Callable[[object], None] | None = Non
     program = Program(files, spec.script_rel, facts=dataclasses.replace(facts_of(first), loops=loops))
     exclude = [output, output.with_suffix(""), output.with_suffix(".md")]
     notes: list[str] = []
+    if launch is not None:
+        notes.append(
+            f"kernel launches were synchronous ({launch[0]}={launch[1]}) for the original and every "
+            "candidate: the first error is where the failing kernel was launched"
+        )
     if spec.cwd_rel is None:
         # No absolute paths in what goes to a maintainer (field guide, rule 8).
         notes.append(
@@ -401,6 +442,7 @@ def reduce(config: ReduceConfig, on_event: Callable[[object], None] | None = Non
         gpus=tuple(gpus),
         environment=first.environment,
         notes=notes,
+        launch_env=dict([launch]) if launch is not None else {},
         passes=pass_stats.to_json(),
     )
     if config.write:

@@ -137,7 +137,8 @@ def render_report(result, spec: ScriptSpec, target: Path) -> str:
         out.append(f"In the reduced script: {where}: `{final.frame.source}`")
     for note in sig.caught_earlier:
         out.append(f"\nNote: the script caught an earlier torch error before this one: `{note}`")
-    out += ["", "## Reproduce", "", "```sh", f"python {main_name}{' ' + args if args else ''}", "```", ""]
+    launch = "".join(f"{k}={v} " for k, v in sorted(getattr(result, "launch_env", {}).items()))
+    out += ["", "## Reproduce", "", "```sh", f"{launch}python {main_name}{' ' + args if args else ''}", "```", ""]
     for rel, text in sorted(result.files.items(), key=lambda kv: kv[0] != result.main):
         out += [f"`{rel}`:" if len(result.files) > 1 else "", "```python", text.rstrip("\n"), "```", ""]
     out += [
