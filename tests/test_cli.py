@@ -284,3 +284,23 @@ def test_the_launch_variable_follows_the_backend():
     assert launch_variable({"cuda": "12.8", "hip": None}) == ("CUDA_LAUNCH_BLOCKING", "1")
     assert launch_variable({"cuda": None, "hip": "6.4.1"}) == ("AMD_SERIALIZE_KERNEL", "3")
     assert launch_variable({}) == ("CUDA_LAUNCH_BLOCKING", "1")
+
+
+def test_a_bug_in_a_package_module_reduces_to_one_file_without_the_empty_init(tmp_path):
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "__init__.py").write_text("")
+    (tmp_path / "models" / "heads.py").write_text(
+        "import torch\n\n\ndef pick(scores, idx):\n    return torch.gather(scores, 1, idx)\n\n\n"
+        "def unused():\n    return 1\n"
+    )
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch\nfrom models.heads import pick\nimport models.heads as H\n\nprint('start')\n"
+        "scores = torch.zeros(2, 3)\nidx = torch.tensor([[5], [0]])\nH.unused()\nout = pick(scores, idx)\n"
+    )
+    result = shrinkgpu("reduce", script.name, "-k", "out of bounds", "-q", "-j", "2", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert not (tmp_path / "train.min").exists()
+    out = (tmp_path / "train.min.py").read_text()
+    assert "models" not in out and "torch.gather(" in out
+    assert (tmp_path / "models" / "__init__.py").read_text() == ""  # the user's files stay

@@ -42,6 +42,9 @@ BLOCK_COST = 5
 # A loop on top of its block: a maintainer reads straight-line steps far more easily,
 # and ``x = next(itertools.islice(loader, 3, None))`` should beat ``for x in loader:``.
 LOOP_COST = 10
+# Each file beyond the main one: a single self-contained script is what a maintainer
+# wants, and an empty ``pkg/__init__.py`` left behind has no tokens to count.
+FILE_COST = 10
 
 # Which parts of a compound statement survive a ``body`` edit.
 BODY_BRANCHES: dict[str, frozenset[str]] = {
@@ -503,9 +506,10 @@ class Candidate:
 
     @cached_property
     def order(self) -> tuple[int, int]:
-        """What the search minimises: tokens plus a cost per nested block and per loop,
-        then the magnitude of constants."""
-        return (self.size + BLOCK_COST * self.blocks + LOOP_COST * self.loops, self.magnitude)
+        """What the search minimises: tokens plus a cost per nested block, per loop and
+        per file beyond the main one, then the magnitude of constants."""
+        extra_files = max(0, sum(1 for path in self.files if path.endswith(".py")) - 1)
+        return (self.size + BLOCK_COST * self.blocks + LOOP_COST * self.loops + FILE_COST * extra_files, self.magnitude)
 
     @cached_property
     def key(self) -> tuple[tuple[str, str], ...]:
