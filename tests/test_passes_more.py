@@ -321,9 +321,12 @@ def test_simplify_expressions_splits_a_tuple_assignment_with_unread_names():
     assert not any(o.startswith("a = b") for o in each(SimplifyExpressions(), swap, 0))
 
 
-def test_first_batch_of_a_list_with_a_collate_function_is_the_function_of_a_slice():
-    cand = start("loader = DataLoader(items, batch_size=16, collate_fn=pad)\nx, n = next(iter(loader))\n")
-    assert after(FirstBatch(), cand) == "x, n = pad(items[:16])\n"
+def test_first_batch_with_a_collate_function_is_the_function_of_the_first_items():
+    cand = start("items = [a, b, c]\nloader = DataLoader(items, batch_size=2, collate_fn=pad)\nx, n = next(iter(loader))\n")
+    assert after(FirstBatch(), cand) == "items = [a, b, c]\nx, n = pad(items[:2])\n"
+    # any other dataset: the items the loader would fetch, in order (a name that is free)
+    cand = start("i = 3\nloader = DataLoader(ds, batch_size=16, collate_fn=pad)\nx, n = next(iter(loader))\n")
+    assert after(FirstBatch(), cand) == "i = 3\nx, n = pad([ds[i2] for i2 in range(16)])\n"
 
 
 LOOPS_SRC = """\
@@ -375,3 +378,39 @@ def test_simplify_expressions_takes_the_one_element_of_a_wrapped_list():
     assert "train_set = vendor\nloader = DataLoader(train_set)\n" in each(SimplifyExpressions(), cand, 0) + each(
         SimplifyExpressions(), cand, 1
     )
+
+
+def test_inline_a_forward_whose_call_heads_a_subscript_or_method_chain():
+    cand = start(
+        """\
+        import torch.nn as nn
+
+
+        class Net(nn.Module):
+            def forward(self, ids, mask):
+                h = self.emb(ids)
+                return self.head(h)
+
+
+        model = Net()
+        logits = model(ids, mask)[:, :-1].float()
+        """
+    )
+    assert each(InlineCalls(), cand) == [dedent(
+        """\
+        import torch.nn as nn
+
+
+        class Net(nn.Module):
+            pass
+
+
+        model = Net()
+        self = model
+        h = self.emb(ids)
+        logits = self.head(h)[:, :-1].float()
+        """
+    )]
+    # an index that reads a name the body could rebind stays out
+    cand = start("def f(x):\n    k = 1\n    return x\n\ny = f(a)[k]\n")
+    assert InlineCalls().units(cand, 0) == []

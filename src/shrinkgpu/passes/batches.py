@@ -242,13 +242,16 @@ class FirstBatch(LevelZeroPass):
                     continue
                 _, dataset, batch, collate = args
                 if collate is not None:
-                    # The loader hands ``collate`` the list of the first items; for a
-                    # list dataset (the common case with a collate function) that is a
-                    # slice.  For anything else the candidate fails and is dropped.
+                    # The loader hands ``collate`` the list of the first items: a slice
+                    # of a list dataset, ``[ds[i] for i in range(B)]`` of any other.
                     data = _code(dataset)
                     if not isinstance(dataset, (cst.Name, cst.Attribute)):
                         data = f"({data})"
-                    text = f"{collate}({data}[:{batch}])"
+                    if _is_list(cand, dataset):
+                        text = f"{collate}({data}[:{batch}])"
+                    else:
+                        index = _fresh_name(program, "i")
+                        text = f"{collate}([{data}[{index}] for {index} in range({batch})])"
                 else:
                     text = _first_batch(cand, dataset, batch)
                 if text is None:
@@ -285,3 +288,35 @@ def _unused_item_methods(cand: Candidate, dataset: cst.BaseExpression, users: se
         if method is not None:
             edits.append(Edit("delete", method[0]))
     return edits
+
+
+def _is_list(cand: Candidate, dataset: cst.BaseExpression) -> bool:
+    """Whether ``dataset`` is a list (a literal, a comprehension, or a name bound once to
+    one), so that slicing it gives the list of its first items."""
+    if isinstance(dataset, (cst.List, cst.ListComp)):
+        return True
+    if not isinstance(dataset, cst.Name):
+        return False
+    binders = cand.program.deps.binders(dataset)
+    if len(binders) != 1:
+        return False
+    node = cand.program.stmts[next(iter(binders))].node
+    return (
+        isinstance(node, cst.SimpleStatementLine)
+        and len(node.body) == 1
+        and isinstance(node.body[0], cst.Assign)
+        and isinstance(node.body[0].value, (cst.List, cst.ListComp))
+    )
+
+
+def _fresh_name(program, base: str) -> str:
+    """``base``, or ``base2``... : a comprehension variable no file of the program uses."""
+    used = set()
+    for text in program.texts.values():
+        from shrinkgpu.passes.base import names_read
+
+        used |= names_read(text)
+    name, k = base, 2
+    while name in used:
+        name, k = f"{base}{k}", k + 1
+    return name

@@ -167,16 +167,68 @@ def _used_bindings(bindings: list[str], body: list[cst.BaseStatement], returned)
     return out
 
 
-def _call_site(stmt: cst.CSTNode) -> tuple[cst.Call, str | None] | None:
-    """(call, assignment target text or None) for ``f(...)`` or ``t = f(...)`` lines."""
+def _call_site(stmt: cst.CSTNode) -> tuple[cst.Call, str | None, cst.BaseExpression | None] | None:
+    """(call, assignment target text or None, the whole value when the call is only its
+    head) for ``f(...)``, ``t = f(...)`` and ``t = f(...)[:, :-1]`` / ``t = f(...).float()``
+    lines: the call runs first in all of them."""
     if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
         return None
     small = stmt.body[0]
     if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
-        return small.value, None
-    if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.value, cst.Call):
-        return small.value, _code(small.targets[0].target)
+        return small.value, None, None
+    if isinstance(small, cst.Assign) and len(small.targets) == 1:
+        head = _head_call(small.value)
+        if head is not None:
+            return head, _code(small.targets[0].target), small.value
+        if isinstance(small.value, cst.Call):
+            return small.value, _code(small.targets[0].target), None
     return None
+
+
+def _head_call(value: cst.BaseExpression) -> cst.Call | None:
+    """The call a chain of subscripts, attributes and method calls starts from, when the
+    other parts of the chain read nothing that the call's body could rebind."""
+    node = value
+    seen_suffix = False
+    while True:
+        if isinstance(node, cst.Subscript):
+            if any(not _plain_slice(el) for el in node.slice):
+                return None
+            node, seen_suffix = node.value, True
+        elif isinstance(node, cst.Attribute):
+            node, seen_suffix = node.value, True
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and not node.args:
+            node, seen_suffix = node.func.value, True  # ``.float()``, ``.contiguous()``
+        else:
+            break
+    return node if seen_suffix and isinstance(node, cst.Call) else None
+
+
+def _plain_slice(el: cst.SubscriptElement) -> bool:
+    """``:``, ``:-1``, ``0``, ``None``, ``...``: indices made of literals only."""
+    class Names(cst.CSTVisitor):
+        found = False
+
+        def visit_Name(self, node: cst.Name) -> None:
+            if node.value not in ("None", "True", "False"):
+                Names.found = True
+
+        def visit_Call(self, node: cst.Call) -> None:
+            Names.found = True
+
+    checker = Names()
+    el.visit(checker)
+    return not Names.found
+
+
+class _ReplaceNode(cst.CSTTransformer):
+    def __init__(self, old: cst.CSTNode, new: cst.BaseExpression):
+        self.old, self.new = old, new
+
+    def on_leave(self, original_node, updated_node):
+        if original_node is self.old:
+            return self.new
+        return updated_node
 
 
 def _compose(
@@ -210,7 +262,7 @@ class InlineCalls(LevelZeroPass):
             site = _call_site(s.node)
             if site is None:
                 continue
-            call, target = site
+            call, target, whole = site
             found = self._callee(cand, s.id, call)
             if found is None:
                 continue
@@ -226,6 +278,13 @@ class InlineCalls(LevelZeroPass):
                 continue
             bindings = _used_bindings(bindings, body, returned)
             constructing = self_text is not None and self_text.endswith("()") and fn.name.value == "__init__"
+            if whole is not None:
+                if returned is None or constructing:
+                    continue
+                # ``t = f(x)[:, :-1]``: the returned value takes the call's place.
+                from shrinkgpu.syntax.program import parse_expression
+
+                returned = whole.visit(_ReplaceNode(call, parse_expression(_code(returned))))
             if constructing:
                 if target is None or returned is not None:
                     continue
