@@ -48,7 +48,11 @@ def names_read(text: str) -> set[str]:
     try:
         return {t.string for t in tokenize.generate_tokens(io.StringIO(text).readline) if t.type == tokenize.NAME}
     except (tokenize.TokenError, SyntaxError, IndentationError):
-        return set()
+        # Pasted statements with mixed indentation: every word is a superset of the
+        # names, which is the safe side for "is this name still read?".
+        import re
+
+        return set(re.findall(r"[^\W\d]\w*", text))
 
 
 def _within(program, sid: int, ancestor: int) -> bool:
