@@ -314,6 +314,9 @@ def test_simplify_expressions_splits_a_tuple_assignment_with_unread_names():
     flat = each(SimplifyExpressions(), cand, 0)
     assert "x = a[:16]\nwin, n = x.view(3, 4), 5\nprint(x)\n" in flat
     assert "x, y = a[:16], b[:16]\nx.view(3, 4)\nprint(x)\n" in flat
+    # a name assigned to itself is no assignment
+    cand = start("pts, t = pts, tensor(xs)\nf(pts, t)\n")
+    assert "t = tensor(xs)\nf(pts, t)\n" in each(SimplifyExpressions(), cand, 0)
     # reading one's own old value is fine; a swap is not two assignments
     cand = start("t, n, labels = padded, 0, labels\nf(t)\n")
     assert "t = padded\nf(t)\n" in each(SimplifyExpressions(), cand, 0)

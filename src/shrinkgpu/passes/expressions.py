@@ -335,8 +335,11 @@ def _split_tuple_assignment(program, s) -> str | None:
     from shrinkgpu.passes.base import names_read
 
     read = [bool(program.deps.readers(s.id, n.value)) for n in names]
-    if all(read):
+    # ``a = a`` is no assignment at all (``points, t = points, tensor(...)``).
+    same = [isinstance(v, cst.Name) and v.value == n.value for n, v in zip(names, values)]
+    if all(read) and not any(same):
         return None
+    read = [r and not sm for r, sm in zip(read, same)]
     lines = []
     assigned: set[str] = set()
     for name, val, is_read in zip(names, values, read):
