@@ -97,7 +97,7 @@ def _loader_args(node: cst.CSTNode) -> tuple[str, cst.BaseExpression, str, str |
         elif key == "collate_fn":
             collate = None if _code(arg.value) == "None" else _code(arg.value)
         elif key not in _HARMLESS:
-            return None  # sampler, batch_sampler, collate_fn: another first batch
+            return None  # sampler, batch_sampler: another first batch
     if dataset is None or batch == "None":
         return None
     return target.value, dataset, batch, collate
@@ -261,7 +261,8 @@ class FirstBatch(LevelZeroPass):
                 unit = [Edit("expr", node=program.node_index(call), text=text)]
                 if deps.readers(lsid, loader.value) == {s.id}:
                     unit += deletion_unit(cand, [lsid], ignore=frozenset({s.id}), new_text=text)
-                    unit += _unused_item_methods(cand, dataset, {lsid})
+                    if collate is None:  # ``collate([ds[i] ...])`` still indexes the dataset
+                        unit += _unused_item_methods(cand, dataset, {lsid})
                 out.append(tuple(unit))
         return out
 
