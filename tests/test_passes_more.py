@@ -431,3 +431,10 @@ def test_inlining_keeps_a_parameter_that_only_an_indented_statement_reads():
     assert each(InlineCalls(), cand) == [
         "\n\nn = 750\nout = []\nfor _ in range(n):\n    out.append(rng())\npts = out\n"
     ]
+
+
+def test_propagate_constants_indexes_a_tuple_where_it_is_subscripted():
+    from shrinkgpu.passes import PropagateConstants
+
+    cand = start("GRID = (16, 8, 4)\nn = GRID[0] * GRID[-1]\nshape = GRID\n")
+    assert after(PropagateConstants(), cand) == "n = 16 * 4\nshape = (16, 8, 4)\n"

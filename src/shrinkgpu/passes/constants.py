@@ -149,6 +149,31 @@ def _constant_text(node: cst.BaseExpression) -> str | None:
     return None
 
 
+def _tuple_items(node: cst.BaseExpression) -> list[str] | None:
+    if not isinstance(node, cst.Tuple):
+        return None
+    parts = [_constant_text(el.value) for el in node.elements]
+    return parts if parts and all(p is not None for p in parts) else None  # type: ignore[return-value]
+
+
+def _indexed(program, deps, name: cst.Name) -> tuple[cst.Subscript, int] | None:
+    """(``name[k]``, k) when the read ``name`` is subscripted by an integer literal."""
+    sid = deps.enclosing(name)
+    if sid is None:
+        return None
+    found: list[tuple[cst.Subscript, int]] = []
+
+    class Find(cst.CSTVisitor):
+        def visit_Subscript(self, node: cst.Subscript) -> None:
+            if node.value is name and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+                text = _code(node.slice[0].slice.value).replace(" ", "")
+                if text.lstrip("-").isdigit():
+                    found.append((node, int(text)))
+
+    program.stmts[sid].node.visit(Find())
+    return found[0] if found else None
+
+
 def _namespace_values(node: cst.BaseExpression) -> dict[str, str] | None:
     """``{k: literal}`` for ``argparse.Namespace(k=literal, ...)`` (any spelling of the owner)."""
     if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Attribute):
@@ -316,7 +341,14 @@ class PropagateConstants(LevelZeroPass):
             edits = []
             complete = True  # every read replaced: the binding can go too
             if constant is not None:
-                edits = [Edit("expr", node=program.node_index(n), text=constant) for n, _ in readers]
+                items = _tuple_items(value)
+                for n, _ in readers:
+                    # ``GRID[0]`` of ``GRID = (16, 16, 4)`` -> ``16``, not ``(16, 16, 4)[0]``.
+                    sub = _indexed(program, deps, n) if items is not None else None
+                    if sub is not None and -len(items) <= sub[1] < len(items):
+                        edits.append(Edit("expr", node=program.node_index(sub[0]), text=items[sub[1]]))
+                    else:
+                        edits.append(Edit("expr", node=program.node_index(n), text=constant))
             else:
                 values = _namespace_values(value) or _dataclass_defaults(cand, value)
                 if values is not None and deps.mutated(s.file, name):
