@@ -243,15 +243,16 @@ class FirstBatch(LevelZeroPass):
                 _, dataset, batch, collate = args
                 if collate is not None:
                     # The loader hands ``collate`` the list of the first items: a slice
-                    # of a list dataset, ``[ds[i] for i in range(B)]`` of any other.
+                    # of a list dataset.  Not ``collate([ds[i] for i in range(B)])`` for
+                    # other datasets: it is exact, but it pins the dataset class and its
+                    # ``__getitem__`` in place, where inlining the loop's step and the
+                    # constructor gets much further (measured on eval_label_offset).
+                    if not _is_list(cand, dataset):
+                        continue
                     data = _code(dataset)
                     if not isinstance(dataset, (cst.Name, cst.Attribute)):
                         data = f"({data})"
-                    if _is_list(cand, dataset):
-                        text = f"{collate}({data}[:{batch}])"
-                    else:
-                        index = _fresh_name(program, "i")
-                        text = f"{collate}([{data}[{index}] for {index} in range({batch})])"
+                    text = f"{collate}({data}[:{batch}])"
                 else:
                     text = _first_batch(cand, dataset, batch)
                 if text is None:
@@ -308,16 +309,3 @@ def _is_list(cand: Candidate, dataset: cst.BaseExpression) -> bool:
         and isinstance(node.body[0], cst.Assign)
         and isinstance(node.body[0].value, (cst.List, cst.ListComp))
     )
-
-
-def _fresh_name(program, base: str) -> str:
-    """``base``, or ``base2``... : a comprehension variable no file of the program uses."""
-    used = set()
-    for text in program.texts.values():
-        from shrinkgpu.passes.base import names_read
-
-        used |= names_read(text)
-    name, k = base, 2
-    while name in used:
-        name, k = f"{base}{k}", k + 1
-    return name
