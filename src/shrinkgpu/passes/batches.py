@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from shrinkgpu.passes.base import LevelZeroPass, Unit, deletion_unit
+from shrinkgpu.passes.base import LevelZeroPass, Unit, bound_sequence, deletion_unit
 from shrinkgpu.passes.inline import _first_param, _instance_class, _method, _Substitute
 from shrinkgpu.syntax.program import Candidate, Edit
 from shrinkgpu.syntax.program import code_of as _code
@@ -247,7 +247,7 @@ class FirstBatch(LevelZeroPass):
                     # other datasets: it is exact, but it pins the dataset class and its
                     # ``__getitem__`` in place, where inlining the loop's step and the
                     # constructor gets much further (measured on eval_label_offset).
-                    if not _is_list(cand, dataset):
+                    if not bound_sequence(program, dataset):
                         continue
                     data = _code(dataset)
                     if not isinstance(dataset, (cst.Name, cst.Attribute)):
@@ -290,22 +290,3 @@ def _unused_item_methods(cand: Candidate, dataset: cst.BaseExpression, users: se
         if method is not None:
             edits.append(Edit("delete", method[0]))
     return edits
-
-
-def _is_list(cand: Candidate, dataset: cst.BaseExpression) -> bool:
-    """Whether ``dataset`` is a list (a literal, a comprehension, or a name bound once to
-    one), so that slicing it gives the list of its first items."""
-    if isinstance(dataset, (cst.List, cst.ListComp)):
-        return True
-    if not isinstance(dataset, cst.Name):
-        return False
-    binders = cand.program.deps.binders(dataset)
-    if len(binders) != 1:
-        return False
-    node = cand.program.stmts[next(iter(binders))].node
-    return (
-        isinstance(node, cst.SimpleStatementLine)
-        and len(node.body) == 1
-        and isinstance(node.body[0], cst.Assign)
-        and isinstance(node.body[0].value, (cst.List, cst.ListComp))
-    )

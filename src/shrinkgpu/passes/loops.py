@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from shrinkgpu.passes.base import LevelZeroPass, Unit
+from shrinkgpu.passes.base import LevelZeroPass, Unit, bound_sequence
 from shrinkgpu.syntax.program import Candidate, Edit
 from shrinkgpu.syntax.program import code_of as _code
 
@@ -59,16 +59,8 @@ def nth_item(iterable: cst.BaseExpression, n: int, program=None) -> tuple[str, s
     ``next(itertools.islice(..., n, None))``, which skips the first items without running
     the loop body on them."""
     if isinstance(iterable, cst.Name) and program is not None:
-        binders = program.deps.binders(iterable)
-        if len(binders) == 1:
-            node = program.stmts[next(iter(binders))].node
-            if (
-                isinstance(node, cst.SimpleStatementLine)
-                and len(node.body) == 1
-                and isinstance(node.body[0], cst.Assign)
-                and isinstance(node.body[0].value, (cst.List, cst.ListComp, cst.Tuple))
-            ):
-                return f"{iterable.value}[{n}]", None
+        if bound_sequence(program, iterable, (cst.List, cst.ListComp, cst.Tuple)):
+            return f"{iterable.value}[{n}]", None
     if (
         isinstance(iterable, cst.Call)
         and isinstance(iterable.func, cst.Name)

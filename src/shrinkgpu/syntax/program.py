@@ -261,22 +261,9 @@ class Program:
                 break
         else:
             return False
-        import io
-        import tokenize
-
-        uses = 0
-        for path, text in self.texts.items():
-            if not path.endswith(".py"):
-                continue
-            try:
-                tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
-            except (tokenize.TokenError, SyntaxError, IndentationError):
-                return False
-            uses += sum(
-                1
-                for k, t in enumerate(tokens)
-                if t.type == tokenize.NAME and t.string == module and not (k and tokens[k - 1].string == ".")
-            )
+        uses = self._bare_name_uses.get(module)
+        if uses is None:
+            return False  # a file that does not tokenize: keep the seeding
         # The seeding call itself and the import that binds the name.
         return uses <= 2
 
@@ -294,6 +281,26 @@ class Program:
             if s.kind == "for":
                 found.setdefault((s.file, loop_header(s.node)), []).append(s.id)
         return {sids[0]: wanted[key] for key, sids in found.items() if key in wanted and len(sids) == 1}
+
+    @cached_property
+    def _bare_name_uses(self) -> dict[str, int]:
+        """How often ``random``, ``np`` and ``numpy`` are read as plain names (not as
+        attributes) in the program's files, counted once per program."""
+        import io
+        import tokenize
+
+        counts = {"random": 0, "np": 0, "numpy": 0}
+        for path, text in self.texts.items():
+            if not path.endswith(".py"):
+                continue
+            try:
+                tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+            except (tokenize.TokenError, SyntaxError, IndentationError):
+                return {}
+            for k, t in enumerate(tokens):
+                if t.type == tokenize.NAME and t.string in counts and not (k and tokens[k - 1].string == "."):
+                    counts[t.string] += 1
+        return counts
 
     def local_module_names(self) -> dict[str, str]:
         """Importable name -> file, for the program's files other than the main one."""
