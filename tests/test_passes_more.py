@@ -285,6 +285,75 @@ def test_first_batch_leaves_shuffled_sampled_or_collated_loaders_and_other_items
         assert FirstBatch().units(start(src), 0) == [], item
 
 
+RECORDS_SRC = """\
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+
+class Rows(Dataset):
+    def __init__(self, n):
+        self.rows = [{"emb": torch.randn(4), "label": k % 3, "id": f"r{k}"} for k in range(n)]
+
+    def __len__(self):
+        return len(self.rows)
+
+    def __getitem__(self, i):
+        row = self.rows[i]
+        return row["emb"], row["label"]
+
+
+ds = Rows(10)
+loader = DataLoader(ds, batch_size=4)
+emb, label = next(iter(loader))
+"""
+
+
+def test_first_batch_of_a_record_dataset_collates_each_part_one_guess_per_level():
+    cand = start(RECORDS_SRC)
+    guesses = [each(FirstBatch(), cand, level) for level in range(3)]
+    head = RECORDS_SRC.split("    def __len__")[0].rstrip() + "\n\n\nds = Rows(10)\n"
+    # stack-the-tensors first (nothing in ``row["label"]`` says it is a number) ...
+    assert guesses[0] == [
+        head + 'emb, label = (torch.stack([ds.rows[i]["emb"] for i in range(4)]), '
+        'torch.stack([ds.rows[i]["label"] for i in range(4)]))\n'
+    ]
+    # ... then one part at a time changed to its next kind, the last part first
+    assert guesses[1] == [
+        head + 'emb, label = (torch.stack([ds.rows[i]["emb"] for i in range(4)]), '
+        'torch.tensor([ds.rows[i]["label"] for i in range(4)]))\n'
+    ]
+    assert guesses[2] == [
+        head + 'emb, label = (torch.tensor([ds.rows[i]["emb"] for i in range(4)]), '
+        'torch.stack([ds.rows[i]["label"] for i in range(4)]))\n'
+    ]
+    # the guess that matches default_collate gives the loader's batch exactly
+    before, after_ = {}, {}
+    torch_ = __import__("torch")
+    torch_.manual_seed(0)
+    exec(RECORDS_SRC, before)
+    torch_.manual_seed(0)
+    exec(guesses[1][0], after_)
+    for name in ("emb", "label"):
+        a, b = before[name], after_[name]
+        assert (a.dtype, a.shape, a.stride()) == (b.dtype, b.shape, b.stride()) and torch_.equal(a, b)
+    # levels end when the guesses do
+    assert FirstBatch().units(cand, 8) is None
+
+
+def test_first_batch_guesses_follow_what_the_source_says_about_a_part():
+    from shrinkgpu.passes.batches import _collated
+    from shrinkgpu.syntax.program import parse_expression
+
+    first = lambda item: _collated(parse_expression(item), "i", "2")[0]
+    assert first("(self.x[i], int(self.y[i]))") == (
+        "(torch.stack([self.x[i] for i in range(2)]), torch.tensor([int(self.y[i]) for i in range(2)]))"
+    )
+    assert first("{'path': str(p[i]), 'w': float(w[i])}") == (
+        "{'path': [str(p[i]) for i in range(2)], 'w': torch.tensor([float(w[i]) for i in range(2)], dtype=torch.float64)}"
+    )
+    assert first("tf(paths[i])") == "torch.stack([tf(paths[i]) for i in range(2)])"
+
+
 def test_prune_imports_removes_the_names_nothing_reads():
     cases = {
         "from torch.utils.data import DataLoader, Dataset\nclass A(Dataset): pass\n":
@@ -431,3 +500,26 @@ def test_propagate_constants_indexes_a_tuple_where_it_is_subscripted():
 
     cand = start("GRID = (16, 8, 4)\nn = GRID[0] * GRID[-1]\nshape = GRID\n")
     assert after(PropagateConstants(), cand) == "n = 16 * 4\nshape = (16, 8, 4)\n"
+
+
+def test_propagate_constants_reads_sizes_off_a_tensor_factory():
+    from shrinkgpu.passes import PropagateConstants
+
+    cand = start("import torch\np = 2.0 * torch.randn(4, 32)\nq = torch.randn(p.shape[1]) + p.size(-2)\n")
+    assert each(PropagateConstants(), cand) == [
+        # the draw stays (the random stream may matter) ...
+        "import torch\np = 2.0 * torch.randn(4, 32)\nq = torch.randn(32) + 4\n",
+        # ... or goes, now that nothing reads it
+        "import torch\nq = torch.randn(32) + 4\n",
+    ]
+    # a tensor that is also read whole keeps its binding; only the size is replaced
+    cand = start("import torch\nr = torch.randint(0, 3, (5,))\nf(r.shape[0], r)\n")
+    assert each(PropagateConstants(), cand) == ["import torch\nr = torch.randint(0, 3, (5,))\nf(5, r)\n"]
+    # sizes that are not literals, or an index out of range: nothing
+    for src in ("import torch\np = torch.randn(n, 3)\nf(p.shape[0])\n", "import torch\np = torch.randn(2, 3)\nf(p.shape[2])\n"):
+        assert PropagateConstants().units(start(src), 0) == []
+
+
+def test_simplify_expressions_splits_a_nested_tuple_assignment():
+    cand = start("step, (x, y) = (0, (a[:2], b[:2]))\nf(x, y)\n")
+    assert each(SimplifyExpressions(), cand, 0)[0] == "x = a[:2]\ny = b[:2]\nf(x, y)\n"

@@ -14,7 +14,8 @@ from shrinkgpu.passes.constants import ArgparseToNamespace, PropagateConstants, 
 from shrinkgpu.passes.definitions import DeleteDefinitions, PruneImports
 from shrinkgpu.passes.expressions import SimplifyExpressions
 from shrinkgpu.passes.files import DropFiles, InlineModules
-from shrinkgpu.passes.inline import InlineCalls, InlineExpressions
+from shrinkgpu.passes.inline import InlineBindings, InlineCalls, InlineExpressions
+from shrinkgpu.passes.records import AppendLoopToList, DropEnumerate, SplitRecords
 from shrinkgpu.passes.loops import LoopToFailingIteration, LoopToFirstIteration, WhileToBody
 from shrinkgpu.passes.statements import DeleteStatements, SliceToFailure
 
@@ -34,6 +35,9 @@ STRUCTURE: tuple[EditPass, ...] = (
     LoopToFirstIteration(),
     FirstBatch(),
     WhileToBody(),
+    DropEnumerate(),
+    AppendLoopToList(),
+    SplitRecords(),
     PropagateConstants(),
     ScalarizeAttributes(),
     InlineCalls(),
@@ -43,22 +47,29 @@ STRUCTURE: tuple[EditPass, ...] = (
     PruneImports(),
 )
 EXPRESSIONS: tuple[EditPass, ...] = (SimplifyExpressions(), LoopToFailingIteration())
-PASSES: tuple[tuple[EditPass, ...], ...] = (STRUCTURE, EXPRESSIONS)
+# Inlining single-use bindings comes last, on what neither tier above can shrink: a
+# binding is what they look for (``loader = DataLoader(...)``, ``model = Net(...)``).
+FINISHING: tuple[EditPass, ...] = (InlineBindings(),)
+PASSES: tuple[tuple[EditPass, ...], ...] = (STRUCTURE, EXPRESSIONS, FINISHING)
 
 __all__ = [
     "EXPRESSIONS",
+    "FINISHING",
     "PASSES",
     "STRUCTURE",
+    "AppendLoopToList",
     "ArgparseToNamespace",
     "PropagateConstants",
     "PruneImports",
     "DeleteDefinitions",
     "DeleteStatements",
+    "DropEnumerate",
     "DropFiles",
     "FirstBatch",
     "EditPass",
     "HoistElse",
     "HoistThen",
+    "InlineBindings",
     "InlineCalls",
     "InlineExpressions",
     "InlineModules",
@@ -66,6 +77,7 @@ __all__ = [
     "LoopToFirstIteration",
     "WhileToBody",
     "SliceToFailure",
+    "SplitRecords",
     "TryToBody",
     "ScalarizeAttributes",
     "SimplifyExpressions",

@@ -11,6 +11,12 @@ its first ``B`` rows.  Where it does not (a field that is a list of numbers, a r
 from a Python scalar) the candidate fails differently and the oracle rejects it; nothing
 here has to prove more than the shape of the code.
 
+Any other item (``row = self.rows[i]; return row["emb"], row["label"]``, an item
+that calls a transform) is written part by part as ``default_collate`` would put it
+together: ``torch.stack([ds.rows[i]["emb"] for i in range(B)])`` for tensors,
+``torch.tensor([...])`` for numbers, the list itself for strings.  Which a part is,
+the source rarely says; the guesses are offered one per level, likeliest first.
+
 With a collate function ``f`` and a list as the dataset the first batch is
 ``f(items[:B])``, which inlining then opens up.
 
@@ -22,7 +28,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from shrinkgpu.passes.base import LevelZeroPass, Unit, bound_sequence, deletion_unit
+from shrinkgpu.passes.base import EditPass, Unit, bound_sequence, dedupe, deletion_unit
+from shrinkgpu.passes.expressions import _module_names
 from shrinkgpu.passes.inline import _first_param, _instance_class, _method, _Substitute
 from shrinkgpu.syntax.program import Candidate, Edit
 from shrinkgpu.syntax.program import code_of as _code
@@ -176,15 +183,15 @@ def _item_expression(fn: cst.FunctionDef) -> tuple[cst.BaseExpression, str, str]
     return None
 
 
-def _first_batch(cand: Candidate, dataset: cst.BaseExpression, batch: str) -> str | None:
-    """Source for the first ``batch`` items of ``dataset`` as slices, or None."""
+def _first_batch(cand: Candidate, dataset: cst.BaseExpression, batch: str) -> list[str] | None:
+    """Sources for the first ``batch`` items of ``dataset``, likeliest first, or None."""
     program = cand.program
     deps = program.deps
     if isinstance(dataset, cst.Call) and _code(dataset.func).split(".")[-1] == "TensorDataset":
         if not dataset.args or any(a.keyword is not None or a.star for a in dataset.args):
             return None
         parts = [f"{_code(a.value)}[:{batch}]" for a in dataset.args]
-        return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+        return ["(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"]
     if not isinstance(dataset, cst.Name):
         return None
     binders = deps.binders(dataset)
@@ -210,21 +217,97 @@ def _first_batch(cand: Candidate, dataset: cst.BaseExpression, batch: str) -> st
     sliced = expr.visit(slicer)
     reads = _Reads(index)
     sliced.visit(reads)
-    if slicer.sliced == 0 or reads.count or not slicer.ok:
-        return None  # the item is not rows of fields: ``self.rows[i]["x"]``, ``f(i)``
-    text = _code(sliced.visit(_Substitute({self_name: dataset.value})))
-    return text
+    if slicer.sliced and not reads.count and slicer.ok:
+        return [_code(sliced.visit(_Substitute({self_name: dataset.value})))]
+    # Not rows of fields (``self.rows[i]["x"]``, ``self.tf(self.paths[i])``): each part
+    # of the item becomes the list of its values over the first items, collated.
+    if index == dataset.value or "torch" not in _module_names(program):
+        return None
+    return _collated(expr.visit(_Substitute({self_name: dataset.value})), index, batch)
 
 
-class FirstBatch(LevelZeroPass):
+# How ``default_collate`` puts one part of the items together, by the part's type:
+# tensors are stacked, ints become an int64 tensor, floats a float64 one, anything else
+# (strings, paths) stays a list.  The source does not say which type a part has
+# (``row["label"]``), so each is an alternative, and the oracle picks.
+_COLLATE = {
+    "tensor": "torch.stack({})",
+    "int": "torch.tensor({})",
+    "float": "torch.tensor({}, dtype=torch.float64)",
+    "other": "{}",
+}
+# At most this many combinations per site, likeliest first.
+_MAX_GUESSES = 8
+
+
+def _likely_kinds(part: cst.BaseExpression) -> list[str]:
+    """The collate kinds of one item part, likeliest first, from its shape in the source."""
+    head = _code(part.func) if isinstance(part, cst.Call) else ""
+    if isinstance(part, cst.Integer) or head in ("int", "len") or head.endswith(".item"):
+        first = "int"
+    elif isinstance(part, cst.Float) or head == "float":
+        first = "float"
+    elif isinstance(part, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)) or head in ("str", "f"):
+        first = "other"
+    else:
+        first = "tensor"
+    return [first] + [k for k in _COLLATE if k != first]
+
+
+def _collated(item: cst.BaseExpression, index: str, batch: str) -> list[str]:
+    """``default_collate([item for index in range(batch)])`` written part by part, one
+    text per guess of the parts' types, likeliest first."""
+    import itertools
+
+    if isinstance(item, (cst.Tuple, cst.List)) and item.elements and all(isinstance(e, cst.Element) for e in item.elements):
+        parts, keys = [e.value for e in item.elements], None
+    elif (
+        isinstance(item, cst.Dict)
+        and item.elements
+        and all(isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString) for e in item.elements)
+    ):
+        parts, keys = [e.value for e in item.elements], [_code(e.key) for e in item.elements]
+    else:
+        parts, keys = [item], None
+    if len(parts) > 4:
+        return []
+    orders = [_likely_kinds(part) for part in parts]
+    combos = sorted(itertools.product(*(range(len(o)) for o in orders)), key=lambda ranks: (sum(ranks), ranks))
+    out = []
+    for ranks in combos[:_MAX_GUESSES]:
+        texts = [
+            _COLLATE[order[r]].format(f"[{_code(part)} for {index} in range({batch})]")
+            for part, order, r in zip(parts, orders, ranks)
+        ]
+        if keys is not None:
+            out.append("{" + ", ".join(f"{k}: {t}" for k, t in zip(keys, texts)) + "}")
+        elif len(texts) == 1 and parts[0] is item:
+            out.append(texts[0])
+        else:
+            out.append("(" + ", ".join(texts) + ("," if len(texts) == 1 else "") + ")")
+    return out
+
+
+class FirstBatch(EditPass):
+    """Level ``k`` offers each site's ``k``-th guess (see ``_collated``): guesses for one
+    site never meet in one candidate."""
+
     name = "first-batch"
 
-    def edits(self, cand: Candidate) -> list[Unit]:
+    def units(self, cand: Candidate, level: int) -> list[Unit] | None:
         if cand.edits:
-            return []  # the texts below are the original's; wait for the next rebase
+            # The texts below are the original's; wait for the next rebase.  (A guess
+            # taken at an earlier level has edited the candidate: no more levels.)
+            return [] if level == 0 else None
+        sites = self._sites(cand)
+        if level > 0 and all(len(guesses) <= level for guesses in sites):
+            return None
+        return dedupe([guesses[level] for guesses in sites if len(guesses) > level])
+
+    def _sites(self, cand: Candidate) -> list[list[Unit]]:
         program = cand.program
         deps = program.deps
-        out: list[Unit] = []
+        out: list[list[Unit]] = []
         for s in cand.editable():
             if s.kind != "simple":
                 continue
@@ -253,18 +336,22 @@ class FirstBatch(LevelZeroPass):
                     if not isinstance(dataset, (cst.Name, cst.Attribute)):
                         data = f"({data})"
                     text = f"{collate}({data}[:{batch}])"
+                    texts = [text]
                 else:
-                    text = _first_batch(cand, dataset, batch)
-                if text is None:
+                    texts = _first_batch(cand, dataset, batch)
+                if not texts:
                     continue
-                if enumerated:
-                    text = f"(0, {text})"
-                unit = [Edit("expr", node=program.node_index(call), text=text)]
-                if deps.readers(lsid, loader.value) == {s.id}:
-                    unit += deletion_unit(cand, [lsid], ignore=frozenset({s.id}), new_text=text)
-                    if collate is None:  # ``collate([ds[i] ...])`` still indexes the dataset
-                        unit += _unused_item_methods(cand, dataset, {lsid})
-                out.append(tuple(unit))
+                guesses = []
+                for text in texts:
+                    if enumerated:
+                        text = f"(0, {text})"
+                    unit = [Edit("expr", node=program.node_index(call), text=text)]
+                    if deps.readers(lsid, loader.value) == {s.id}:
+                        unit += deletion_unit(cand, [lsid], ignore=frozenset({s.id}), new_text=text)
+                        if collate is None:  # ``collate(items[:B])`` still indexes the list
+                            unit += _unused_item_methods(cand, dataset, {lsid})
+                    guesses.append(tuple(unit))
+                out.append(guesses)
         return out
 
 

@@ -321,6 +321,73 @@ def single_bindings(cand: Candidate):
             yield s, assign.targets[0].target.value, assign.value, readers
 
 
+# Tensor factories whose sizes are their positional arguments (or one tuple of them).
+_SIZED_FACTORIES = frozenset({"randn", "rand", "zeros", "ones", "empty"})
+
+
+def _factory_shape(value: cst.BaseExpression) -> list[str | None] | None:
+    """The sizes, as literal texts, of ``torch.randn(4, 32)``, ``torch.zeros((4, 32))``,
+    ``torch.randint(0, 9, (4, 32))``, ``2.0 * torch.randn(4, 32)``; None otherwise."""
+    if isinstance(value, cst.BinaryOperation):
+        literal = (cst.Integer, cst.Float)
+        if isinstance(value.left, literal):
+            return _factory_shape(value.right)
+        if isinstance(value.right, literal):
+            return _factory_shape(value.left)
+        return None
+    if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)):
+        return None
+    if _code(value.func.value) != "torch":
+        return None
+    name = value.func.attr.value
+    positional = [a.value for a in value.args if a.keyword is None and not a.star]
+    if any(a.star for a in value.args) or any(a.keyword is not None and a.keyword.value == "size" for a in value.args):
+        return None
+    if name in _SIZED_FACTORIES:
+        sizes = positional
+        if len(sizes) == 1 and isinstance(sizes[0], (cst.Tuple, cst.List)):
+            sizes = [el.value for el in sizes[0].elements]
+    elif name == "randint" and len(positional) in (2, 3) and isinstance(positional[-1], (cst.Tuple, cst.List)):
+        sizes = [el.value for el in positional[-1].elements]
+    else:
+        return None
+    if not any(isinstance(n, cst.Integer) for n in sizes):
+        return None
+    # ``torch.randn(len(NAMES), 32)``: only the literal sizes can be read off.
+    return [_code(n) if isinstance(n, cst.Integer) else None for n in sizes]
+
+
+def _shape_read(program, deps, name: cst.Name, attribute, rank: int) -> tuple[cst.BaseExpression, int] | None:
+    """(``x.shape[k]`` or ``x.size(k)``, k) around the read ``name``, k within ``rank``."""
+    if attribute is None or attribute.attr.value not in ("shape", "size"):
+        return None
+    sid = deps.enclosing(name)
+    found: list[tuple[cst.BaseExpression, int]] = []
+
+    def index(node) -> int | None:
+        text = _code(node).replace(" ", "")
+        if text.lstrip("-").isdigit() and -rank <= int(text) < rank:
+            return int(text) % rank
+        return None
+
+    class Find(cst.CSTVisitor):
+        def visit_Subscript(self, node: cst.Subscript) -> None:
+            if node.value is attribute and attribute.attr.value == "shape" and len(node.slice) == 1:
+                el = node.slice[0].slice
+                k = index(el.value) if isinstance(el, cst.Index) else None
+                if k is not None:
+                    found.append((node, k))
+
+        def visit_Call(self, node: cst.Call) -> None:
+            if node.func is attribute and attribute.attr.value == "size" and len(node.args) == 1:
+                k = index(node.args[0].value) if node.args[0].keyword is None else None
+                if k is not None:
+                    found.append((node, k))
+
+    program.stmts[sid].node.visit(Find())
+    return found[0] if found else None
+
+
 class PropagateConstants(LevelZeroPass):
     """Replace reads of a name bound once to a constant (``BATCH = 16``), to another name
     (``loader = train_loader``) or to a namespace of constants (``args.lr``) by what it
@@ -349,6 +416,18 @@ class PropagateConstants(LevelZeroPass):
                         edits.append(Edit("expr", node=program.node_index(sub[0]), text=items[sub[1]]))
                     else:
                         edits.append(Edit("expr", node=program.node_index(n), text=constant))
+            elif (shape := _factory_shape(value)) is not None:
+                # ``p = torch.randn(4, 32)``; ``p.shape[1]`` -> ``32``: once nothing
+                # else reads ``p``, its draw can go (a second unit keeps it, in case
+                # the random stream mattered).
+                for n, attribute in readers:
+                    found = _shape_read(program, deps, n, attribute, len(shape))
+                    if found is None or shape[found[1]] is None:
+                        complete = False
+                    else:
+                        edits.append(Edit("expr", node=program.node_index(found[0]), text=shape[found[1]]))
+                if edits and complete:
+                    out.append(tuple(edits))
             else:
                 values = _namespace_values(value) or _dataclass_defaults(cand, value)
                 if values is not None and deps.mutated(s.file, name):

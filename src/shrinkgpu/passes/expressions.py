@@ -99,6 +99,7 @@ class _Collect(cst.CSTVisitor):
         self.foldable: list[cst.BaseExpression] = []
         self.integers: list[cst.Integer] = []
         self.binops: list[cst.BinaryOperation] = []
+        self.slices: list[cst.Subscript] = []
 
     def visit_Integer(self, node: cst.Integer) -> None:
         if not self._in_literal:
@@ -147,6 +148,13 @@ class _Collect(cst.CSTVisitor):
     def visit_Dict(self, node: cst.Dict) -> None:
         self.containers.append(node)
 
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        # ``xs[:n]``, ``xs[1:]``: one plain slice, of anything but a module attribute.
+        if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Slice):
+            sl = node.slice[0].slice
+            if sl.step is None and isinstance(node.value, (cst.Name, cst.Attribute, cst.Subscript, cst.Call, cst.ListComp)):
+                self.slices.append(node)
+
     def visit_List(self, node: cst.List) -> None:
         # Lists of objects (``[curated, vendor]``, ``[aug1, aug2]``), not lists of data.
         if all(isinstance(el, cst.Element) and isinstance(el.value, (cst.Name, cst.Call, cst.Attribute)) for el in node.elements):
@@ -192,17 +200,18 @@ def _header_parts(node: cst.CSTNode) -> list[cst.CSTNode]:
     return parts
 
 
-def alternatives(stmt: cst.CSTNode) -> list[tuple[cst.CSTNode, list[tuple[str, str]]]]:
+def alternatives(stmt: cst.CSTNode, sizes: Sequence[int] = ()) -> list[tuple[cst.CSTNode, list[tuple[str, str]]]]:
     """(node, [(op, text)...]) in priority order, for the expressions of one statement;
-    one entry per node, so a node's alternatives are spread over levels and never meet."""
+    one entry per node, so a node's alternatives are spread over levels and never meet.
+    ``sizes``: the integer literals of the program, which a size may be shrunk to."""
     merged: dict[int, tuple[cst.CSTNode, list[tuple[str, str]]]] = {}
-    for node, options in _alternatives(stmt):
+    for node, options in _alternatives(stmt, sizes):
         entry = merged.setdefault(id(node), (node, []))
         entry[1].extend(o for o in options if o not in entry[1])
     return list(merged.values())
 
 
-def _alternatives(stmt: cst.CSTNode) -> list[tuple[cst.CSTNode, list[tuple[str, str]]]]:
+def _alternatives(stmt: cst.CSTNode, sizes: Sequence[int] = ()) -> list[tuple[cst.CSTNode, list[tuple[str, str]]]]:
     collect = _Collect()
     for part in _header_parts(stmt):
         part.visit(collect)
@@ -258,6 +267,9 @@ def _alternatives(stmt: cst.CSTNode) -> list[tuple[cst.CSTNode, list[tuple[str, 
             for arg in call.args:
                 if arg.keyword is None and not arg.star:
                     out.append((arg, [("remove", "")]))
+    for sub in collect.slices:
+        # ``xs[:32]`` -> ``xs``: a slice the data already fits.
+        out.append((sub, [("expr", _code(sub.value))]))
     for binop in collect.binops:
         # ``0.3 * torch.randn(n, d)`` -> ``torch.randn(n, d)``, ``base + offset`` -> one of
         # them: scalings and offsets keep dtype and shape, which is what the bug sees.
@@ -273,6 +285,10 @@ def _alternatives(stmt: cst.CSTNode) -> list[tuple[cst.CSTNode, list[tuple[str, 
         options = [("expr", "1")] if value >= 2 else []
         if value >= 4:
             options.append(("expr", str(value // 2)))
+        # ``n_vendor=48`` -> ``32``: a size often has to match another one (the batch
+        # size the data is sliced to), which is a literal elsewhere in the program.
+        below = sorted({k for k in sizes if 2 <= k < value and k != value // 2}, reverse=True)[:2]
+        options += [("expr", str(k)) for k in below]
         if options:
             out.append((number, options))
     for container in collect.containers:
@@ -295,6 +311,16 @@ def _module_names(program) -> set[str]:
                             bound = alias.asname.name if alias.asname else alias.name
                             out.add(_code(bound).split(".")[0])
     return out
+
+
+def _integer_literals(program) -> frozenset[int]:
+    """Every decimal integer literal in the program's files."""
+    import re
+
+    found: set[int] = set()
+    for text in program.texts.values():
+        found.update(int(m) for m in re.findall(r"(?<![\w.])[1-9]\d{0,5}(?![\w.])", text))
+    return frozenset(found)
 
 
 def _unread_target(program, s) -> str | None:
@@ -326,19 +352,18 @@ def _split_tuple_assignment(program, s) -> str | None:
     target, value = assign.targets[0].target, assign.value
     if not (isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List))):
         return None
-    names = [el.value for el in target.elements]
-    values = [el.value for el in value.elements]
-    if len(names) != len(values) or not all(isinstance(n, cst.Name) for n in names):
+    pairs = _paired(target, value)
+    if pairs is None:
         return None
-    if any(isinstance(el, cst.StarredElement) for el in (*target.elements, *value.elements)):
-        return None
+    names = [n for n, _ in pairs]
+    values = [v for _, v in pairs]
     from shrinkgpu.passes.base import names_read
 
     read = [bool(program.deps.readers(s.id, n.value)) for n in names]
     # ``a = a`` is no assignment at all (``points, t = points, tensor(...)``).
     same = [isinstance(v, cst.Name) and v.value == n.value for n, v in zip(names, values)]
-    if all(read) and not any(same):
-        return None
+    if all(read) and not any(same) and not (value.lpar or any(isinstance(el.value, (cst.Tuple, cst.List)) for el in value.elements)):
+        return None  # ``x, y = a, b`` as two lines is no smaller; ``x, y = (a, b)`` is
     read = [r and not sm for r, sm in zip(read, same)]
     lines = []
     assigned: set[str] = set()
@@ -355,6 +380,26 @@ def _split_tuple_assignment(program, s) -> str | None:
     return "".join(lines) or None
 
 
+def _paired(target: cst.BaseExpression, value: cst.BaseExpression) -> list[tuple[cst.Name, cst.BaseExpression]] | None:
+    """``step, (x, y) = (0, (a, b))`` -> [(step, 0), (x, a), (y, b)]; None unless every
+    name meets a value of its own."""
+    if isinstance(target, cst.Name):
+        return [(target, value)]
+    if not (isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List))):
+        return None
+    if len(target.elements) != len(value.elements):
+        return None
+    if any(isinstance(el, cst.StarredElement) for el in (*target.elements, *value.elements)):
+        return None
+    out = []
+    for t, v in zip(target.elements, value.elements):
+        inner = _paired(t.value, v.value)
+        if inner is None:
+            return None
+        out += inner
+    return out
+
+
 class SimplifyExpressions(EditPass):
     name = "simplify-expressions"
 
@@ -366,6 +411,7 @@ class SimplifyExpressions(EditPass):
         chain = program.protected  # calls on the way to a seeding call
         edited = cand.expr_of
         modules = _module_names(program)
+        sizes = _integer_literals(program)
         units: list[Unit] = []
         deepest = 0
         for s in cand.editable():
@@ -380,7 +426,7 @@ class SimplifyExpressions(EditPass):
                 split = _split_tuple_assignment(program, s)
                 if split is not None:
                     units.append((Edit("replace", s.id, text=split),))
-            for node, options in alternatives(s.node):
+            for node, options in alternatives(s.node, sizes):
                 # ``nn.Module()`` -> ``nn`` would hand a module object around as a value
                 # (and ``model.layer = ...`` would then patch ``torch.nn``).
                 options = [o for o in options if o[1] not in modules]

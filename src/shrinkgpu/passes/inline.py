@@ -637,3 +637,203 @@ class InlineExpressions(LevelZeroPass):
         return out
 
 
+
+
+# Values that can take a name's place anywhere without parentheses.
+_ATOMIC = (
+    cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString,
+    cst.ConcatenatedString, cst.FormattedString, cst.List, cst.Dict, cst.Set, cst.ListComp, cst.DictComp,
+    cst.SetComp,
+)
+
+
+class _Unsafe(cst.CSTVisitor):
+    """Whether an expression does something that moving it would change beyond its
+    value (binds a name, suspends a generator)."""
+
+    def __init__(self):
+        self.found = False
+
+    def visit_NamedExpr(self, node) -> None:
+        self.found = True
+
+    def visit_Yield(self, node) -> None:
+        self.found = True
+
+    def visit_Await(self, node) -> None:
+        self.found = True
+
+
+class _OnceEvaluated(cst.CSTVisitor):
+    """Whether ``target`` sits where its statement evaluates it once: not in a lambda,
+    nor in a comprehension past its first iterable."""
+
+    def __init__(self, target: cst.CSTNode):
+        self.target = target
+        self.depth = 0  # inside a lambda or a repeated part of a comprehension
+        self.once: bool | None = None
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if node is self.target:
+            self.once = self.depth == 0
+            return False
+        if isinstance(node, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
+            # Only the first ``for``'s iterable runs once, in the enclosing scope.
+            node.for_in.iter.visit(self)
+            self.depth += 1
+            for part in ("elt", "key", "value"):
+                child = getattr(node, part, None)
+                if child is not None:
+                    child.visit(self)
+            comp = node.for_in
+            comp.target.visit(self)
+            for cond in comp.ifs:
+                cond.visit(self)
+            if comp.inner_for_in is not None:
+                comp.inner_for_in.visit(self)
+            self.depth -= 1
+            return False
+        if isinstance(node, cst.Lambda):
+            self.depth += 1
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        if isinstance(original_node, cst.Lambda):
+            self.depth -= 1
+
+
+def _header_holds(node: cst.CSTNode, target: cst.CSTNode) -> bool:
+    """Whether ``target`` is in the part of a statement that runs once per run of it: all
+    of a simple line; the iterable of a ``for``, the test of an ``if``, a ``with``'s items."""
+    if isinstance(node, cst.SimpleStatementLine):
+        parts = [node]
+    elif isinstance(node, cst.For):
+        parts = [node.iter]
+    elif isinstance(node, cst.If):
+        parts = [node.test]
+    elif isinstance(node, cst.With):
+        parts = list(node.items)
+    else:
+        return False
+    for part in parts:
+        check = _OnceEvaluated(target)
+        part.visit(check)
+        if check.once is not None:
+            return check.once
+    return False
+
+
+class InlineBindings(LevelZeroPass):
+    """``logits = net(emb)`` followed, a few lines later in the same block, by the one
+    read ``criterion(logits, target)`` -> ``criterion(net(emb), target)``: a name that
+    only carries a value to one place.  A maintainer's repro reads
+    ``nn.CrossEntropyLoss()(nn.Linear(32, 4)(x), y)``.
+
+    Only where the value runs once either way (the read is not in a loop, a lambda or a
+    comprehension's body that the binding is outside of) and nothing between the two
+    statements mentions a name the value reads; whether moving the value past the
+    statements in between mattered (a random draw, say) is the oracle's to say."""
+
+    name = "inline-bindings"
+
+    def edits(self, cand: Candidate) -> list[Unit]:
+        if cand.edits:
+            return []  # the texts below are the original's; wait for the next rebase
+        program = cand.program
+        deps = program.deps
+        stmts = program.stmts
+        live = cand.live
+        protected = program.protected
+        modules = _module_names(program)
+        out: list[Unit] = []
+        deleted: set[int] = set()  # bindings offered for removal in this round
+        hosts: set[int] = set()  # statements a value is pasted into in this round
+        for s in cand.editable():
+            node = s.node
+            if s.kind != "simple" or len(node.body) != 1 or not isinstance(node.body[0], cst.Assign):
+                continue
+            assign = node.body[0]
+            if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
+                continue
+            if s.id in protected or (s.parent is not None and stmts[s.parent].kind == "class"):
+                continue
+            name = assign.targets[0].target.value
+            # (a comprehension's own names are bound by this statement too; a read in a
+            # comprehension is listed once per scope that sees it)
+            reads = list({
+                id(n): n for n, _ in deps.sole_readers.get(s.id, ()) if n.value == name and deps.enclosing_live(n, live)
+            }.values())
+            if len(reads) != 1 or deps.readers(s.id, name) - {deps.enclosing(reads[0])}:
+                continue
+            (read,) = reads
+            if deps.in_fstring(read) or deps.is_del_target(read):
+                continue
+            user = deps.enclosing(read)
+            if user is None or user <= s.id or user not in live or user in cand.edit_of:
+                continue
+            u = stmts[user]
+            if (u.parent, u.branch, u.file) != (s.parent, s.branch, s.file):
+                continue  # another block: a loop body, a function
+            if not _header_holds(u.node, read):
+                continue
+            value = assign.value
+            unsafe = _Unsafe()
+            value.visit(unsafe)
+            if unsafe.found:
+                continue
+            moved = _outside_names(value) - modules
+            between = [b for b in range(s.id + 1, user) if b in live]
+            if any(_changes(program, b, moved) for b in between):
+                continue
+            if s.id in hosts or user in deleted:
+                continue  # the other half of this pair is taken this round
+            text = _code(value)
+            if not isinstance(value, _ATOMIC) and not value.lpar:
+                text = f"({text})"
+            deleted.add(s.id)
+            hosts.add(user)
+            out.append((Edit("expr", node=program.node_index(read), text=text), Edit("delete", s.id)))
+        return out
+
+
+def _outside_names(value: cst.BaseExpression) -> set[str]:
+    """Names ``value`` reads from its surroundings: not builtins, not the names its own
+    comprehensions and lambdas bind."""
+    import builtins
+
+    from shrinkgpu.passes.base import names_read
+
+    inner: set[str] = set()
+
+    class Bound(cst.CSTVisitor):
+        def visit_CompFor(self, node: cst.CompFor) -> None:
+            inner.update(_targets(node.target))
+
+        def visit_Lambda(self, node: cst.Lambda) -> None:
+            inner.update(p.name.value for p in node.params.params)
+
+    value.visit(Bound())
+    return names_read(_code(value)) - inner - set(dir(builtins))
+
+
+def _changes(program, sid: int, names: set[str]) -> bool:
+    """Whether statement ``sid`` may rebind or change in place one of ``names``: an
+    assignment, an attribute or item store, a method call on it (``x.add_(1)``)."""
+    import re
+
+    from shrinkgpu.syntax.deps import _mutated_names
+
+    deps = program.deps
+    if any(sid in deps.binders_named.get(n, ()) for n in names):
+        return True
+    node = program.stmts[sid].node
+    if _mutated_names(node) & names:
+        return True
+    code = program.stmt_code(sid)
+    return any(re.search(rf"\b{re.escape(n)}\b(\s*\[[^\]]*\])*\s*\.\s*\w+\s*\(", code) for n in names)
+
+
+def _module_names(program) -> set[str]:
+    from shrinkgpu.passes.expressions import _module_names as names
+
+    return names(program)
