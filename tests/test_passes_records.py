@@ -200,3 +200,12 @@ def test_simplify_expressions_offers_smaller_sizes_the_program_already_uses():
 def test_simplify_expressions_splits_a_parenthesised_tuple_assignment():
     cand = start("x, y = (f(a), g(b))\nh(x, y)\n")
     assert "x = f(a)\ny = g(b)\nh(x, y)\n" in each(SimplifyExpressions(), cand, 0)
+
+
+def test_simplify_expressions_picks_an_entry_out_of_a_dict_literal():
+    cand = start('ids = {"input_ids": torch.randint(1, 50, (8, 12)), "n": n}["input_ids"]\nf(ids)\n')
+    flat = [o for level in range(3) for o in each(SimplifyExpressions(), cand, level)]
+    assert 'ids = torch.randint(1, 50, (8, 12))\nf(ids)\n' in flat
+    # another entry does work of its own: it would be lost
+    cand = start('ids = {"a": f(x), "b": g(y)}["a"]\nh(ids)\n')
+    assert not any(o.startswith("ids = f(x)\n") for level in range(3) for o in each(SimplifyExpressions(), cand, level))

@@ -100,6 +100,7 @@ class _Collect(cst.CSTVisitor):
         self.integers: list[cst.Integer] = []
         self.binops: list[cst.BinaryOperation] = []
         self.slices: list[cst.Subscript] = []
+        self.picks: list[tuple[cst.Subscript, str]] = []
 
     def visit_Integer(self, node: cst.Integer) -> None:
         if not self._in_literal:
@@ -149,6 +150,22 @@ class _Collect(cst.CSTVisitor):
         self.containers.append(node)
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
+        # ``{"ids": x, "mask": m}["ids"]`` -> ``x`` (what inlining a batch dict leaves);
+        # only when the other values are plain: their effects would go with them.
+        if isinstance(node.value, cst.Dict) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+            key = node.slice[0].slice.value
+            if isinstance(key, cst.SimpleString):
+                picked = [
+                    el.value for el in node.value.elements
+                    if isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString)
+                    and el.key.evaluated_value == key.evaluated_value
+                ]
+                others = [el for el in node.value.elements if not (isinstance(el, cst.DictElement) and el.value in picked)]
+                if len(picked) == 1 and all(
+                    isinstance(el, cst.DictElement) and isinstance(el.value, (cst.Name, cst.Attribute, cst.Integer, cst.Float, cst.SimpleString))
+                    for el in others
+                ):
+                    self.picks.append((node, _code(picked[0])))
         # ``xs[:n]``, ``xs[1:]``: one plain slice, of anything but a module attribute.
         if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Slice):
             sl = node.slice[0].slice
@@ -267,6 +284,8 @@ def _alternatives(stmt: cst.CSTNode, sizes: Sequence[int] = ()) -> list[tuple[cs
             for arg in call.args:
                 if arg.keyword is None and not arg.star:
                     out.append((arg, [("remove", "")]))
+    for sub, text in collect.picks:
+        out.append((sub, [("expr", text)]))
     for sub in collect.slices:
         # ``xs[:32]`` -> ``xs``: a slice the data already fits.
         out.append((sub, [("expr", _code(sub.value))]))
