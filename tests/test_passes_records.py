@@ -70,6 +70,8 @@ def test_append_loop_becomes_a_list_comprehension_with_its_named_values_substitu
         # anything but named values and the append
         "out = []\nfor x in xs:\n    if x:\n        out.append(f(x))\n",
         "out = []\nfor x in xs:\n    out.append(f(x))\nelse:\n    g()\n",
+        # the loop reads the list it builds
+        "out = []\nfor x in xs:\n    out.append(x + len(out))\n",
     ],
 )
 def test_append_loop_left_alone_when_a_comprehension_would_differ(src):
@@ -129,6 +131,13 @@ def test_split_records_runs_like_the_records_it_replaces():
 )
 def test_split_records_left_alone(src):
     assert SplitRecords().units(start(src), 0) == []
+
+
+def test_split_records_names_a_list_after_its_field_unless_the_name_is_taken():
+    cand = start("rows = [{'class': f(c), 'x': g(c)} for c in names]\nx = 1\nh(rows[0]['class'], rows[0]['x'])\n")
+    assert after(SplitRecords(), cand) == (
+        "rows_class = [f(c) for c in names]\nrows_x = [g(c) for c in names]\nx = 1\nh(rows_class[0], rows_x[0])\n"
+    )
 
 
 def test_split_records_walks_a_call_once_when_one_field_is_read():

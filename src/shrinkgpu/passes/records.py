@@ -23,6 +23,7 @@ each checked by the oracle like any other edit:
 from __future__ import annotations
 
 import builtins
+import keyword
 import re
 
 import libcst as cst
@@ -216,6 +217,8 @@ class AppendLoopToList(LevelZeroPass):
             element = _appended(body[-1], target) if body else None
             if element is None or any(not isinstance(b, cst.SimpleStatementLine) for b in body):
                 continue
+            if _mentions(_code(element), target) or any(_mentions(_code(b), target) for b in body[:-1]):
+                continue  # ``L.append(f(L[-1]))``: a comprehension cannot read itself
             if any(b in cand.edit_of for b in range(loop.id, program.last[loop.id] + 1)):
                 continue
             values: dict[str, str] = {}
@@ -373,7 +376,7 @@ class SplitRecords(LevelZeroPass):
             renamed: dict[str, str] = {}
             for key in used:
                 for new in (key, f"{name}_{key}"):
-                    if new.isidentifier() and new not in taken and new not in renamed.values():
+                    if new.isidentifier() and not keyword.iskeyword(new) and new not in taken and new not in renamed.values():
                         renamed[key] = new
                         break
             if len(renamed) < len(used):
