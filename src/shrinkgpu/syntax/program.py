@@ -650,10 +650,10 @@ class _Renderer(cst.CSTTransformer):
         if self.expr_of and isinstance(updated_node, (cst.Assign, cst.Expr, cst.Return, cst.Arg)):
             updated_node = _unparenthesised_value(self, original_node, updated_node)
         if isinstance(updated_node, cst.Call) and updated_node.args and len(updated_node.args) < len(original_node.args):
-            # An argument was removed: no trailing comma the original did not have.
-            if original_node.args[-1].comma is cst.MaybeSentinel.DEFAULT:
-                last = updated_node.args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-                return updated_node.with_changes(args=[*updated_node.args[:-1], last])
+            # An argument was removed: the last one left ends as the original's last did
+            # (no comma it did not have; one element per line keeps its line break).
+            last = updated_node.args[-1].with_changes(comma=original_node.args[-1].comma)
+            return updated_node.with_changes(args=[*updated_node.args[:-1], last])
         if (
             isinstance(updated_node, (cst.Import, cst.ImportFrom))
             and not isinstance(updated_node.names, cst.ImportStar)
@@ -671,9 +671,9 @@ class _Renderer(cst.CSTTransformer):
             isinstance(updated_node, (cst.Dict, cst.List, cst.Tuple, cst.Set))
             and updated_node.elements
             and len(updated_node.elements) < len(original_node.elements)
-            and original_node.elements[-1].comma is cst.MaybeSentinel.DEFAULT
         ):
-            last = updated_node.elements[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+            # (as for arguments: ``{\n    "a": x,\n}``, not ``{\n    "a": x,\n    \n}``)
+            last = updated_node.elements[-1].with_changes(comma=original_node.elements[-1].comma)
             return updated_node.with_changes(elements=[*updated_node.elements[:-1], last])
         if isinstance(updated_node, cst.Attribute) and self.aliases:
             if isinstance(updated_node.value, cst.Name) and updated_node.value.value in self.aliases:
