@@ -146,3 +146,39 @@ def bound_sequence(program, node, kinds=None) -> bool:
         and isinstance(stmt.body[0], cst.Assign)
         and isinstance(stmt.body[0].value, kinds)
     )
+
+
+def lone_assignment(node) -> "cst.Assign | None":
+    """The ``Assign`` of a line that is one assignment to one target (``x = v``,
+    ``self.rows = []``), else None."""
+    import libcst as cst
+
+    if not isinstance(node, cst.SimpleStatementLine) or len(node.body) != 1:
+        return None
+    assign = node.body[0]
+    if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
+        return None
+    return assign
+
+
+def single_bindings(cand: Candidate):
+    """(statement, name, value, live reads) for each ``name = value`` line whose reads
+    of ``name`` only it can satisfy; each read is (Name node, the ``name.attr`` around it
+    or None), each Name once.  (The statement also binds the names of a comprehension in
+    its value, and a read in a comprehension is listed once per scope that sees it:
+    neither is a read of ``name``.)"""
+    import libcst as cst
+
+    deps = cand.program.deps
+    live = cand.live
+    for s in cand.editable():
+        assign = lone_assignment(s.node) if s.kind == "simple" else None
+        if assign is None or not isinstance(assign.targets[0].target, cst.Name):
+            continue
+        name = assign.targets[0].target.value
+        readers = list({
+            id(n): (n, a) for n, a in deps.sole_readers.get(s.id, ())
+            if n.value == name and deps.enclosing_live(n, live)
+        }.values())
+        if readers:
+            yield s, name, assign.value, readers

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from shrinkgpu.passes.base import EditPass, Unit, bound_sequence, dedupe, deletion_unit
+from shrinkgpu.passes.base import EditPass, Unit, bound_sequence, dedupe, deletion_unit, lone_assignment
 from shrinkgpu.passes.expressions import _module_names
 from shrinkgpu.passes.inline import _first_param, _instance_class, _method, _Substitute
 from shrinkgpu.syntax.program import Candidate, Edit
@@ -67,10 +67,8 @@ def _loader_args(node: cst.CSTNode) -> tuple[str, cst.BaseExpression, str, str |
     """(loader name, dataset expression, batch size text, collate function text or None)
     for ``L = DataLoader(ds, ...)`` whose first batch is its dataset's first items, in
     order."""
-    if not isinstance(node, cst.SimpleStatementLine) or len(node.body) != 1:
-        return None
-    assign = node.body[0]
-    if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
+    assign = lone_assignment(node)
+    if assign is None:
         return None
     target = assign.targets[0].target
     call = assign.value

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from shrinkgpu.passes.base import LevelZeroPass, Unit, deletion_unit
+from shrinkgpu.passes.base import LevelZeroPass, Unit, deletion_unit, single_bindings
 from shrinkgpu.syntax.program import Candidate, Edit
 from shrinkgpu.syntax.program import code_of as _code
 
@@ -302,23 +302,6 @@ def _literal_container(node: cst.BaseExpression) -> bool:
             for el in node.elements
         )
     return False
-
-
-def single_bindings(cand: Candidate):
-    """(statement, name, value, live reads) for each ``name = value`` line whose reads
-    only it can satisfy; each read is (Name node, the ``name.attr`` around it or None)."""
-    deps = cand.program.deps
-    live = cand.live
-    for s in cand.editable():
-        node = s.node
-        if s.kind != "simple" or len(node.body) != 1 or not isinstance(node.body[0], cst.Assign):
-            continue
-        assign = node.body[0]
-        if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
-            continue
-        readers = [(n, a) for n, a in deps.sole_readers.get(s.id, ()) if deps.enclosing_live(n, live)]
-        if readers:
-            yield s, assign.targets[0].target.value, assign.value, readers
 
 
 # Tensor factories whose sizes are their positional arguments (or one tuple of them).

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from shrinkgpu.passes.base import LevelZeroPass, Unit, deletion_unit
+from shrinkgpu.passes.base import LevelZeroPass, Unit, deletion_unit, single_bindings
+from shrinkgpu.passes.expressions import _module_names
 from shrinkgpu.syntax.program import Candidate, Edit
 from shrinkgpu.syntax.program import code_of as _code
 
@@ -748,24 +749,12 @@ class InlineBindings(LevelZeroPass):
         out: list[Unit] = []
         deleted: set[int] = set()  # bindings offered for removal in this round
         hosts: set[int] = set()  # statements a value is pasted into in this round
-        for s in cand.editable():
-            node = s.node
-            if s.kind != "simple" or len(node.body) != 1 or not isinstance(node.body[0], cst.Assign):
-                continue
-            assign = node.body[0]
-            if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
-                continue
+        for s, name, value, reads in single_bindings(cand):
             if s.id in protected or (s.parent is not None and stmts[s.parent].kind == "class"):
                 continue
-            name = assign.targets[0].target.value
-            # (a comprehension's own names are bound by this statement too; a read in a
-            # comprehension is listed once per scope that sees it)
-            reads = list({
-                id(n): n for n, _ in deps.sole_readers.get(s.id, ()) if n.value == name and deps.enclosing_live(n, live)
-            }.values())
-            if len(reads) != 1 or deps.readers(s.id, name) - {deps.enclosing(reads[0])}:
+            if len(reads) != 1 or deps.readers(s.id, name) - {deps.enclosing(reads[0][0])}:
                 continue
-            (read,) = reads
+            read = reads[0][0]
             if deps.in_fstring(read) or deps.is_del_target(read):
                 continue
             user = deps.enclosing(read)
@@ -776,7 +765,6 @@ class InlineBindings(LevelZeroPass):
                 continue  # another block: a loop body, a function
             if not _header_holds(u.node, read):
                 continue
-            value = assign.value
             unsafe = _Unsafe()
             value.visit(unsafe)
             if unsafe.found:
@@ -833,7 +821,3 @@ def _changes(program, sid: int, names: set[str]) -> bool:
     return any(re.search(rf"\b{re.escape(n)}\b(\s*\[[^\]]*\])*\s*\.\s*\w+\s*\(", code) for n in names)
 
 
-def _module_names(program) -> set[str]:
-    from shrinkgpu.passes.expressions import _module_names as names
-
-    return names(program)

@@ -28,7 +28,8 @@ import re
 
 import libcst as cst
 
-from shrinkgpu.passes.base import LevelZeroPass, Unit, names_read
+from shrinkgpu.passes.base import LevelZeroPass, Unit, lone_assignment, names_read, single_bindings
+from shrinkgpu.passes.expressions import _header_parts
 from shrinkgpu.passes.inline import _Substitute, _targets
 from shrinkgpu.syntax.program import Candidate, Edit
 from shrinkgpu.syntax.program import code_of as _code
@@ -94,15 +95,6 @@ def _names_besides(comp: cst.CSTNode, clause: cst.CompFor) -> set[str]:
     return names
 
 
-def _own_parts(node: cst.CSTNode) -> list[cst.CSTNode]:
-    """Where a statement's own expressions are: all of a simple line, a compound's header."""
-    if isinstance(node, cst.SimpleStatementLine):
-        return [node]
-    parts = [getattr(node, "iter", None), getattr(node, "test", None)]
-    parts += [item.item for item in getattr(node, "items", ())]
-    return [p for p in parts if isinstance(p, cst.CSTNode)]
-
-
 class DropEnumerate(LevelZeroPass):
     name = "drop-enumerate"
 
@@ -122,7 +114,7 @@ class DropEnumerate(LevelZeroPass):
                     out.append((Edit("replace", s.id, text=_code(new)),))
                     continue  # the body's comprehensions: after the rebase
             finder = _Comprehensions()
-            for part in _own_parts(node):
+            for part in _header_parts(node):
                 part.visit(finder)
             for comp, clause in finder.found:
                 parts = _enumerate_parts(clause.target, clause.iter)
@@ -138,10 +130,8 @@ class DropEnumerate(LevelZeroPass):
 
 def _empty_list_binding(node: cst.CSTNode) -> str | None:
     """``L`` (as text) for ``L = []``, ``self.rows = []``, ``L = list()``."""
-    if not isinstance(node, cst.SimpleStatementLine) or len(node.body) != 1:
-        return None
-    assign = node.body[0]
-    if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
+    assign = lone_assignment(node)
+    if assign is None:
         return None
     target = assign.targets[0].target
     if not isinstance(target, (cst.Name, cst.Attribute)):
@@ -344,28 +334,14 @@ class SplitRecords(LevelZeroPass):
         program = cand.program
         deps = program.deps
         out: list[Unit] = []
-        taken = set(deps.binders_named)
-        for module in program.modules.values():
-            taken |= names_read(module.code)
-        taken |= set(dir(builtins))
-        for s in cand.editable():
-            node = s.node
-            if s.kind != "simple" or len(node.body) != 1 or not isinstance(node.body[0], cst.Assign):
-                continue
-            assign = node.body[0]
-            if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
-                continue
-            name = assign.targets[0].target.value
-            found = _record_comprehension(assign.value)
+        taken: set[str] | None = None  # every name of the program, once a list needs one
+        for s, name, value, readers in single_bindings(cand):
+            found = _record_comprehension(value)
             if found is None or len(deps.binders_named.get(name, ())) != 1:
                 continue
             comp, fields = found
-            # (a read inside a comprehension is listed once per scope that sees it)
-            reads = list({
-                id(n): n for n, _ in deps.sole_readers.get(s.id, ())
-                if n.value == name and deps.enclosing_live(n, cand.live)
-            }.values())
-            if not reads or len(reads) != len({id(n) for n in deps.reads(s.id, name)}):
+            reads = [n for n, _ in readers]
+            if len(reads) != len({id(n) for n in deps.reads(s.id, name)}):
                 continue
             parts = [_field_reads(program, deps, n, fields) for n in reads]
             if any(p is None for p in parts):
@@ -373,6 +349,10 @@ class SplitRecords(LevelZeroPass):
             used = [k for k in fields if any(p[1] == k for p in parts)]  # type: ignore[index]
             if len(used) > 1 and not all(_repeatable(c.iter) for c in _clauses(comp)):
                 continue  # each list walks the iterable again
+            if taken is None:
+                taken = set(deps.binders_named) | set(dir(builtins))
+                for module in program.modules.values():
+                    taken |= names_read(module.code)
             renamed: dict[str, str] = {}
             for key in used:
                 for new in (key, f"{name}_{key}"):
