@@ -10,10 +10,10 @@ Two ways to start a candidate, chosen per run:
 
 * ``fork``: the supervisor has imported torch and the modules the original run
   imported (``preload``), and forks.  The child starts with everything imported, in a
-  few milliseconds instead of seconds.  This is only sound while the supervisor has
-  not initialised CUDA and runs a single thread: see docs/executors.md.  ``preload``
-  checks both after every import and refuses (naming the module) rather than go on
-  tainted.
+  few milliseconds instead of seconds.  This is only sound while nothing in the
+  supervisor has called into CUDA and no thread would be running at the fork
+  (``forksafety``; docs/executors.md).  ``preload`` checks both after every import and
+  refuses (naming the module) rather than go on tainted.
 * ``fresh``: the child ``exec``s a new interpreter running the probe.
 
 It speaks newline-delimited JSON over two pipes it is given (never stdin/stdout: an
@@ -32,6 +32,8 @@ import sys
 import time
 import traceback
 from typing import Any
+
+from shrinkgpu.worker.forksafety import fork_hazard
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -53,24 +55,6 @@ def _prctl(option: int, value: int) -> bool:
         return _libc.prctl(option, value, 0, 0, 0) == 0
     except Exception:
         return False
-
-
-def fork_hazard() -> str | None:
-    """Why forking this process now would hand children a broken state, or None."""
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        cuda = getattr(torch, "cuda", None)
-        if cuda is not None and cuda.is_initialized():
-            return "CUDA is initialised"
-    if sys.platform.startswith("linux"):
-        threads = len(os.listdir("/proc/self/task"))
-    else:
-        import threading
-
-        threads = threading.active_count()
-    if threads > 1:
-        return f"{threads} threads are running"
-    return None
 
 
 class Supervisor:
@@ -154,8 +138,9 @@ class Supervisor:
         count = 0
         hazard = fork_hazard()
         if hazard is not None:
+            # Tainted before any import of ours (a sitecustomize, PYTHONSTARTUP).
             self.send(event="preload_refused", module=None, reason=hazard)
-            return
+            self._shutdown(3)
         for name in modules:
             if name in sys.modules:
                 continue
@@ -170,6 +155,12 @@ class Supervisor:
                 # the client starts a new supervisor without that module.
                 self.send(event="preload_refused", module=name, reason=hazard)
                 self._shutdown(3)
+        # One fork for nothing, whatever the thread count: the child asks torch whether
+        # a CUDA call in this process has made forks unusable.
+        hazard = fork_hazard(deep=True)
+        if hazard is not None:
+            self.send(event="preload_refused", module=None, reason=hazard)
+            self._shutdown(3)
         self.preloaded.extend(modules)
         # Everything imported so far lives as long as the supervisor: move it out of the
         # collector's reach, so a child's garbage collections do not walk (and, through

@@ -1,0 +1,114 @@
+"""Whether a process may be forked into clean candidates: checks made in the supervisor.
+
+A forked child is a faithful ``python script.py`` only if the parent hands it nothing it
+cannot use.  Two things break that, and both are checked for what they really are rather
+than by one proxy:
+
+* **CUDA touched in the parent.**  ``torch.cuda.is_initialized()`` is only torch's own
+  lazy-init flag: ``torch.cuda.is_available()`` (without ``PYTORCH_NVML_BASED_CUDA_CHECK``)
+  and ``device_count()`` already call into the CUDA runtime, which loads the driver
+  (``libcuda.so.1``) and marks forks as bad, while the flag stays False.  So the checks
+  are: the flag; the driver library present in the process (``dlopen`` with
+  ``RTLD_NOLOAD`` answers without loading anything); and, once per preload, whether a
+  forked child is in torch's "bad fork" state (``torch._C._cuda_isInBadFork``).
+* **Threads that survive a fork.**  ``fork()`` copies only the calling thread; a lock
+  another thread held stays locked in the child.  But the pools that real imports start
+  are fork-aware: numpy's and scipy's OpenBLAS start one worker per core at load and stop
+  them in a ``pthread_atfork`` *prepare* handler, then start again on the next BLAS call.
+  Counting threads would refuse every user who has numpy.  So when more than one thread
+  runs, the supervisor forks once for nothing (the child exits at once) and counts again:
+  the threads left are the ones that would be running at a real fork, and only those are
+  a hazard.  docs/executors.md has what each library was seen to do.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+
+# dlopen flag: only look the library up among those already loaded (glibc, musl).
+RTLD_NOLOAD = 4
+# The user-space CUDA driver.  The runtime (libcudart, linked into torch) is always
+# loaded; the driver only once something called into CUDA.  ROCm's runtime libraries are
+# linked into torch and loaded at import, so on ROCm the thread check and torch's
+# bad-fork flag are what tell: initialising HSA starts threads that survive fork.
+DRIVER_LIBRARIES = ("libcuda.so.1", "libcuda.so")
+EXIT_BAD_FORK = 17
+
+
+def threads() -> list[str]:
+    """Names of this process's threads, the main one first: a Python thread by its
+    ``threading`` name (what its author chose), any other by the kernel's ``comm``."""
+    import threading
+
+    if not sys.platform.startswith("linux"):
+        return [t.name for t in threading.enumerate()]
+    python_names = {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
+    names = []
+    for tid in sorted(os.listdir("/proc/self/task"), key=int):
+        name = python_names.get(int(tid))
+        if name is None:
+            try:
+                with open(f"/proc/self/task/{tid}/comm", encoding="utf-8", errors="replace") as fh:
+                    name = fh.read().strip()
+            except OSError:  # the thread ended while we looked
+                continue
+        names.append(name)
+    return names
+
+
+def loaded_driver() -> str | None:
+    """The CUDA driver library if this process has loaded it, without loading it."""
+    if not sys.platform.startswith("linux"):
+        return None
+    for name in DRIVER_LIBRARIES:
+        try:
+            ctypes.CDLL(name, mode=RTLD_NOLOAD)
+        except OSError:
+            continue
+        return name
+    return None
+
+
+def _fork_for_nothing(check_bad_fork: bool = False) -> bool:
+    """Fork a child that exits at once, letting fork-aware pools stop in their atfork
+    handlers; True when the child found torch's bad-fork flag set."""
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        if check_bad_fork:
+            try:
+                torch = sys.modules.get("torch")
+                flag = getattr(getattr(torch, "_C", None), "_cuda_isInBadFork", None)
+                if flag is not None and flag():
+                    code = EXIT_BAD_FORK
+            except BaseException:  # noqa: BLE001 - a check, never a reason to linger
+                pass
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == EXIT_BAD_FORK
+
+
+def fork_hazard(*, deep: bool = False) -> str | None:
+    """Why forking this process now would hand children a broken state, or None.
+
+    ``deep`` also forks a child to ask torch whether it considers forks bad (once per
+    preload: a fork of a large process costs tens of milliseconds)."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        cuda = getattr(torch, "cuda", None)
+        if cuda is not None and cuda.is_initialized():
+            return "CUDA is initialised"
+    driver = loaded_driver()
+    if driver is not None:
+        return f"the CUDA driver ({driver}) is loaded: something called into CUDA"
+    names = threads()
+    if len(names) > 1 or deep:
+        if _fork_for_nothing(check_bad_fork=deep and torch is not None):
+            return "torch marks forked children as unable to use CUDA (a CUDA call was made)"
+        names = threads()
+    if len(names) > 1:
+        others = ", ".join(repr(n) for n in names[1:])
+        return f"{len(names) - 1} other thread(s) keep running across fork ({others})"
+    return None
