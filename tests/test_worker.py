@@ -511,11 +511,16 @@ def test_script_runs_as_main_with_absolute_file_and_its_directory_first_on_path(
     assert seen["path"][1:] == plain["path"][1:]
 
 
-def test_environment_is_exactly_spec_env_as_python_sees_it(facts, spec):
+def test_environment_is_spec_env_as_python_sees_it_but_tmpdir_names_the_runs_own(facts, spec):
     _, seen = facts
-    assert seen["env"] == plain_interpreter(ENV, spec.cwd)["env"]
-    # Everything beyond spec.env is Python's own locale coercion, not shrinkgpu's.
-    assert set(seen["env"]) - set(ENV) <= {"LC_CTYPE"}
+    env = dict(seen["env"])
+    # What the script leaves in its temporary directory goes with the run.
+    tmpdir = Path(env.pop("TMPDIR"))
+    assert tmpdir == Path(seen["cwd"]).parent.parent / "tmp"  # run-N/tmp beside run-N/root
+    assert not tmpdir.exists()
+    assert env == plain_interpreter(ENV, spec.cwd)["env"]
+    # Everything else beyond spec.env is Python's own locale coercion, not shrinkgpu's.
+    assert set(env) - set(ENV) <= {"LC_CTYPE"}
     assert LEAK_MARKER not in seen["env"] and "PYTEST_CURRENT_TEST" not in seen["env"]
 
 

@@ -493,6 +493,7 @@ def _environment() -> dict[str, Any]:
     env["torch"] = getattr(torch, "__version__", None)
     env["cuda"] = getattr(version, "cuda", None)
     env["hip"] = getattr(version, "hip", None)
+    env["threads"] = thread_counts()
     try:
         if torch.cuda.is_initialized():
             env["devices"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
@@ -513,6 +514,57 @@ def prepare_process(req: dict[str, Any], *, forked: bool) -> None:
         sys.path.insert(0, script_dir)
     if forked:
         _fresh_random_state()
+        # A preloaded module may have asked for the temporary directory already; the
+        # script must get the one its environment names (the run's own, see Runner).
+        tempfile = sys.modules.get("tempfile")
+        if tempfile is not None:
+            tempfile.tempdir = None
+        if req.get("threads"):
+            limit_threads(int(req["threads"]))
+
+
+# Variables that size thread pools at library load: a fresh interpreter reads them, and
+# a forked child has them set too, for the processes it starts.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def limit_threads(count: int) -> None:
+    """Make a forked child use ``count`` threads, as a fresh interpreter started with
+    ``OMP_NUM_THREADS=count`` (and the BLAS variables) would: the pools were sized when
+    the supervisor loaded them, so the variables alone come too late here."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(count)
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # a dependency; a broken install must not stop the run
+        return
+    try:
+        threadpool_limits(limits=count)
+    except Exception:
+        pass
+
+
+def thread_counts() -> dict[str, Any]:
+    """The thread pools' sizes as the script sees them, for the report and the jobs rule."""
+    out: dict[str, Any] = {}
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        try:
+            out["torch"] = torch.get_num_threads()
+            out["torch_interop"] = torch.get_num_interop_threads()
+        except Exception:
+            pass
+    if "numpy" in sys.modules:
+        try:
+            from threadpoolctl import threadpool_info
+
+            blas = [p["num_threads"] for p in threadpool_info() if p.get("user_api") == "blas"]
+            if blas:
+                out["blas"] = max(blas)
+        except Exception:
+            pass
+    return out
 
 
 def _fresh_random_state() -> None:
@@ -594,7 +646,23 @@ def run(req: dict[str, Any], *, forked: bool) -> int:
         obs["environment"] = _environment()
     _flush()
     _write(req["observation"], obs)
+    _exit_handlers()
     return code
+
+
+def _exit_handlers() -> None:
+    """What ``python script.py`` does after the script: ``atexit`` callbacks, which
+    include ``weakref.finalize`` objects such as a ``TemporaryDirectory`` the script never
+    closed.  Non-daemon threads are not waited for (the run is over once the script's
+    main code returned or raised); an exception in a callback is printed, as Python
+    does, and changes nothing."""
+    import atexit
+
+    try:
+        atexit._run_exitfuncs()
+    except BaseException:  # noqa: BLE001 - the observation is written; nothing may undo it
+        pass
+    _flush()
 
 
 def _run_main(path: str) -> None:

@@ -17,13 +17,22 @@ import threading
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from shrinkgpu.worker.executor import PreloadRefused, SupervisorClient, SupervisorGone
 from shrinkgpu.worker.observation import Observation
 from shrinkgpu.worker.sandbox import Sandbox
 
 PRELOAD_ATTEMPTS = 6
+
+
+class ForkUnavailable(RuntimeError):
+    """No fork server can be made that hands candidates a clean process."""
+
+    def __init__(self, reason: str, dropped: tuple[str, ...] = ()):
+        super().__init__(reason)
+        self.reason = reason
+        self.dropped = dropped
 
 
 class Isolation(str, enum.Enum):
@@ -118,20 +127,35 @@ class Runner:
         isolation: Isolation = Isolation.FORK,
         capture_ops: bool = True,
         keep_temp: bool = False,
+        sandbox: Sandbox | None = None,
+        threads: int | None = None,
     ):
+        """``sandbox``: a template shared with other runners of the same reduction (the
+        caller closes it); by default the runner copies the root directory itself.
+        ``threads``: cap on each candidate's thread pools (``limit_threads``), None for
+        the sizes a fresh interpreter picks."""
         self.spec = spec
         self.isolation = isolation
         self.capture_ops = capture_ops
+        self.threads = threads
+        self.program_files = frozenset(program_files) | {spec.script_rel}
         self.env = dict(os.environ if spec.env is None else spec.env)
-        files = set(program_files) | {spec.script_rel}
-        self.sandbox = Sandbox(spec.root_dir, program_files=files, exclude=exclude, stdin=spec.stdin, keep=keep_temp)
+        self._owns_sandbox = sandbox is None
+        if sandbox is None:
+            sandbox = Sandbox(spec.root_dir, exclude=exclude, stdin=spec.stdin, keep=keep_temp)
+        self.sandbox = sandbox
         self._client: SupervisorClient | None = None
         self._lock = threading.Lock()
         self.preload_report: PreloadReport | None = None
 
     # -- lifecycle ------------------------------------------------------------------
-    def start(self, preload: Sequence[str] = ()) -> PreloadReport:
-        """Start the supervisor; in fork isolation, preload ``preload`` (in order)."""
+    def start(self, preload: Sequence[str] = (), *, required: bool = False) -> PreloadReport:
+        """Start the supervisor; in fork isolation, preload ``preload`` (in order).
+
+        A module whose import makes forking unsafe is dropped (the script imports it
+        itself, at a fresh interpreter's cost); when no fork-safe server can be made,
+        every candidate runs fresh, or, with ``required``, ``ForkUnavailable`` is raised.
+        The report says which and why, for the user's first progress lines."""
         import time
 
         started = time.perf_counter()
@@ -141,6 +165,7 @@ class Runner:
             return self.preload_report
         modules = list(preload)
         dropped: list[str] = []
+        reason = f"{PRELOAD_ATTEMPTS} modules in a row made forking unsafe"
         for _ in range(PRELOAD_ATTEMPTS):
             client = self._new_client()
             try:
@@ -148,7 +173,8 @@ class Runner:
             except PreloadRefused as refused:
                 client.close()
                 if refused.module is None:
-                    break  # hazardous before any import: forking is not possible here
+                    reason = refused.reason
+                    break  # tainted before any import, or by the preload as a whole
                 bad = refused.module
                 dropped.append(f"{bad} ({refused.reason})")
                 # Its submodules would bring it back.
@@ -159,17 +185,21 @@ class Runner:
                 tuple(modules), tuple(dropped), time.perf_counter() - started, Isolation.FORK
             )
             return self.preload_report
+        if required:
+            raise ForkUnavailable(reason, tuple(dropped))
         # Could not make a clean fork server: every candidate pays for a fresh interpreter.
         self.isolation = Isolation.FRESH
         self._client = self._new_client()
         self.preload_report = PreloadReport(
             (), tuple(dropped), time.perf_counter() - started, Isolation.FRESH,
-            note="no fork-safe preload was found; running each candidate in a fresh interpreter",
+            note=f"forking is not safe here ({reason}); every candidate runs in a fresh interpreter",
         )
         return self.preload_report
 
     def _new_client(self) -> SupervisorClient:
-        client = SupervisorClient(env=self.env)
+        # What preloaded imports put in their temporary directory (torch's compiler
+        # caches) stays in the session and goes with it; each run gets its own TMPDIR.
+        client = SupervisorClient(env={**self.env, "TMPDIR": str(self.sandbox.tmp)})
         client.start()
         return client
 
@@ -177,7 +207,8 @@ class Runner:
         if self._client is not None:
             self._client.close()
             self._client = None
-        self.sandbox.close()
+        if self._owns_sandbox:
+            self.sandbox.close()
 
     def __enter__(self) -> "Runner":
         return self
@@ -199,12 +230,14 @@ class Runner:
     ) -> Future:
         """Run ``files`` (path relative to root -> source); the future yields an Observation.
 
-        ``env`` adds variables for this run only (GPU pinning); nothing else differs from
-        the user's environment."""
+        ``env`` adds variables for this run only (GPU pinning).  Besides those, a run
+        differs from the user's environment in one variable: ``TMPDIR`` names the run's
+        own ``tmp/``, so what the script leaves in its temporary directory goes with the
+        run; and, when ``threads`` caps the pools, in the thread-count variables."""
         mode = isolation or self.isolation
         if mode is Isolation.FORK and self.isolation is Isolation.FRESH:
             mode = Isolation.FRESH
-        run = self.sandbox.prepare(files)
+        run = self.sandbox.prepare(files, omit=self.program_files)
         spec = self.spec
         script = run.root / spec.script_rel
         cwd = run.root / spec.cwd_rel if spec.cwd_rel is not None else run.root
@@ -224,7 +257,9 @@ class Runner:
             "collect_modules": collect_modules,
             "collect_env": collect_env,
             "count_loops": count_loops,
+            "threads": self.threads,
         }
+        extra = {"TMPDIR": str(run.tmp), **self.thread_env(), **(env or {})}
         if mode is Isolation.FRESH:
             import json
 
@@ -237,7 +272,7 @@ class Runner:
             "stdin": str(self.sandbox.stdin),
             "stdout": str(run.stdout),
             "stderr": str(run.stderr),
-            "env": dict(env or {}),
+            "env": extra,
         }
         result: Future = Future()
         client = self._client
@@ -273,6 +308,13 @@ class Runner:
 
         raw.add_done_callback(finish)
         return result
+
+    def thread_env(self) -> dict[str, str]:
+        if not self.threads:
+            return {}
+        from shrinkgpu.worker.probe import THREAD_VARIABLES
+
+        return {name: str(self.threads) for name in THREAD_VARIABLES}
 
     def run(self, files: Mapping[str, str], **kwargs) -> Observation:
         return self.submit(files, **kwargs).result()

@@ -52,12 +52,18 @@ class RunDir:
     def request(self) -> Path:
         return self.path / "request.json"
 
+    @property
+    def tmp(self) -> Path:
+        """The run's temporary directory (its ``TMPDIR``), removed with the run."""
+        return self.path / "tmp"
+
 
 def _fingerprint(path: Path) -> tuple[int, ...]:
-    # ctime changes on every write, chmod or utime and cannot be set by the script, so a
-    # change through a hard link shows even when size and mtime were restored.
+    # Not ctime: linking and unlinking (what every run does to every file) change it, and
+    # with it every file would be copied again after every run.  A script that writes
+    # into a linked file and then restores its size and mtime goes unseen.
     st = path.stat()
-    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
+    return (st.st_size, st.st_mtime_ns, st.st_mode)
 
 
 class Sandbox:
@@ -65,18 +71,18 @@ class Sandbox:
         self,
         root: Path,
         *,
-        program_files: Iterable[str],
         exclude: Iterable[Path] = (),
         stdin: bytes | None = None,
         keep: bool = False,
     ):
         self.root = Path(root).resolve()
-        self.program_files = frozenset(program_files)
         self.exclude = frozenset(Path(p).resolve() for p in exclude)
         self.keep = keep
         self.session = Path(tempfile.mkdtemp(prefix="shrinkgpu-"))
         self.template = self.session / "template"
         self.stdin = self.session / "stdin"
+        self.tmp = self.session / "tmp"  # the supervisors' TMPDIR
+        self.tmp.mkdir()
         self.stdin.write_bytes(stdin or b"")
         self._counter = itertools.count()
         self._stats: dict[str, tuple[int, ...]] = {}
@@ -107,7 +113,7 @@ class Sandbox:
             for name in sorted(filenames):
                 src = here / name
                 rel = str(rel_dir / name) if rel_dir != Path(".") else name
-                if rel in self.program_files or src.resolve() in self.exclude:
+                if src.resolve() in self.exclude:
                     continue
                 if not src.is_file():
                     continue
@@ -122,15 +128,21 @@ class Sandbox:
                 shutil.copy2(src, dst)
                 self._stats[rel] = _fingerprint(dst)
 
-    def prepare(self, files: Mapping[str, str]) -> RunDir:
-        """A fresh run directory holding ``files`` (path relative to root -> text)."""
+    def prepare(self, files: Mapping[str, str], omit: Iterable[str] = ()) -> RunDir:
+        """A fresh run directory holding ``files`` (path relative to root -> text) and a
+        link to every other file of the template but those in ``omit`` (the program's
+        files that this candidate no longer has)."""
         path = self.session / f"run-{next(self._counter):06d}"
         run = RunDir(path=path, root=path / "root")
         run.root.mkdir(parents=True)
+        run.tmp.mkdir()
         for d in self._dirs:
             (run.root / d).mkdir(exist_ok=True)
+        skip = set(omit)
         for rel in self._stats:
-            os.link(self.template / rel, run.root / rel)
+            # A program file is written fresh, never through a link.
+            if rel not in files and rel not in skip:
+                os.link(self.template / rel, run.root / rel)
         for rel, target in self._links.items():
             link_target = target if os.path.isabs(target) else str((self.root / rel).parent / target)
             os.symlink(os.path.realpath(link_target), run.root / rel)

@@ -1,0 +1,293 @@
+"""The fork server where users live: numpy's thread pools, the CUDA driver, thread counts,
+exit handlers, temporary files and the template, with real processes.
+
+Every candidate must behave like ``python script.py``; the fork server is only worth
+having if it also starts in an environment like the users' (numpy installed, which
+starts OpenBLAS's threads at import).  Fresh interpreters are the reference throughout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from shrinkgpu.reducer import plan_jobs, run_threads
+from shrinkgpu.worker import Isolation, Runner, Sandbox, ScriptSpec
+from shrinkgpu.worker.forksafety import fork_hazard, loaded_driver, threads
+
+np = pytest.importorskip("numpy", reason="the fork server must be tested beside numpy, as users have it")
+
+ENV = {
+    "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+    "HOME": os.environ.get("HOME", "/root"),
+}
+
+COUNTS = """\
+import json, os
+import numpy, torch
+from threadpoolctl import threadpool_info
+blas = [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+a = numpy.ones((300, 300)); a @ a          # wakes the BLAS pool, as a script would
+print(json.dumps({
+    "torch": torch.get_num_threads(),
+    "interop": torch.get_num_interop_threads(),
+    "blas": blas,
+    "env": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")},
+    "threads_after_blas": len(os.listdir("/proc/self/task")),
+}))
+"""
+
+
+def counts(runner: Runner, mode: Isolation) -> dict:
+    obs = runner.run({"s.py": COUNTS}, timeout=120, isolation=mode)
+    assert obs.status == "ok", obs.stderr
+    return json.loads(obs.stdout)
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("forkproject")
+    (root / "s.py").write_text("pass\n")
+    (root / "data.bin").write_bytes(os.urandom(1 << 16))
+    return root
+
+
+@pytest.fixture(scope="module")
+def numpy_runner(project):
+    spec = ScriptSpec(script=project / "s.py", cwd=project, env=ENV)
+    with Runner(spec, isolation=Isolation.FORK) as runner:
+        runner.start(["numpy", "torch", "threadpoolctl", "tempfile"], required=True)
+        yield runner
+
+
+# -- 1. numpy's pools do not stop the fork server -----------------------------------------
+def test_numpy_starts_a_blas_thread_at_import_that_stops_at_fork():
+    # The premise, measured: without the fork-for-nothing this server would be refused.
+    code = textwrap.dedent(
+        """\
+        import os, numpy
+        from shrinkgpu.worker.forksafety import fork_hazard, threads
+        before = len(threads())
+        print(before, fork_hazard(), len(threads()))
+        """
+    )
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ}, check=True)
+    before, hazard, after = out.stdout.split()
+    if os.cpu_count() and os.cpu_count() > 1 and "OPENBLAS_NUM_THREADS" not in os.environ:
+        assert int(before) > 1  # OpenBLAS's pool, one thread per extra core
+    assert (hazard, after) == ("None", "1")
+
+
+def test_fork_server_preloads_numpy_and_torch_without_dropping_anything(numpy_runner):
+    report = numpy_runner.preload_report
+    assert report.isolation is Isolation.FORK
+    assert report.dropped == ()
+    assert {"numpy", "torch"} <= set(report.modules)
+    obs = numpy_runner.run({"s.py": "import os; print(len(os.listdir('/proc/self/task')))"}, timeout=30)
+    assert obs.stdout == "1\n"  # a forked child starts with one thread, as a fresh one does
+
+
+def test_a_forked_candidate_has_the_thread_counts_of_a_fresh_interpreter(numpy_runner):
+    fork, fresh = counts(numpy_runner, Isolation.FORK), counts(numpy_runner, Isolation.FRESH)
+    assert fork == fresh
+    assert fork["env"] == {"OMP_NUM_THREADS": None, "MKL_NUM_THREADS": None, "OPENBLAS_NUM_THREADS": None}
+    assert fork["torch"] >= 1 and fork["blas"]
+
+
+def test_a_thread_cap_behaves_like_the_variables_set_for_a_fresh_interpreter(project):
+    spec = ScriptSpec(script=project / "s.py", cwd=project, env=ENV)
+    with Runner(spec, isolation=Isolation.FORK, threads=1) as runner:
+        runner.start(["numpy", "torch", "threadpoolctl"], required=True)
+        fork, fresh = counts(runner, Isolation.FORK), counts(runner, Isolation.FRESH)
+    # One difference, not in behaviour: OpenBLAS re-creates its pool in a forked child at
+    # the size it had in the parent, and then uses one thread of it; a fresh one never
+    # starts the idle worker.
+    assert fresh["threads_after_blas"] == 1
+    assert fork.pop("threads_after_blas") <= len(os.sched_getaffinity(0))
+    fresh.pop("threads_after_blas")
+    assert fork == fresh
+    assert fork["torch"] == 1 and fork["blas"] == [1]
+    assert fork["env"] == {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+
+
+# -- 2. CUDA, checked for what it is -------------------------------------------------------
+@pytest.fixture(scope="module")
+def fake_driver(tmp_path_factory) -> Path:
+    """A directory holding a shared object named like the CUDA driver (any loadable ELF
+    object does: what is checked is that a library of that name is in the process)."""
+    import _bz2
+
+    d = tmp_path_factory.mktemp("fakedriver")
+    shutil.copy(_bz2.__file__, d / "libcuda.so.1")
+    (d / "touchcuda.py").write_text("import ctypes\nctypes.CDLL('libcuda.so.1')\n")
+    (d / "asks_cuda.py").write_text("import torch\nAVAILABLE = torch.cuda.is_available()\n")
+    return d
+
+
+def test_a_loaded_cuda_driver_is_a_hazard_even_when_torch_says_cuda_is_not_initialised(fake_driver):
+    import subprocess
+
+    code = (
+        "import ctypes, torch\n"
+        "from shrinkgpu.worker.forksafety import fork_hazard, loaded_driver\n"
+        "print(loaded_driver(), fork_hazard())\n"
+        "ctypes.CDLL('libcuda.so.1')\n"
+        "print(torch.cuda.is_initialized(), loaded_driver())\n"
+        "print(fork_hazard())\n"
+    )
+    env = {**os.environ, "LD_LIBRARY_PATH": str(fake_driver)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    first, second, third = out.stdout.splitlines()
+    assert first == "None None"
+    assert second == "False libcuda.so.1"
+    assert third == "the CUDA driver (libcuda.so.1) is loaded: something called into CUDA"
+
+
+def test_preload_drops_the_module_that_loaded_the_driver_and_keeps_the_rest(project, fake_driver):
+    env = {**ENV, "LD_LIBRARY_PATH": str(fake_driver), "PYTHONPATH": str(fake_driver)}
+    spec = ScriptSpec(script=project / "s.py", cwd=project, env=env)
+    with Runner(spec, isolation=Isolation.FORK) as runner:
+        report = runner.start(["torch", "asks_cuda", "touchcuda", "json"])
+        assert report.isolation is Isolation.FORK
+        assert report.modules == ("torch", "asks_cuda", "json")
+        assert len(report.dropped) == 1 and report.dropped[0].startswith("touchcuda (the CUDA driver")
+        obs = runner.run({"s.py": "import sys; print('touchcuda' in sys.modules, 'asks_cuda' in sys.modules)"}, timeout=30)
+        assert obs.stdout == "False True\n"
+
+
+def test_no_driver_in_this_process():
+    # The test process itself (numpy and torch imported) never touched CUDA.
+    assert loaded_driver() is None
+    assert fork_hazard() is None or "thread" in fork_hazard()
+
+
+# -- 3. never silent -------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def threaded_site(tmp_path_factory) -> Path:
+    """A sitecustomize that starts a thread in every interpreter: no fork server is safe."""
+    d = tmp_path_factory.mktemp("threadedsite")
+    (d / "sitecustomize.py").write_text(
+        "import threading, time\n"
+        "threading.Thread(target=time.sleep, args=(1000,), daemon=True, name='site-watcher').start()\n"
+    )
+    return d
+
+
+def test_no_fork_server_when_the_interpreter_starts_threaded(project, threaded_site):
+    from shrinkgpu.worker import ForkUnavailable
+
+    spec = ScriptSpec(script=project / "s.py", cwd=project, env={**ENV, "PYTHONPATH": str(threaded_site)})
+    with Runner(spec, isolation=Isolation.FORK) as runner:
+        with pytest.raises(ForkUnavailable, match="thread"):
+            runner.start(["json"], required=True)
+    with Runner(spec, isolation=Isolation.FORK) as runner:
+        report = runner.start(["json"])
+        assert report.isolation is Isolation.FRESH and runner.isolation is Isolation.FRESH
+        assert "forking is not safe here" in report.note and "site-watcher" in report.note
+
+
+# -- 4. jobs x threads <= cores ------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("jobs", "gpus", "cores", "per_run", "planned"),
+    [
+        (None, 0, 2, 2, (1, None)),  # python uses both cores: one candidate at a time
+        (None, 0, 16, 8, (2, None)),
+        (None, 0, 8, 1, (8, None)),  # OMP_NUM_THREADS=1 in the user's environment
+        (2, 0, 2, 2, (2, 1)),  # asked for two: each gets one core's worth
+        (3, 0, 16, 8, (3, 5)),
+        (None, 4, 16, 8, (4, 4)),  # one per GPU, the cores shared out
+        (None, 1, 16, 8, (1, None)),
+        (64, 0, 16, 8, (64, 1)),
+    ],
+)
+def test_jobs_times_threads_never_exceeds_the_cores(jobs, gpus, cores, per_run, planned):
+    got = plan_jobs(jobs, gpus, cores, per_run)
+    assert got == planned
+    n, cap = got
+    assert n * (cap or per_run) <= max(cores, n)
+
+
+def test_threads_per_run_come_from_the_fresh_runs_report():
+    assert run_threads({"threads": {"torch": 4, "torch_interop": 4, "blas": 8}}) == 8
+    assert run_threads({"threads": {"torch": 2}}) == 2
+    assert run_threads({}) == 1
+
+
+# -- 5. a candidate's run is a faithful run ---------------------------------------------------
+EXIT_WORK = """\
+import atexit, tempfile, weakref
+kept = tempfile.TemporaryDirectory()          # never closed: its finalizer removes it at exit
+made = tempfile.mkdtemp(prefix="probe_ckpt_")  # never removed by the script
+print(tempfile.gettempdir(), kept.name, made, flush=True)
+class Model: pass
+m = Model()
+weakref.finalize(m, print, "finalizer ran")
+atexit.register(print, "atexit ran")
+raise ValueError("bad batch")
+"""
+
+
+@pytest.mark.parametrize("mode", [Isolation.FORK, Isolation.FRESH])
+def test_exit_handlers_run_and_temporary_files_land_in_the_runs_directory(numpy_runner, mode, tmp_path):
+    import tempfile
+
+    assert tempfile.gettempdir()  # the server preloaded tempfile and may have cached it too
+    obs = numpy_runner.run({"s.py": EXIT_WORK}, timeout=60, isolation=mode)
+    assert obs.signature is not None and obs.signature.type == "ValueError"
+    first, *rest = obs.stdout.splitlines()
+    tmpdir, kept, made = (Path(p) for p in first.split())
+    assert rest == ["finalizer ran", "atexit ran"] or sorted(rest) == ["atexit ran", "finalizer ran"]
+    assert tmpdir.name == "tmp" and tmpdir.parent.name.startswith("run-")
+    assert kept.parent == tmpdir and made.parent == tmpdir
+    assert not tmpdir.exists()  # gone with the run
+
+
+def test_files_beside_the_script_are_linked_from_one_copy_never_copied_again(project):
+    sandbox = Sandbox(project)
+    try:
+        template = sandbox.template / "data.bin"
+        inode = template.stat().st_ino
+        for _ in range(3):
+            run = sandbox.prepare({"s.py": "pass\n"})
+            assert (run.root / "data.bin").stat().st_ino == inode  # a link, not a copy
+            sandbox.release(run)
+        assert template.stat().st_ino == inode  # not copied again after any run
+        # A run that writes into the linked file does get the template repaired.
+        run = sandbox.prepare({"s.py": "pass\n"})
+        with open(run.root / "data.bin", "ab") as fh:
+            fh.write(b"vandal")
+        sandbox.release(run)
+        assert template.read_bytes() == (project / "data.bin").read_bytes()
+    finally:
+        sandbox.close()
+    assert not sandbox.session.exists()
+
+
+def test_one_copy_of_the_users_directory_per_reduction(tmp_path, monkeypatch):
+    import shrinkgpu.reducer as reducer
+
+    made: list[Path] = []
+
+    class Counting(Sandbox):
+        def __init__(self, root, **kw):
+            made.append(Path(root))
+            super().__init__(root, **kw)
+
+    monkeypatch.setattr(reducer, "Sandbox", Counting)
+    (tmp_path / "s.py").write_text("import torch\ntorch.zeros(2).view(3)\n")
+    (tmp_path / "weights.bin").write_bytes(b"0" * 1024)
+    result = reducer.reduce(
+        reducer.ReduceConfig(
+            script=tmp_path / "s.py", cwd=tmp_path, keep_error="shape", verify_runs=1, max_tests=5, write=False
+        )
+    )
+    assert made == [tmp_path.resolve()]
+    assert result.isolation is Isolation.FORK
