@@ -304,3 +304,48 @@ def test_a_bug_in_a_package_module_reduces_to_one_file_without_the_empty_init(tm
     out = (tmp_path / "train.min.py").read_text()
     assert "models" not in out and "torch.gather(" in out
     assert (tmp_path / "models" / "__init__.py").read_text() == ""  # the user's files stay
+
+
+# -- the fork server is never given up silently ------------------------------------------------
+THREADED_SITE = (
+    "import threading, time\n"
+    "threading.Thread(target=time.sleep, args=(1000,), daemon=True, name='site-watcher').start()\n"
+)
+
+
+def test_a_fork_server_that_cannot_start_is_said_in_the_first_progress_lines(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(THREADED_SITE)
+    (tmp_path / "repro.py").write_text("import torch\ntorch.zeros(2).view(3)\n")
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    result = subprocess.run(
+        [*EXE, "reduce", "repro.py", "-k", "shape", "--max-tests", "1", "--verify", "0", "--json"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env,
+    )
+    assert result.returncode == 0, result.stderr
+    progress = result.stderr.splitlines()
+    # Within the first lines, before any candidate: what happened, why, what to do.
+    head = "\n".join(progress[:4])
+    assert "forking is not safe here (1 other thread(s) keep running across fork ('site-watcher'))" in head
+    assert "every candidate runs in a fresh interpreter" in head and "--isolation" in head
+    data = json.loads(result.stdout)
+    assert data["isolation"] == "fresh"
+    assert any("forking is not safe here" in note for note in data["notes"])
+    report = (tmp_path / "repro.min.md").read_text()
+    assert "isolation: fresh" in report and "forking is not safe here" in report
+
+
+def test_isolation_fork_given_explicitly_and_impossible_is_an_error(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(THREADED_SITE)
+    (tmp_path / "repro.py").write_text("import torch\ntorch.zeros(2).view(3)\n")
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    result = subprocess.run(
+        [*EXE, "reduce", "repro.py", "-k", "shape", "--isolation", "fork"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env,
+    )
+    assert result.returncode == 1
+    assert "--isolation fork is not possible here: 1 other thread(s) keep running across fork ('site-watcher')" in result.stderr
+    assert not (tmp_path / "repro.min.py").exists()

@@ -9,8 +9,10 @@ fixture must come out as one self-contained file.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -28,35 +30,45 @@ MAX_IDEAL_RATIO = 1.25
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", FIXTURE_NAMES)
-def test_fixture_reduces_to_a_faithful_small_script(name, tmp_path, record_property):
+def test_fixture_reduces_to_a_faithful_small_script(name, tmp_path, record_property, monkeypatch):
     fx = load_fixture(name)
     before = tree_digest(fx.dir)
-    out = tmp_path / f"{Path(fx.script).stem}.min.py"
+    out = tmp_path / "out" / f"{Path(fx.script).stem}.min.py"
+    out.parent.mkdir()
+    # The user's temporary directory, for the reducer and for everything it starts.
+    user_tmp = tmp_path / "user-tmp"
+    user_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(user_tmp))
 
     result = reduce(
         ReduceConfig(
             script=fx.path, args=fx.args, keep_error=fx.keep_error, output=out, cwd=fx.dir, verify_runs=1,
+            env={**os.environ, "TMPDIR": str(user_tmp)},
             # The search order depends on how many candidates run at once: fixed here so
             # the result is the same on every machine.
             jobs=2,
         )
     )
 
-    # (c) the user's files are sacred
+    # (c) the user's files are sacred, and nothing is left in their temporary directory
     assert tree_digest(fx.dir) == before
+    assert sorted(p.name for p in user_tmp.iterdir()) == []
+    # The default isolation is the fork server, and it did not give up on anything.
+    assert result.isolation is Isolation.FORK, result.notes
+    assert not [n for n in result.notes if "not preloaded" in n or "fresh interpreter" in n], result.notes
     # the original's first error is the one the fixture documents
     assert result.signature.type == fx.exception
     assert result.signature.op is not None and result.signature.op.name == fx.operator
     # one self-contained file, even for the multi-file fixture
     assert result.output == out and out.is_file()
     assert result.report is not None and result.report.is_file()
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([out.name, out.with_suffix(".md").name])
+    assert sorted(p.name for p in out.parent.iterdir()) == sorted([out.name, out.with_suffix(".md").name])
     # (b) small
     assert result.tokens_after <= MAX_RATIO * result.tokens_before, (
         f"{name}: {result.tokens_after}/{result.tokens_before} tokens\n{out.read_text()}"
     )
     # (a) plain python, in a directory holding nothing but the output
-    plain = subprocess.run([sys.executable, out.name], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    plain = subprocess.run([sys.executable, out.name], cwd=out.parent, capture_output=True, text=True, timeout=120)
     assert plain.returncode != 0
     # The traceback Python prints names the root error (numbers in it may differ: the
     # same bug may report another out-of-range value; the tensor metadata pins it).
@@ -64,7 +76,7 @@ def test_fixture_reduces_to_a_faithful_small_script(name, tmp_path, record_prope
     assert printed, plain.stderr
     assert any(normalize_message(line.split(": ", 1)[1]) == result.signature.normalized for line in printed)
     # ... and the same bug by the signature's rule, seen by a fresh worker
-    obs, _ = run_once(ReduceConfig(script=out, cwd=tmp_path), isolation=Isolation.FRESH, collect=False)
+    obs, _ = run_once(ReduceConfig(script=out, cwd=out.parent), isolation=Isolation.FRESH, collect=False)
     assert obs.signature is not None
     assert result.signature.same_bug(obs.signature), result.signature.differences(obs.signature)
 

@@ -116,8 +116,10 @@ def run(script, script_args, timeout, isolation, root, stdin_file, sync_launches
               help="Where to write the result (default: <stem>.min.py beside SCRIPT).")
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=None,
               help="Seconds per candidate (default: calibrated from the original run).")
-@click.option("--isolation", type=click.Choice([i.value for i in Isolation]), default="fork", show_default=True,
-              help="fork: fork a preloaded server per candidate; fresh: a new interpreter each time.")
+@click.option("--isolation", type=click.Choice(["auto", *(i.value for i in Isolation)]), default="auto",
+              show_default=True,
+              help="fork: fork a preloaded server per candidate, or stop if that is unsafe here; fresh: a new "
+                   "interpreter each time; auto: fork, else fresh, saying why.")
 @click.option("--strictness", type=click.Choice([s.value for s in Strictness]), default="strict", show_default=True,
               help="strict: same dtype/shape/stride/device at the operator; operator: same operator only.")
 @click.option("--max-tests", type=click.IntRange(min=1), default=None, help="Stop after this many candidates.")
@@ -154,7 +156,8 @@ def reduce_cmd(script, script_args, keep_error, output, timeout, isolation, stri
         raise click.BadParameter(str(exc), param_hint="--gpus") from None
     config = _config(
         script, script_args,
-        keep_error=keep_error, output=output, timeout=timeout, isolation=Isolation(isolation),
+        keep_error=keep_error, output=output, timeout=timeout,
+        isolation=None if isolation == "auto" else Isolation(isolation),
         strictness=Strictness(strictness), max_tests=max_tests, max_time=max_time,
         verify_runs=verify_runs, root=root, stdin=_stdin_bytes(stdin_file), keep_temp=keep_temp,
         jobs=jobs, gpus=gpu_ids, search=search, sync_launches=sync_launches,

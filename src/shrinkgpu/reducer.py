@@ -29,9 +29,19 @@ from shrinkgpu.oracle import Oracle, OracleStats, Target
 from shrinkgpu.passes import PASSES
 from shrinkgpu.report import Stage, write_outputs
 from shrinkgpu.signature import Signature, Strictness
-from shrinkgpu.syntax import Candidate, Facts, ParseRecord, Program, count_tokens
+from shrinkgpu.syntax import Candidate, Facts, ParseRecord, Program
 from shrinkgpu.syntax.program import loop_facts
-from shrinkgpu.worker import Isolation, Observation, Runner, ScriptSpec, preload_candidates
+from shrinkgpu.worker import (
+    ForkUnavailable,
+    Isolation,
+    Observation,
+    Runner,
+    Sandbox,
+    SandboxError,
+    ScriptSpec,
+    preload_candidates,
+    usable_cpus,
+)
 from shrinkgpu.worker.devices import visible_gpus
 
 DEFAULT_FRESH_TIMEOUT = 600.0
@@ -61,7 +71,8 @@ class ReduceConfig:
     keep_error: str | None = None  # regex the first error must match
     output: Path | None = None  # default: <stem>.min.py beside the script
     timeout: float | None = None  # per candidate; default: calibrated from the original
-    isolation: Isolation = Isolation.FORK
+    # None: fork when that is safe, else fresh, saying so; FORK: fork or fail; FRESH
+    isolation: Isolation | None = None
     root: Path | None = None
     cwd: Path | None = None
     env: Mapping[str, str] | None = None
@@ -74,7 +85,7 @@ class ReduceConfig:
     max_time: float | None = None
     keep_temp: bool = False
     write: bool = True
-    jobs: int | None = None  # candidates at once; default: one per GPU if any, else per core
+    jobs: int | None = None  # candidates at once; default: one per GPU, else cores / threads per run
     search: str = "probdd"  # or "ddmin"
     gpus: tuple[str, ...] | None = None  # pin workers to these devices; default: all visible
     sync_launches: bool = False  # CUDA_LAUNCH_BLOCKING=1 / AMD_SERIALIZE_KERNEL=3 for every run
@@ -102,6 +113,7 @@ class ReductionResult:
     timeout: float
     calibration: tuple[float, ...] = ()
     jobs: int = 1
+    threads: int | None = None  # cap on each candidate's thread pools, None when uncapped
     gpus: tuple[str, ...] = ()
     environment: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -129,6 +141,7 @@ class ReductionResult:
             "timeout": self.timeout,
             "calibration_runs": list(self.calibration),
             "jobs": self.jobs,
+            "threads_per_candidate": self.threads,
             "gpus": list(self.gpus),
             "signature": self.signature.to_json(),
             "final_signature": self.final_signature.to_json() if self.final_signature else None,
@@ -193,16 +206,21 @@ def with_sync_launches(config: ReduceConfig, environment: Mapping[str, object]) 
 
 
 def run_observed(
-    config: ReduceConfig, *, isolation: Isolation = Isolation.FRESH, collect: bool = True, count_loops: bool = False
+    config: ReduceConfig,
+    *,
+    isolation: Isolation = Isolation.FRESH,
+    collect: bool = True,
+    count_loops: bool = False,
+    sandbox: Sandbox | None = None,
 ) -> tuple[Observation, ScriptSpec, ReduceConfig, tuple[str, str] | None]:
     """``run_once``; with ``config.sync_launches`` a second run with the backend's
     synchronous-launch variable (the first tells which backend), whose observation is
     the one returned, along with the config every later run must use."""
-    obs, spec = run_once(config, isolation=isolation, collect=collect, count_loops=count_loops)
+    obs, spec = run_once(config, isolation=isolation, collect=collect, count_loops=count_loops, sandbox=sandbox)
     if not config.sync_launches or obs.infra_error:
         return obs, spec, config, None
     config, variable = with_sync_launches(config, obs.environment)
-    obs, spec = run_once(config, isolation=isolation, collect=collect, count_loops=count_loops)
+    obs, spec = run_once(config, isolation=isolation, collect=collect, count_loops=count_loops, sandbox=sandbox)
     return obs, spec, config, variable
 
 
@@ -211,13 +229,21 @@ def default_output(script: Path) -> Path:
 
 
 def run_once(
-    config: ReduceConfig, *, isolation: Isolation = Isolation.FRESH, collect: bool = True, count_loops: bool = False
+    config: ReduceConfig,
+    *,
+    isolation: Isolation = Isolation.FRESH,
+    collect: bool = True,
+    count_loops: bool = False,
+    sandbox: Sandbox | None = None,
 ) -> tuple[Observation, ScriptSpec]:
     """Run the script once, in a worker, and observe it (``shrinkgpu run``)."""
     spec = spec_for(config)
     files = {spec.script_rel: spec.script.read_text(encoding="utf-8")}
-    with Runner(spec, isolation=isolation, keep_temp=config.keep_temp) as runner:
-        runner.start()
+    with Runner(spec, isolation=isolation, keep_temp=config.keep_temp, sandbox=sandbox) as runner:
+        try:
+            runner.start(required=isolation is Isolation.FORK)
+        except ForkUnavailable as exc:
+            raise ReduceError(f"--isolation fork is not possible here: {exc.reason}. {FORK_ADVICE}") from None
         timeout = config.timeout or DEFAULT_FRESH_TIMEOUT
         obs = runner.run(files, timeout=timeout, collect_modules=collect, collect_env=True, count_loops=count_loops)
     return obs, spec
@@ -272,6 +298,35 @@ def _loop_around_failure(program: Program) -> bool:
 
 
 CALIBRATION_RUNS = 3
+FORK_ADVICE = (
+    "A module that starts threads or calls into CUDA when imported is the usual cause; "
+    "'shrinkgpu reduce ... --isolation fork' stops with the reason instead, and "
+    "--isolation fresh accepts the slower mode without this message"
+)
+
+
+def run_threads(environment: Mapping[str, object]) -> int:
+    """Threads one run of the script uses for its pools, as its fresh run reported them."""
+    counts = environment.get("threads") if isinstance(environment, Mapping) else None
+    if not isinstance(counts, Mapping):
+        return 1
+    sizes = [v for k, v in counts.items() if k in ("torch", "blas") and isinstance(v, int)]
+    return max([1, *sizes])
+
+
+def plan_jobs(jobs: int | None, gpus: int, cores: int, per_run: int) -> tuple[int, int | None]:
+    """Candidates at once, and the thread cap each gets (None: as python would size them).
+
+    Never more threads than cores: jobs x threads per run <= cores.  By default a candidate
+    keeps the thread counts of ``python script.py`` (a faithful run) and the jobs are what
+    fits beside it; with GPUs, one job per GPU, and with ``-j``, what is asked: then each
+    candidate's pools are capped to its share of the cores."""
+    per_run = max(1, per_run)
+    if jobs is None:
+        jobs = gpus if gpus else max(1, cores // per_run)
+    if jobs * per_run <= cores:
+        return jobs, None
+    return jobs, max(1, cores // jobs)
 
 
 def calibrated_timeout(walls: list[float]) -> float:
@@ -297,9 +352,24 @@ def reduce(config: ReduceConfig, on_event: Callable[[object], None] | None = Non
     if output == spec.script:
         raise ReduceError(f"refusing to write the output over the input {spec.script}", exit_code=2)
 
+    exclude = [output, output.with_suffix(""), output.with_suffix(".md")]
+    try:
+        # One copy of the user's directory serves every run of this reduction.
+        sandbox = Sandbox(spec.root_dir, exclude=exclude, stdin=spec.stdin, keep=config.keep_temp)
+    except SandboxError as exc:
+        raise ReduceError(str(exc), exit_code=2) from None
+    try:
+        return _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats)
+    finally:
+        sandbox.close()
+
+
+def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats) -> ReductionResult:
     emit(Stage("running the original in a fresh interpreter"))
     # The first run also counts loop iterations (a line tracer: this run only).
-    first, spec, config, launch = run_observed(config, isolation=Isolation.FRESH, collect=True, count_loops=True)
+    first, spec, config, launch = run_observed(
+        config, isolation=Isolation.FRESH, collect=True, count_loops=True, sandbox=sandbox
+    )
     if first.infra_error:
         raise ReduceError(f"could not run the script: {first.infra_error}")
     if first.signature is None:
@@ -313,7 +383,6 @@ def reduce(config: ReduceConfig, on_event: Callable[[object], None] | None = Non
     files = _local_files(first, spec)
     loops = loop_facts(files, first.loops)
     program = Program(files, spec.script_rel, facts=dataclasses.replace(facts_of(first), loops=loops))
-    exclude = [output, output.with_suffix(""), output.with_suffix(".md")]
     notes: list[str] = []
     if launch is not None:
         notes.append(
@@ -327,15 +396,45 @@ def reduce(config: ReduceConfig, on_event: Callable[[object], None] | None = Non
             "in a copy of the script's directory as their working directory"
         )
 
-    runner = Runner(spec, program_files=files, exclude=exclude, isolation=config.isolation, keep_temp=config.keep_temp)
+    def say(message: str) -> None:
+        """A fact the user must see now (progress) and find later (the report's notes)."""
+        notes.append(message)
+        emit(Stage(message))
+
+    gpus = config.gpus if config.gpus is not None else visible_gpus(spec.env)
+    cores = usable_cpus()
+    per_run = run_threads(first.environment)
+    jobs, threads = plan_jobs(config.jobs, len(gpus), cores, per_run)
+    if threads is not None:
+        say(
+            f"{jobs} candidates at once on {cores} CPU cores: each runs with {threads} thread(s) where "
+            f"python would use {per_run} (-j {max(1, cores // per_run)} keeps {per_run})"
+        )
+    required = config.isolation is Isolation.FORK
+    isolation = config.isolation or Isolation.FORK
+
+    def new_runner(mode: Isolation) -> Runner:
+        return Runner(
+            spec, program_files=files, isolation=mode, keep_temp=config.keep_temp, sandbox=sandbox, threads=threads
+        )
+
+    runner = new_runner(isolation)
     try:
-        emit(Stage("starting workers" + (" and preloading modules" if config.isolation is Isolation.FORK else "")))
+        emit(Stage("starting workers" + (" and preloading modules" if isolation is Isolation.FORK else "")))
         modules = preload_candidates(first.modules, [spec.root_dir])
-        report = runner.start(modules)
-        if report.note:
-            notes.append(report.note)
+        try:
+            report = runner.start(modules, required=required)
+        except ForkUnavailable as exc:
+            raise ReduceError(f"--isolation fork is not possible here: {exc.reason}. {FORK_ADVICE}") from None
+        if report.isolation is Isolation.FORK:
+            emit(Stage(f"fork server ready: {len(report.modules)} modules preloaded in {report.seconds:.1f}s"))
         if report.dropped:
-            notes.append("not preloaded (unsafe to fork after importing): " + ", ".join(report.dropped))
+            say(
+                "not preloaded, because forking after importing them is unsafe (each candidate imports "
+                "them itself, which is slower): " + "; ".join(report.dropped)
+            )
+        if report.note:
+            say(f"{report.note}: expect seconds per candidate instead of milliseconds. {FORK_ADVICE}")
         walls = [first.wall]
         if runner.isolation is Isolation.FORK:
             # Time the original where candidates will run, a few times: the same bug
@@ -344,21 +443,17 @@ def reduce(config: ReduceConfig, on_event: Callable[[object], None] | None = Non
             for _ in range(CALIBRATION_RUNS):
                 forked = runner.run(files, timeout=DEFAULT_FRESH_TIMEOUT)
                 if not target.matches(forked.signature):
-                    notes.append(
-                        "the original failed differently in a forked worker "
-                        f"({forked.describe()}); every candidate runs in a fresh interpreter"
-                    )
+                    why = f"the original failed differently in a forked worker ({forked.describe()})"
+                    if required:
+                        raise ReduceError(f"--isolation fork is not faithful for this script: {why}")
+                    say(f"{why}; every candidate runs in a fresh interpreter, which is slower")
                     runner.close()
-                    runner = Runner(
-                        spec, program_files=files, exclude=exclude, isolation=Isolation.FRESH, keep_temp=config.keep_temp
-                    )
+                    runner = new_runner(Isolation.FRESH)
                     runner.start()
                     walls = [first.wall]
                     break
                 walls.append(forked.wall)
         timeout = config.timeout or calibrated_timeout(walls)
-        gpus = config.gpus if config.gpus is not None else visible_gpus(spec.env)
-        jobs = config.jobs or (len(gpus) if gpus else (os.cpu_count() or 1))
         oracle = Oracle(
             runner, target, timeout,
             fresh_timeout=calibrated_timeout([first.wall]),
@@ -439,6 +534,7 @@ def reduce(config: ReduceConfig, on_event: Callable[[object], None] | None = Non
         timeout=timeout,
         calibration=tuple(round(w, 4) for w in walls),
         jobs=jobs,
+        threads=threads,
         gpus=tuple(gpus),
         environment=first.environment,
         notes=notes,
