@@ -1,0 +1,55 @@
+"""Scripts written against the frameworks users have (pytorch-lightning, transformers),
+reduced through the fork server: the server must start with the framework preloaded,
+drop nothing, and keep the first error.
+
+The frameworks start thread pools at import (numpy's and scipy's OpenBLAS) and import
+thousands of modules; an environment without them hides every fork-safety problem.
+Skipped where a framework is not installed; ``.ci/run`` installs both.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from shrinkgpu.reducer import ReduceConfig, reduce
+from shrinkgpu.worker import Isolation
+
+DATA = Path(__file__).parent / "data" / "ecosystem"
+
+
+def reduce_copy(name: str, tmp_path: Path, max_tests: int):
+    shutil.copy(DATA / name, tmp_path / name)
+    return reduce(
+        ReduceConfig(
+            script=tmp_path / name, cwd=tmp_path, keep_error="out of bounds", max_tests=max_tests, verify_runs=1,
+        )
+    )
+
+
+def assert_forked_with_everything_preloaded(result) -> None:
+    assert result.isolation is Isolation.FORK, result.notes
+    assert not [n for n in result.notes if "not preloaded" in n or "fresh interpreter" in n], result.notes
+    assert result.preload_modules > 1000  # the framework, not just torch
+    assert result.verified == (1, 1)
+
+
+@pytest.mark.slow
+def test_a_lightning_training_step_reduces_in_the_fork_server(tmp_path):
+    pytest.importorskip("pytorch_lightning")
+    result = reduce_copy("pl_train.py", tmp_path, max_tests=25)
+    assert_forked_with_everything_preloaded(result)
+    assert result.signature.type == "IndexError"
+    assert result.signature.op.name == "torch.nn.functional.cross_entropy"
+    assert result.signature.frame.function == "training_step"
+
+
+@pytest.mark.slow
+def test_a_transformers_models_own_loss_reduces_in_the_fork_server(tmp_path):
+    pytest.importorskip("transformers")
+    result = reduce_copy("hf_train.py", tmp_path, max_tests=15)
+    assert_forked_with_everything_preloaded(result)
+    assert result.signature.type == "IndexError"
+    assert result.signature.message == "Target 3 is out of bounds."
