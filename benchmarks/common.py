@@ -39,8 +39,15 @@ class Fixture:
         return self.dir / self.script
 
 
+CORPUS = REPO / "corpus"
+
+
 def load_fixture(name: str) -> Fixture:
+    """A bundled fixture by name (``class_index``), or any directory holding a
+    ``fixture.toml``, relative to the repository (``corpus/lightning_reviews``)."""
     d = FIXTURES / name
+    if not (d / "fixture.toml").is_file():
+        d = REPO / name
     data = tomllib.loads((d / "fixture.toml").read_text())
     ideal = d / "ideal_cut.py"
     return Fixture(
@@ -58,6 +65,11 @@ def load_fixture(name: str) -> Fixture:
 
 def fixture_names() -> list[str]:
     return sorted(p.parent.name for p in FIXTURES.glob("*/fixture.toml"))
+
+
+def corpus_names() -> list[str]:
+    """The scripts nobody here tuned on (corpus/README.md), as load_fixture names."""
+    return sorted(f"corpus/{p.parent.name}" for p in CORPUS.glob("*/fixture.toml"))
 
 
 def cuda_available() -> bool:
@@ -300,6 +312,10 @@ def read_calls(state_dir: Path) -> dict:
 
 
 # -- the machine ---------------------------------------------------------------------------
+ENVIRONMENT_PACKAGES = ("numpy", "scipy", "pandas", "matplotlib", "tensorboard", "pytorch-lightning",
+                        "transformers", "tokenizers", "accelerate", "threadpoolctl")
+
+
 def machine_info() -> dict:
     info: dict = {
         "cpus": os.cpu_count(),
@@ -326,6 +342,15 @@ def machine_info() -> dict:
             info[f"{pkg}_version"] = metadata.version(pkg)
         except metadata.PackageNotFoundError:
             info[f"{pkg}_version"] = None
+    # What else the environment holds: the fork server's behaviour depends on it (numpy's
+    # thread pools, the modules a framework imports).
+    packages = {}
+    for pkg in ENVIRONMENT_PACKAGES:
+        try:
+            packages[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            continue
+    info["packages"] = packages
     try:
         rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain", "--", "src"], cwd=REPO, capture_output=True, text=True).stdout.strip()

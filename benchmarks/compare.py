@@ -11,6 +11,9 @@ cost       per-candidate wall time of the fork server vs a fresh interpreter, on
            original script and on its hand-made cut, through the library's ``Runner``
 shrinkgpu  ``shrinkgpu reduce --jobs 2`` on every fixture, capped
 scaling    shrinkgpu on generated scripts of 100, 1,000 and 10,000 statements
+corpus     shrinkgpu on the scripts nobody here tuned on (corpus/), capped; set beside the
+           figures recorded before any pass was tuned for them
+           (benchmarks/baselines/corpus-before-tuning.json, ``--save-corpus-baseline``)
 peers      pysource-minimize, picire, lithium and shrinkray, each in its own venv under
            bench-envs/, each calling the one shared oracle (benchmarks/oracle.py), one at
            a time, each killed (whole process tree) at the cap
@@ -35,7 +38,8 @@ from pathlib import Path
 from benchmarks import common, peers, report
 from benchmarks.common import BENCH_ENVS, PROJECT_PYTHON, REPO, count_tokens, median, program_tokens
 
-ALL_PARTS = ("cost", "shrinkgpu", "scaling", "peers")
+ALL_PARTS = ("cost", "shrinkgpu", "scaling", "corpus", "peers")
+CORPUS_BASELINE = Path(__file__).resolve().parent / "baselines" / "corpus-before-tuning.json"
 DEFAULT_CAP = 480.0
 SCALE_SIZES = (100, 1000, 10000)
 
@@ -233,6 +237,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--cost-fixtures", default=None, help="fixtures for the cost part (default: --fixtures)")
     ap.add_argument("--scale-sizes", default=",".join(map(str, SCALE_SIZES)))
     ap.add_argument("--scale-cap", type=float, default=900.0, help="cap per generated script, seconds")
+    ap.add_argument("--corpus", default=None, help="corpus scripts (comma-separated corpus/NAME; default: all)")
+    ap.add_argument("--corpus-cap", type=float, default=600.0, help="shrinkgpu's cap per corpus script, seconds")
+    ap.add_argument("--save-corpus-baseline", action="store_true",
+                    help=f"also record the corpus rows as the before-tuning figures ({CORPUS_BASELINE.name})")
     ap.add_argument("--python312", default=None, help="interpreter (>= 3.12) for shrinkray's venv")
     ap.add_argument("--workdir", type=Path, default=None, help="default: bench-envs/runs/<timestamp>")
     ap.add_argument("--doc", type=Path, default=REPO / "docs" / "benchmarks.md")
@@ -287,10 +295,13 @@ def main(argv: list[str] | None = None) -> int:
         "parts": parts,
         "settings": {"cap": ns.cap, "sg_cap": sg_cap, "sg_grace": ns.sg_grace, "jobs": ns.jobs,
                      "max_tests": ns.max_tests, "recheck": ns.recheck, "cost_fresh_runs": ns.cost_fresh_runs,
-                     "cost_fork_runs": ns.cost_fork_runs, "scale_cap": ns.scale_cap},
+                     "cost_fork_runs": ns.cost_fork_runs, "scale_cap": ns.scale_cap,
+                     "corpus_cap": ns.corpus_cap},
         "machine": common.machine_info(),
-        "fixtures": {}, "peers": {}, "cost": [], "reductions": [], "scaling": [], "errors": [],
+        "fixtures": {}, "peers": {}, "cost": [], "reductions": [], "scaling": [], "corpus": [], "errors": [],
     }
+    if CORPUS_BASELINE.is_file():
+        results["corpus_baseline"] = json.loads(CORPUS_BASELINE.read_text())
 
     def save(final: bool = False) -> None:
         results["finished"] = datetime.now(timezone.utc).astimezone().isoformat(timespec="seconds") if final else None
@@ -404,6 +415,29 @@ def main(argv: list[str] | None = None) -> int:
                 results["scaling"].append(row)
                 log("  " + report.result_line(row, {}))
                 save()
+
+        if "corpus" in parts:
+            names = ns.corpus.split(",") if ns.corpus else common.corpus_names()
+            for name in names:
+                cfx = common.load_fixture(name.strip())
+                s = setup_for(cfx)
+                if s is None:
+                    continue
+                log(f"corpus: {cfx.name} (--jobs {ns.jobs}, cap {ns.corpus_cap:g}s)")
+                row = run_shrinkgpu(s, work / cfx.name / "shrinkgpu", ns.corpus_cap, ns.jobs, ns.max_tests,
+                                    ns.recheck, ns.sg_grace, cfx.name)
+                results["corpus"].append(row)
+                log("  " + report.result_line(row, results["fixtures"].get(cfx.name, {})))
+                save()
+            if ns.save_corpus_baseline:
+                CORPUS_BASELINE.parent.mkdir(parents=True, exist_ok=True)
+                CORPUS_BASELINE.write_text(json.dumps({
+                    "recorded": results["started"], "command": ns.command, "machine": results["machine"],
+                    "packages": results["machine"].get("packages"),
+                    "fixtures": {r["fixture"]: results["fixtures"].get(r["fixture"]) for r in results["corpus"]},
+                    "rows": results["corpus"],
+                }, indent=2, default=str))
+                log(f"recorded the before-tuning figures in {CORPUS_BASELINE}")
 
         if "peers" in parts:
             for fx in fixtures:

@@ -393,6 +393,10 @@ def render(results: dict) -> str:
                f"{m.get('platform')}")
     out.append(f"- Python {m.get('python')}, torch {m.get('torch_version')}, libcst {m.get('libcst_version')}, "
                f"shrinkgpu {m.get('shrinkgpu_version')} at revision {m.get('revision')}")
+    packages = m.get("packages")
+    if packages is not None:
+        out.append("- also installed: " + (", ".join(f"{k} {v}" for k, v in sorted(packages.items())) or "none of "
+                                             "numpy, scipy, pandas, matplotlib, tensorboard, pytorch-lightning, transformers"))
     for name, p in results.get("peers", {}).items():
         out.append(f"- {name}: " + (f"{p['requirement']} {p['version']}, jobs {p['jobs']}" if p["ok"]
                                      else f"**not available**: {_oneline(p['message'], 600)}"))
@@ -533,6 +537,15 @@ def render(results: dict) -> str:
         out.append("Not measured in this run.")
     out.append("")
 
+    # Corpus
+    out.append("### 4. Scripts nobody here tuned on (corpus/)")
+    out.append("")
+    if results.get("corpus"):
+        out.append(corpus_table(results))
+    else:
+        out.append("Not measured in this run.")
+    out.append("")
+
     # Why
     out.append("### Missed targets: why, and what would close them")
     out.append("")
@@ -569,6 +582,43 @@ def render(results: dict) -> str:
         out.append("")
     out.append(MEASURED_END)
     return "\n".join(out)
+
+
+CORPUS_TARGET = 0.30  # issue 10: deletion result <= 30% of the tokens
+
+
+def corpus_table(results: dict) -> str:
+    """Each corpus script: this run's result beside the one recorded before any pass was
+    tuned for the corpus."""
+    base = results.get("corpus_baseline") or {}
+    before = {r["fixture"]: r for r in base.get("rows", [])}
+    fixtures = results.get("fixtures", {})
+    rows = []
+    for r in results["corpus"]:
+        name = r["fixture"]
+        f = fixtures.get(name, {})
+        b = before.get(name)
+        tokens, total, ideal = r.get("tokens"), f.get("tokens"), f.get("ideal_tokens")
+        share = tokens / total if tokens is not None and total else None
+        rows.append([
+            name.removeprefix("corpus/"), _s(total, "{}"), _s(ideal, "{}"),
+            "-" if tokens is None else f"{tokens} ({100 * share:.0f}%)",
+            "-" if tokens is None or not ideal else f"{tokens / ideal:.1f}x",
+            "met" if share is not None and share <= CORPUS_TARGET else "missed",
+            _s(r.get("wall")) + (" (capped)" if r.get("capped") else ""),
+            str(r.get("calls", "-")),
+            f"{'yes' if _repro_ok(r) else 'no'} ({r.get('reproduce', '-')})",
+            "-" if not b or b.get("tokens") is None else
+            f"{b['tokens']} ({100 * b['tokens'] / total:.0f}%), {_s(b.get('wall'))} s" if total else str(b.get("tokens")),
+            _oneline(r.get("error") or ("; ".join(r.get("notes") or []) if r.get("notes") else ""), 300) or "-",
+        ])
+    head = ["script", "tokens", "ideal cut", "shrinkgpu tokens", "vs ideal", f"<= {CORPUS_TARGET:.0%}",
+            "wall s", "candidates", "reproduce", "before tuning (tokens, s)", "notes"]
+    text = _table(head, rows)
+    if base:
+        text += (f"\n\nBefore tuning: recorded {base.get('recorded')} by `{base.get('command')}` at revision "
+                 f"{(base.get('machine') or {}).get('revision')}.")
+    return text
 
 
 def write(results: dict, path: Path) -> None:

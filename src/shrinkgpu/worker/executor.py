@@ -130,11 +130,13 @@ class SupervisorClient:
         except (BrokenPipeError, OSError) as exc:
             raise SupervisorGone(f"the supervisor process exited{self._log_tail()}") from exc
 
-    def preload(self, modules: Sequence[str], timeout: float = 600.0) -> dict[str, Any]:
+    def preload(self, modules: Sequence[str], timeout: float = 600.0, threads: int | None = None) -> dict[str, Any]:
+        """Import ``modules`` in the supervisor, then size its thread pools to ``threads``
+        (None: as loaded) for every forked child."""
         fut: Future = Future()
         with self._lock:
             self._pending["preload"] = fut
-        self._send({"op": "preload", "modules": list(modules)})
+        self._send({"op": "preload", "modules": list(modules), "threads": threads})
         event = fut.result(timeout=timeout)
         if event["event"] == "preload_refused":
             raise PreloadRefused(event.get("module"), event.get("reason", ""))

@@ -519,8 +519,6 @@ def prepare_process(req: dict[str, Any], *, forked: bool) -> None:
         tempfile = sys.modules.get("tempfile")
         if tempfile is not None:
             tempfile.tempdir = None
-        if req.get("threads"):
-            limit_threads(int(req["threads"]))
 
 
 # Variables that size thread pools at library load: a fresh interpreter reads them, and
@@ -529,9 +527,9 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"
 
 
 def limit_threads(count: int) -> None:
-    """Make a forked child use ``count`` threads, as a fresh interpreter started with
-    ``OMP_NUM_THREADS=count`` (and the BLAS variables) would: the pools were sized when
-    the supervisor loaded them, so the variables alone come too late here."""
+    """Size this process's pools to ``count`` threads, as ``OMP_NUM_THREADS=count`` (and
+    the BLAS variables) would have at load: called in the supervisor after preloading,
+    where the variables come too late; forked children inherit the sizes."""
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.set_num_threads(count)

@@ -169,7 +169,7 @@ class Runner:
         for _ in range(PRELOAD_ATTEMPTS):
             client = self._new_client()
             try:
-                client.preload(modules)
+                client.preload(modules, threads=self.threads)
             except PreloadRefused as refused:
                 client.close()
                 if refused.module is None:
@@ -257,7 +257,6 @@ class Runner:
             "collect_modules": collect_modules,
             "collect_env": collect_env,
             "count_loops": count_loops,
-            "threads": self.threads,
         }
         extra = {"TMPDIR": str(run.tmp), **self.thread_env(), **(env or {})}
         if mode is Isolation.FRESH:

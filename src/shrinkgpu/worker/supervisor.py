@@ -120,7 +120,7 @@ class Supervisor:
         if op == "run":
             self._start(cmd)
         elif op == "preload":
-            self._preload(cmd.get("modules", []))
+            self._preload(cmd.get("modules", []), cmd.get("threads"))
         elif op == "cancel":
             for pid, run in list(self.running.items()):
                 if run["id"] == cmd.get("id"):
@@ -132,7 +132,7 @@ class Supervisor:
             self.send(event="error", message=f"unknown command {op!r}")
 
     # -- preloading -----------------------------------------------------------------
-    def _preload(self, modules: list[str]) -> None:
+    def _preload(self, modules: list[str], threads: int | None = None) -> None:
         started = time.perf_counter()
         failed: list[str] = []
         count = 0
@@ -155,6 +155,12 @@ class Supervisor:
                 # the client starts a new supervisor without that module.
                 self.send(event="preload_refused", module=name, reason=hazard)
                 self._shutdown(3)
+        if threads:
+            # Sized here, once, the pools keep their size in every child: a child that
+            # sized them itself would pay threadpoolctl's library scan (~50 ms) per run.
+            from shrinkgpu.worker.probe import limit_threads
+
+            limit_threads(int(threads))
         # One fork for nothing, whatever the thread count: the child asks torch whether
         # a CUDA call in this process has made forks unusable.
         hazard = fork_hazard(deep=True)
