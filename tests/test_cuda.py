@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import CUDA_FIXTURE_NAMES, load_fixture, tree_digest
-from shrinkgpu.reducer import ReduceConfig, reduce, run_once
+from shrinkgpu.reducer import ReduceConfig, reduce, run_observed, run_once
 from shrinkgpu.signature import Family
 from shrinkgpu.worker import Isolation, Runner, ScriptSpec, preload_candidates
 
@@ -32,6 +32,17 @@ def test_the_first_error_is_a_device_side_assert_with_its_kernel_assertion():
     assert "device-side assert" in sig.message
     assert sig.kernel_assertion is not None and "n_classes" in sig.kernel_assertion
     assert obs.environment.get("cuda")
+
+
+def test_the_asynchronous_assert_is_localised_at_the_loss_with_launch_blocking():
+    first = run_observed(ReduceConfig(script=FX.path, cwd=FX.dir), collect=False)
+    assert first.launch == ("CUDA_LAUNCH_BLOCKING", "1")
+    sig = first.observation.signature
+    assert sig is not None and sig.family is Family.DEVICE_ASSERT
+    # With synchronous launches the error is raised by the loss call itself.
+    assert sig.op is not None and "cross_entropy" in sig.op.name, sig.describe()
+    assert first.surfaced is not None and first.surfaced.kernel_assertion == sig.kernel_assertion
+    print("surfaced at:", first.surfaced.op.name if first.surfaced.op else None, "localised at:", sig.op.name)
 
 
 def test_forked_workers_get_clean_cuda_contexts_after_a_device_side_assert(tmp_path):
@@ -67,6 +78,8 @@ def test_reduce_keeps_the_device_side_assert(tmp_path):
     result = reduce(ReduceConfig(script=FX.path, keep_error=FX.keep_error, output=out, cwd=FX.dir, verify_runs=1))
     assert tree_digest(FX.dir) == before
     assert result.tokens_after < result.tokens_before
-    obs, _ = run_once(ReduceConfig(script=out, cwd=tmp_path), isolation=Isolation.FRESH)
-    assert obs.signature is not None and result.signature.same_bug(obs.signature)
+    assert result.launch_env == {"CUDA_LAUNCH_BLOCKING": "1"}  # localised by default
+    first = run_observed(ReduceConfig(script=out, cwd=tmp_path), collect=False)
+    obs = first.observation
+    assert obs.signature is not None and result.signature.same_bug(obs.signature), result.signature.differences(obs.signature)
     assert "cuda" in Path(out).read_text()

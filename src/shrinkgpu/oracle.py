@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from shrinkgpu.core import Verdict
+from shrinkgpu.core.rates import RateTest
+from shrinkgpu.families import Family, family_matches
 from shrinkgpu.signature import Signature, Strictness
 from shrinkgpu.worker import Isolation, Observation, Runner
 
@@ -27,11 +29,14 @@ class Target:
     signature: Signature
     pattern: re.Pattern[str] | None = None
     strictness: Strictness = Strictness.STRICT
+    family: Family | None = None  # --family: the first error must be a face of it
 
     def matches(self, sig: Signature | None) -> bool:
         if sig is None:
             return False
         if self.pattern is not None and not self.pattern.search(sig.keep_text()):
+            return False
+        if self.family is not None and not family_matches(self.family, sig.family, sig.kernel_assertion):
             return False
         return self.signature.same_bug(sig, self.strictness)
 
@@ -85,6 +90,8 @@ class Oracle:
         fresh_timeout: float | None = None,
         confirm: int = 1,
         gpus: tuple[str, ...] = (),
+        rate: float = 1.0,
+        pin_variable: str = "CUDA_VISIBLE_DEVICES",
     ):
         self.runner = runner
         self.target = target
@@ -94,6 +101,10 @@ class Oracle:
         # A candidate must reproduce reliably, not once: one that lost the script's
         # seeding fails only sometimes.  Reproductions are re-run this many times.
         self.confirm = confirm
+        # How often the original reproduces; below 1, each candidate is judged by a
+        # sequential test of its own rate against it (core.rates), not by a few runs.
+        self.rate = rate
+        self.pin_variable = pin_variable
         # A fresh interpreter pays for its imports again: its limit comes from the fresh run.
         self.fresh_timeout = fresh_timeout or timeout
         self.stats = OracleStats()
@@ -125,6 +136,14 @@ class Oracle:
             else:
                 todo[key] = i
         order = list(todo.values())
+        if self.rate < 1.0:
+            judged = self._judge_flaky(batch, keys, order)
+            for i in order:
+                verdicts[i] = self._store(keys[i], judged[i])
+            for i, key in enumerate(keys):
+                if verdicts[i] is None:
+                    verdicts[i] = self._cache[key]
+            return verdicts  # type: ignore[return-value]
         observed = self._observe_many([batch[i] for i in order])
         first: dict[int, Verdict] = {}
         confirm: list[int] = []
@@ -155,6 +174,39 @@ class Oracle:
                 verdicts[i] = self._cache[key]
         return verdicts  # type: ignore[return-value]
 
+    def _judge_flaky(self, batch, keys, order: list[int]) -> dict[int, Verdict]:
+        """Verdicts for an original that does not fail every run: candidates run side by
+        side, again and again, each until its sequential test decides.  A different
+        error, a timeout or a crash ends a candidate's test at once: never a different bug."""
+        tests = {i: RateTest(self.rate) for i in order}
+        judged: dict[int, Verdict] = {}
+        pending = list(order)
+        while pending:
+            observed = self._observe_many([batch[i] for i in pending])
+            still = []
+            for i, obs in zip(pending, observed):
+                verdict = classify(obs, self.target)
+                if verdict in (Verdict.OTHER_ERROR, Verdict.TIMEOUT, Verdict.CRASHED):
+                    if verdict is Verdict.OTHER_ERROR:
+                        self.last_other = obs
+                    judged[i] = verdict
+                    continue
+                test = tests[i]
+                test.add(verdict is Verdict.REPRODUCED)
+                if verdict is Verdict.REPRODUCED:
+                    self.reproduced[keys[i]] = _facts_only(obs)
+                if not test.decided:
+                    still.append(i)
+                elif test.accepted:
+                    judged[i] = Verdict.REPRODUCED
+                else:
+                    judged[i] = Verdict.FLAKY if test.reproduced else Verdict.PASSED
+            pending = still
+        for i, verdict in judged.items():
+            if verdict is not Verdict.REPRODUCED:
+                self.reproduced.pop(keys[i], None)
+        return judged
+
     def _store(self, key: tuple, verdict: Verdict) -> Verdict:
         with self._lock:
             self._cache[key] = verdict
@@ -168,11 +220,12 @@ class Oracle:
             self.runner.submit(files, timeout=self.timeout, env=self._pin(k)) for k, files in enumerate(batch)
         ]
         out = []
-        for files, fut in zip(batch, futures):
+        for k, (files, fut) in enumerate(zip(batch, futures)):
             obs = fut.result()
             if obs.infra_error and not self.runner.alive:
                 self.runner.restart()
-                obs = self.runner.run(files, timeout=self.timeout)
+                # The retry keeps its device: a candidate must never move to another GPU.
+                obs = self.runner.run(files, timeout=self.timeout, env=self._pin(k))
             self.stats.runs += 1
             self.stats.run_seconds += obs.wall
             out.append(obs)
@@ -181,7 +234,7 @@ class Oracle:
     def _pin(self, slot: int) -> dict[str, str]:
         if not self.gpus:
             return {}
-        return {"CUDA_VISIBLE_DEVICES": self.gpus[slot % len(self.gpus)]}
+        return {self.pin_variable: self.gpus[slot % len(self.gpus)]}
 
     def observe(
         self, files: Mapping[str, str], isolation: Isolation | None = None, timeout: float | None = None

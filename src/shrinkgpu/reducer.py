@@ -25,9 +25,11 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from shrinkgpu.core import Budget, Verdict, reduce_to_fixpoint
+from shrinkgpu.core.rates import RateTest, describe_rate
 from shrinkgpu.oracle import Oracle, OracleStats, Target
 from shrinkgpu.passes import PASSES
 from shrinkgpu.report import Stage, write_outputs
+from shrinkgpu.families import Family, family_matches, is_asynchronous
 from shrinkgpu.signature import Signature, Strictness
 from shrinkgpu.syntax import Candidate, Facts, ParseRecord, Program
 from shrinkgpu.syntax.program import loop_facts
@@ -35,6 +37,7 @@ from shrinkgpu.worker import (
     ForkUnavailable,
     Isolation,
     Observation,
+    PreloadReport,
     Runner,
     Sandbox,
     SandboxError,
@@ -81,6 +84,8 @@ class ReduceConfig:
     strictness: Strictness = Strictness.STRICT
     verify_runs: int = 2
     confirm_runs: int = 1  # extra runs a reproducing candidate must pass
+    confirm: int = 2  # extra fresh runs of the original before reducing (its reproduction rate)
+    hash_seed: int | str | None = None  # PYTHONHASHSEED for every run; "original": one drawn for all
     max_tests: int | None = None
     max_time: float | None = None
     keep_temp: bool = False
@@ -88,7 +93,11 @@ class ReduceConfig:
     jobs: int | None = None  # candidates at once; default: one per GPU, else cores / threads per run
     search: str = "probdd"  # or "ddmin"
     gpus: tuple[str, ...] | None = None  # pin workers to these devices; default: all visible
-    sync_launches: bool = False  # CUDA_LAUNCH_BLOCKING=1 / AMD_SERIALIZE_KERNEL=3 for every run
+    # Synchronous kernel launches (CUDA_LAUNCH_BLOCKING=1 / AMD_SERIALIZE_KERNEL=3) for every
+    # run: "auto" when the original's first error is an asynchronous GPU error (field
+    # guide, rule 2), "always", or "never"
+    sync_launches: str = "auto"
+    family: Family | None = None  # keep a first error of this family (or one of its faces)
 
 
 @dataclass
@@ -119,6 +128,8 @@ class ReductionResult:
     notes: list[str] = field(default_factory=list)
     passes: dict = field(default_factory=dict)
     launch_env: dict = field(default_factory=dict)  # {"CUDA_LAUNCH_BLOCKING": "1"} with --sync-launches
+    surfaced: Signature | None = None  # where an asynchronous error surfaced without synchronous launches
+    original_rate: tuple[int, int] = (1, 1)  # (reproduced, runs) of the original in fresh interpreters
 
     def to_json(self) -> dict:
         return {
@@ -149,6 +160,8 @@ class ReductionResult:
             "notes": self.notes,
             "passes": self.passes,
             "launch_env": self.launch_env,
+            "surfaced_signature": self.surfaced.to_json() if self.surfaced else None,
+            "original_rate": {"reproduced": self.original_rate[0], "runs": self.original_rate[1]},
         }
 
 
@@ -205,6 +218,50 @@ def with_sync_launches(config: ReduceConfig, environment: Mapping[str, object]) 
     return dataclasses.replace(config, env=env), (name, value)
 
 
+@dataclass(frozen=True)
+class FirstRun:
+    """The original as the reduction will treat it: its observation (localised when the
+    error was asynchronous), the config every later run must use, the launch variable
+    added, and where the error surfaced without it."""
+
+    observation: Observation
+    spec: ScriptSpec
+    config: ReduceConfig
+    launch: tuple[str, str] | None = None
+    surfaced: Signature | None = None  # where Python saw an asynchronous error, before localising
+    note: str | None = None
+
+
+def with_hash_seed(config: ReduceConfig) -> ReduceConfig:
+    """``config`` whose runs all get ``PYTHONHASHSEED`` from ``--hash-seed``: a number, or
+    ``original``, one drawn now so that the original and the result run with the same."""
+    seed = config.hash_seed
+    if seed is None:
+        return config
+    if seed == "original":
+        import random
+
+        seed = random.randrange(1, 2**32 - 1)
+    try:
+        value = int(seed)
+    except (TypeError, ValueError):
+        raise ReduceError(f"--hash-seed takes a number or 'original', not {seed!r}", exit_code=2) from None
+    if not 0 <= value <= 2**32 - 1:
+        raise ReduceError("--hash-seed must be between 0 and 4294967295", exit_code=2)
+    env = dict(os.environ if config.env is None else config.env)
+    env["PYTHONHASHSEED"] = str(value)
+    return dataclasses.replace(config, env=env, hash_seed=value)
+
+
+def launch_mode(config: ReduceConfig) -> str:
+    mode = config.sync_launches
+    if mode is True:
+        return "always"
+    if mode is False:
+        return "never"
+    return str(mode)
+
+
 def run_observed(
     config: ReduceConfig,
     *,
@@ -212,16 +269,36 @@ def run_observed(
     collect: bool = True,
     count_loops: bool = False,
     sandbox: Sandbox | None = None,
-) -> tuple[Observation, ScriptSpec, ReduceConfig, tuple[str, str] | None]:
-    """``run_once``; with ``config.sync_launches`` a second run with the backend's
-    synchronous-launch variable (the first tells which backend), whose observation is
-    the one returned, along with the config every later run must use."""
+) -> FirstRun:
+    """``run_once``, then, when launches must be synchronous (always, or by default when
+    the first error is an asynchronous GPU error), a second run with the backend's
+    variable (the first run tells which backend).  The second run's observation is the
+    one the reduction keeps: an asynchronous error surfaces at a later synchronising call
+    (``loss.item()``), and only the synchronous run names the operator whose kernel
+    failed."""
     obs, spec = run_once(config, isolation=isolation, collect=collect, count_loops=count_loops, sandbox=sandbox)
-    if not config.sync_launches or obs.infra_error:
-        return obs, spec, config, None
-    config, variable = with_sync_launches(config, obs.environment)
-    obs, spec = run_once(config, isolation=isolation, collect=collect, count_loops=count_loops, sandbox=sandbox)
-    return obs, spec, config, variable
+    mode = launch_mode(config)
+    if mode == "never" or obs.infra_error:
+        return FirstRun(obs, spec, config)
+    sig = obs.signature
+    if mode == "auto":
+        if sig is None or not is_asynchronous(sig.type, sig.message, sig.kernel_assertion):
+            return FirstRun(obs, spec, config)
+        name, value = launch_variable(obs.environment)
+        if (os.environ if spec.env is None else spec.env).get(name) == value:
+            return FirstRun(obs, spec, config)  # the user's own environment already has it
+    synced_config, variable = with_sync_launches(config, obs.environment)
+    synced, spec = run_once(synced_config, isolation=isolation, collect=collect, count_loops=count_loops, sandbox=sandbox)
+    if mode == "always" or synced.infra_error:
+        return FirstRun(synced, spec, synced_config, variable) if not synced.infra_error else FirstRun(obs, spec, config)
+    if synced.signature is None or synced.signature.family is not sig.family:
+        what = synced.signature.headline if synced.signature else synced.describe()
+        return FirstRun(
+            obs, spec, config,
+            note=f"with synchronous launches ({variable[0]}={variable[1]}) the script ended otherwise ({what}); "
+                 "the reduction keeps the error where it surfaced",
+        )
+    return FirstRun(synced, spec, synced_config, variable, surfaced=sig)
 
 
 def default_output(script: Path) -> Path:
@@ -298,6 +375,60 @@ def _loop_around_failure(program: Program) -> bool:
 
 
 CALIBRATION_RUNS = 3
+FLAKY_SAMPLE = 10  # fresh runs that measure how often a flaky original fails
+FLAKY_LANES = 4  # fork servers with their own hash seeds when the original is flaky
+
+
+def _runs(
+    runner: Runner, files, count: int, jobs: int, isolation: Isolation, timeout: float, env: Mapping[str, str]
+) -> list[Observation]:
+    """``count`` runs of ``files``, ``jobs`` at a time."""
+    out: list[Observation] = []
+    while len(out) < count:
+        batch = [
+            runner.submit(files, timeout=timeout, isolation=isolation, env=env)
+            for _ in range(min(max(1, jobs), count - len(out)))
+        ]
+        out += [f.result() for f in batch]
+    return out
+
+
+def _calibrate(
+    runner: Runner, files, target: Target, rate: float, env: Mapping[str, str]
+) -> tuple[list[float], str | None]:
+    """Run the original where candidates will run: its wall times, and why forking is not
+    faithful for it (None when it is).  A deterministic original must reproduce every
+    time; a flaky one at its own rate (the sequential test)."""
+    walls: list[float] = []
+    if rate >= 1.0:
+        for _ in range(CALIBRATION_RUNS):
+            forked = runner.run(files, timeout=DEFAULT_FRESH_TIMEOUT, env=env)
+            if not target.matches(forked.signature):
+                return walls, f"the original failed differently in a forked worker ({forked.describe()})"
+            walls.append(forked.wall)
+        return walls, None
+    test = RateTest(rate)
+    while not test.decided:
+        forked = runner.run(files, timeout=DEFAULT_FRESH_TIMEOUT, env=env)
+        test.add(target.matches(forked.signature))
+        walls.append(forked.wall)
+    if test.accepted:
+        return walls, None
+    return walls, (
+        f"the original reproduced in {describe_rate(test.reproduced, test.runs)} in forked workers, "
+        f"meaningfully less often than in fresh interpreters"
+    )
+
+
+def pin_variable_for(env: Mapping[str, str] | None, environment: Mapping[str, object]) -> str:
+    """The variable that pins a candidate to a device: the one the user restricted the
+    devices with, if any (its values are what ``--gpus`` and the detection return), else
+    the backend's own."""
+    env = os.environ if env is None else env
+    for name in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
+        if env.get(name) is not None:
+            return name
+    return "HIP_VISIBLE_DEVICES" if environment.get("hip") else "CUDA_VISIBLE_DEVICES"
 FORK_ADVICE = (
     "A module that starts threads or calls into CUDA when imported is the usual cause; "
     "'shrinkgpu reduce ... --isolation fork' stops with the reason instead, and "
@@ -347,6 +478,7 @@ def reduce(config: ReduceConfig, on_event: Callable[[object], None] | None = Non
             on_event(event)
 
     pattern = compile_pattern(config.keep_error)
+    config = with_hash_seed(config)
     spec = spec_for(config)
     output = Path(config.output).resolve() if config.output else default_output(spec.script)
     if output == spec.script:
@@ -367,28 +499,51 @@ def reduce(config: ReduceConfig, on_event: Callable[[object], None] | None = Non
 def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats) -> ReductionResult:
     emit(Stage("running the original in a fresh interpreter"))
     # The first run also counts loop iterations (a line tracer: this run only).
-    first, spec, config, launch = run_observed(
-        config, isolation=Isolation.FRESH, collect=True, count_loops=True, sandbox=sandbox
-    )
+    initial_run = run_observed(config, isolation=Isolation.FRESH, collect=True, count_loops=True, sandbox=sandbox)
+    attempts = [initial_run.observation]
+    # A flaky script may pass the first time: the --confirm runs may find its failure.
+    while attempts[-1].signature is None and not attempts[-1].infra_error and len(attempts) <= config.confirm:
+        emit(Stage(f"the original did not fail (run {len(attempts)}); running it again (--confirm)"))
+        initial_run = run_observed(config, isolation=Isolation.FRESH, collect=True, count_loops=True, sandbox=sandbox)
+        attempts.append(initial_run.observation)
+    first, spec, config, launch = initial_run.observation, initial_run.spec, initial_run.config, initial_run.launch
     if first.infra_error:
         raise ReduceError(f"could not run the script: {first.infra_error}")
     if first.signature is None:
-        raise NotReproduced(f"the script did not fail: {first.describe()}", first)
+        runs = f" in {len(attempts)} runs" if len(attempts) > 1 else ""
+        raise NotReproduced(f"the script did not fail{runs}: {first.describe()}", first)
     if pattern is not None and not pattern.search(first.signature.keep_text()):
         raise NotReproduced(
             f"the first error does not match --keep-error {pattern.pattern!r}:\n{first.signature.describe()}",
             first,
         )
-    target = Target(first.signature, pattern, config.strictness)
+    if config.family is not None and not family_matches(
+        config.family, first.signature.family, first.signature.kernel_assertion
+    ):
+        raise NotReproduced(
+            f"the first error is not of the family {config.family.key!r} ({config.family.value}):\n"
+            f"{first.signature.describe()}",
+            first,
+        )
+    target = Target(first.signature, pattern, config.strictness, config.family)
     files = _local_files(first, spec)
     loops = loop_facts(files, first.loops)
     program = Program(files, spec.script_rel, facts=dataclasses.replace(facts_of(first), loops=loops))
     notes: list[str] = []
-    if launch is not None:
+    if initial_run.surfaced is not None:
+        where = initial_run.surfaced.op.name if initial_run.surfaced.op else "a call that is not torch's"
+        notes.append(
+            f"the first error was asynchronous: without synchronous launches it surfaced at {where}; the "
+            f"original was run again with {launch[0]}={launch[1]}, which put it at the operator whose kernel "
+            "failed, and every candidate ran that way (timings under it say nothing about speed)"
+        )
+    elif launch is not None:
         notes.append(
             f"kernel launches were synchronous ({launch[0]}={launch[1]}) for the original and every "
             "candidate: the first error is where the failing kernel was launched"
         )
+    if initial_run.note:
+        notes.append(initial_run.note)
     if spec.cwd_rel is None:
         # No absolute paths in what goes to a maintainer (field guide, rule 8).
         notes.append(
@@ -402,9 +557,14 @@ def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats) -
         emit(Stage(message))
 
     gpus = config.gpus if config.gpus is not None else visible_gpus(spec.env)
+    pin_variable = pin_variable_for(spec.env, first.environment)
     cores = usable_cpus()
     per_run = run_threads(first.environment)
     jobs, threads = plan_jobs(config.jobs, len(gpus), cores, per_run)
+    if gpus and first.signature.family is Family.OUT_OF_MEMORY and jobs > len(gpus):
+        # Two candidates on one device would each see the other's memory.
+        jobs = len(gpus)
+        say(f"out of memory: {jobs} candidate(s) at once, one per GPU, never two on one device")
     if threads is not None:
         say(
             f"{jobs} candidates at once on {cores} CPU cores: each runs with {threads} thread(s) where "
@@ -412,20 +572,25 @@ def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats) -
         )
     required = config.isolation is Isolation.FORK
     isolation = config.isolation or Isolation.FORK
+    pin0 = {pin_variable: gpus[0]} if gpus else {}
 
-    def new_runner(mode: Isolation) -> Runner:
+    def new_runner(mode: Isolation, lanes: int = 1) -> Runner:
         return Runner(
-            spec, program_files=files, isolation=mode, keep_temp=config.keep_temp, sandbox=sandbox, threads=threads
+            spec, program_files=files, isolation=mode, keep_temp=config.keep_temp, sandbox=sandbox, threads=threads,
+            lanes=lanes,
         )
+
+    def start(r: Runner) -> PreloadReport:
+        try:
+            return r.start(modules, required=required)
+        except ForkUnavailable as exc:
+            raise ReduceError(f"--isolation fork is not possible here: {exc.reason}. {FORK_ADVICE}") from None
 
     runner = new_runner(isolation)
     try:
         emit(Stage("starting workers" + (" and preloading modules" if isolation is Isolation.FORK else "")))
         modules = preload_candidates(first.modules, [spec.root_dir])
-        try:
-            report = runner.start(modules, required=required)
-        except ForkUnavailable as exc:
-            raise ReduceError(f"--isolation fork is not possible here: {exc.reason}. {FORK_ADVICE}") from None
+        report = start(runner)
         if report.isolation is Isolation.FORK:
             emit(Stage(f"fork server ready: {len(report.modules)} modules preloaded in {report.seconds:.1f}s"))
         if report.dropped:
@@ -435,30 +600,65 @@ def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats) -
             )
         if report.note:
             say(f"{report.note}: expect seconds per candidate instead of milliseconds. {FORK_ADVICE}")
+
+        # How often does the original fail, run as python runs it (a fresh interpreter:
+        # new random seeds, a new hash seed each time)?  A result must fail as reliably.
+        fresh_limit = calibrated_timeout([first.wall])
+        confirmed = list(attempts)
+        more = config.confirm - (len(attempts) - 1)
+        if more > 0:
+            emit(Stage(f"running the original {more} more time(s) in fresh interpreters"))
+            confirmed += _runs(runner, files, more, jobs, Isolation.FRESH, fresh_limit, pin0)
+        if config.confirm > 0 and not all(target.matches(o.signature) for o in confirmed):
+            if len(confirmed) < FLAKY_SAMPLE:
+                emit(Stage("the original does not fail every time: measuring how often"))
+                confirmed += _runs(runner, files, FLAKY_SAMPLE - len(confirmed), jobs, Isolation.FRESH, fresh_limit, pin0)
+        rate_ok = sum(target.matches(o.signature) for o in confirmed)
+        original_rate = (rate_ok, len(confirmed))
+        rate = rate_ok / len(confirmed)
+        if rate < 1.0:
+            others = sorted({o.describe() for o in confirmed if not target.matches(o.signature)})
+            say(
+                f"the original reproduced in {describe_rate(*original_rate)} in fresh interpreters (otherwise: "
+                + "; ".join(others[:3]) + "); each candidate is judged by a sequential test of its own rate "
+                "against that one"
+            )
+            if runner.isolation is Isolation.FORK and runner.lanes == 1 and FLAKY_LANES > 1:
+                runner.close()
+                runner = new_runner(Isolation.FORK, lanes=FLAKY_LANES)
+                start(runner)
+                if runner.lanes > 1:
+                    emit(Stage(f"{runner.lanes} fork servers with different hash seeds, taken in turn"))
+
         walls = [first.wall]
         if runner.isolation is Isolation.FORK:
-            # Time the original where candidates will run, a few times: the same bug
-            # every time (or forking is not faithful here), and the calibration.
-            walls = []
-            for _ in range(CALIBRATION_RUNS):
-                forked = runner.run(files, timeout=DEFAULT_FRESH_TIMEOUT)
-                if not target.matches(forked.signature):
-                    why = f"the original failed differently in a forked worker ({forked.describe()})"
-                    if required:
-                        raise ReduceError(f"--isolation fork is not faithful for this script: {why}")
-                    say(f"{why}; every candidate runs in a fresh interpreter, which is slower")
-                    runner.close()
-                    runner = new_runner(Isolation.FRESH)
-                    runner.start()
-                    walls = [first.wall]
-                    break
-                walls.append(forked.wall)
+            # Time the original where candidates will run, pinned as they will be: the same
+            # bug (at the same rate), or forking (or pinning) is not faithful here.
+            walls, why = _calibrate(runner, files, target, rate, pin0)
+            if why is not None and pin0:
+                unpinned, why_unpinned = _calibrate(runner, files, target, rate, {})
+                if why_unpinned is None:
+                    say(
+                        f"pinned to one GPU the original failed differently ({why}); the script needs more "
+                        "devices than one, so candidates see every GPU, one at a time"
+                    )
+                    gpus, jobs, pin0, walls, why = (), 1, {}, unpinned, None
+            if why is not None:
+                if required:
+                    raise ReduceError(f"--isolation fork is not faithful for this script: {why}")
+                say(f"{why}; every candidate runs in a fresh interpreter, which is slower")
+                runner.close()
+                runner = new_runner(Isolation.FRESH, lanes=runner.lanes)
+                runner.start()
+                walls = [first.wall]
         timeout = config.timeout or calibrated_timeout(walls)
         oracle = Oracle(
             runner, target, timeout,
-            fresh_timeout=calibrated_timeout([first.wall]),
+            fresh_timeout=fresh_limit,
             confirm=config.confirm_runs,
             gpus=gpus,
+            rate=rate,
+            pin_variable=pin_variable,
         )
         budget = Budget(
             max_tests=config.max_tests,
@@ -538,7 +738,12 @@ def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats) -
         gpus=tuple(gpus),
         environment=first.environment,
         notes=notes,
-        launch_env=dict([launch]) if launch is not None else {},
+        launch_env={
+            **(dict([launch]) if launch is not None else {}),
+            **({"PYTHONHASHSEED": str(config.hash_seed)} if config.hash_seed is not None else {}),
+        },
+        surfaced=initial_run.surfaced,
+        original_rate=original_rate,
         passes=pass_stats.to_json(),
     )
     if config.write:
@@ -554,37 +759,51 @@ def _verify(
         return history[-1], (0, 0), None
 
     failures: list[str] = []
+    flaky = oracle.rate < 1.0
 
-    def check(cand: Candidate) -> tuple[int, Signature | None]:
-        ok, sig = 0, None
-        for _ in range(runs):
+    def check(cand: Candidate) -> tuple[int, int, Signature | None]:
+        """(reproduced, runs, a reproducing run's signature); ``runs`` in a row must all
+        reproduce, or, for a flaky original, the sequential test must find the rate as
+        good as the original's."""
+        ok, n, sig = 0, 0, None
+        test = RateTest(oracle.rate) if flaky else None
+        while (n < runs) if test is None else not test.decided:
             obs = oracle.observe(cand.files, isolation=Isolation.FRESH, timeout=oracle.fresh_timeout)
+            n += 1
             if target.matches(obs.signature):
                 ok += 1
                 sig = obs.signature
             else:
                 failures.append(obs.describe())
-                break
-        return ok, sig
+                if test is None:
+                    break
+            if test is not None:
+                test.add(target.matches(obs.signature))
+        return ok, n, sig
 
-    ok, sig = check(history[-1])
-    if ok == runs:
-        return history[-1], (ok, runs), sig
+    def good(ok: int, n: int) -> bool:
+        return ok == runs if not flaky else RateTest.judge(oracle.rate, ok, n)
+
+    ok, n, sig = check(history[-1])
+    if good(ok, n):
+        return history[-1], (ok, n), sig
     notes.append(
-        f"the smallest candidate reproduced in {ok} of {runs} fresh runs ({failures[0]}); "
-        "fell back to the newest larger candidate that reproduces every time"
+        f"the smallest candidate reproduced in {ok} of {n} fresh runs ({failures[0]}); "
+        "fell back to the newest larger candidate that reproduces "
+        + ("as often as the original" if flaky else "every time")
     )
     # history[0] is the original, known to reproduce; search for the newest good state.
     sig = target.signature
     lo, hi = 0, len(history) - 1  # lo good, hi bad
+    counted = (runs, runs)
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        mid_ok, mid_sig = check(history[mid])
-        if mid_ok == runs:
-            lo, sig = mid, mid_sig
+        mid_ok, mid_n, mid_sig = check(history[mid])
+        if good(mid_ok, mid_n):
+            lo, sig, counted = mid, mid_sig, (mid_ok, mid_n)
         else:
             hi = mid
-    return history[lo], (runs, runs), sig
+    return history[lo], counted, sig
 
 
 def _tokens(size) -> int:

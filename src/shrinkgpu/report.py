@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import TextIO
 
 from shrinkgpu.core import Improved, PassStarted, Tested
+from shrinkgpu.core.rates import describe_rate
+from shrinkgpu.families import advice_for
 from shrinkgpu.signature import Signature
 from shrinkgpu.worker import ScriptSpec
 
@@ -102,8 +104,12 @@ def _git_revision(directory: Path) -> str:
         return "unknown"
 
 
-def _signature_table(sig: Signature) -> list[str]:
-    lines = ["| | |", "|---|---|", f"| error | `{sig.headline}` |", f"| family | {sig.family.value} |"]
+def _signature_table(sig: Signature, final: Signature | None = None) -> list[str]:
+    advice = advice_for(sig.family)
+    lines = [
+        "| | |", "|---|---|", f"| error | `{sig.headline}` |", f"| family | {sig.family.value} |",
+        f"| first check | {advice.first_check} |", f"| do not conclude | {advice.avoid} |",
+    ]
     if sig.op is not None:
         lines.append(f"| operator | `{sig.op.name}` |")
         for t in sig.op.tensors:
@@ -111,6 +117,11 @@ def _signature_table(sig: Signature) -> list[str]:
         for other in sig.op.others:
             path, _, value = other.partition(" = ")
             lines.append(f"| `{path}` | `{value}` |")
+        kept = ", ".join(f"`{a}`" for a in sig.op.arguments) or "all defaults"
+        lines.append(f"| arguments that differ from the defaults (original) | {kept} |")
+        if final is not None and final.op is not None:
+            now = ", ".join(f"`{a}`" for a in final.op.arguments) or "all defaults"
+            lines.append(f"| the same, in the reduced script | {now} |")
     else:
         lines.append("| operator | none: the error was not raised by a torch call |")
     if sig.kernel_assertion:
@@ -125,7 +136,17 @@ def render_report(result, spec: ScriptSpec, target: Path) -> str:
     main_name = target.name if target.suffix == ".py" else f"{target.name}/{result.main}"
     args = " ".join(spec.args)
     out = [f"# shrinkgpu: reduction of `{script_name}`", ""]
-    out += ["## First error", ""] + _signature_table(sig) + [""]
+    out += ["## First error", ""] + _signature_table(sig, result.final_signature) + [""]
+    surfaced = getattr(result, "surfaced", None)
+    if surfaced is not None:
+        where = f"`{surfaced.op.name}`" if surfaced.op else "a call that is not torch's"
+        at = f" (`{surfaced.frame.file}:{surfaced.frame.line}`: `{surfaced.frame.source}`)" if surfaced.frame else ""
+        kernel = f"`{sig.op.name}`" if sig.op else "the failing kernel"
+        out.append(
+            f"Asynchronous: where Python saw it, without synchronous launches: {where}{at}. Where the kernel "
+            f"failed (synchronous launches): {kernel}, as in the table."
+        )
+        out.append("")
     if sig.frame is not None:
         out.append(f"In the original: `{sig.frame.file}:{sig.frame.line}` in `{sig.frame.function}`: `{sig.frame.source}`")
     final = result.final_signature
@@ -162,6 +183,12 @@ def render_report(result, spec: ScriptSpec, target: Path) -> str:
         + f"; timeout per candidate {result.timeout:.1f}s",
         f"- verified in fresh interpreters: {result.verified[0]} of {result.verified[1]} runs",
     ]
+    rate = getattr(result, "original_rate", (1, 1))
+    if rate[0] < rate[1]:
+        out.append(
+            f"- flaky: the original reproduced in {describe_rate(*rate)} in fresh interpreters, the result in "
+            f"{describe_rate(*result.verified)}; each candidate was judged by a sequential test of its rate"
+        )
     if result.stopped:
         out.append(f"- stopped early: {result.stopped} (the result is the best found so far)")
     if result.notes:

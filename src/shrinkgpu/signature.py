@@ -17,8 +17,9 @@ because the same bug legitimately reports ``Target 4`` in one candidate and the 
 metadata, not the digits, pins the trigger down.  The source location is recorded for
 the report but is not part of sameness: reductions move lines by design.
 
-This module is plain data: it imports neither torch nor anything of ours, so the worker
-(which fills it in) and the reducer (which compares) share one definition.
+This module is plain data: it imports no torch and nothing of ours but the families
+(``shrinkgpu.families``: error families and the parsers of what devices print), so the
+worker (which fills it in) and the reducer (which compares) share one definition.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ import enum
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Sequence
+
+from shrinkgpu.families import Family, classify_family, parse_kernel_assertion, parse_native_error
 
 __all__ = [
     "ExceptionRecord",
@@ -90,7 +93,10 @@ class OpRecord:
 
     name: str
     tensors: tuple[TensorMeta, ...]
-    others: tuple[str, ...] = ()  # short reprs of non-tensor arguments, for the report only
+    others: tuple[str, ...] = ()  # short reprs of every non-tensor argument, for the report
+    # ``name=value`` of each non-tensor argument that differs from its default (or has
+    # none): part of the operator's contract, kept in strict mode
+    arguments: tuple[str, ...] = ()
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> "OpRecord | None":
@@ -100,6 +106,7 @@ class OpRecord:
             name=data["name"],
             tensors=tuple(TensorMeta.from_json(t) for t in data.get("tensors", ())),
             others=tuple(data.get("others", ())),
+            arguments=tuple(data.get("arguments", ())),
         )
 
 
@@ -126,60 +133,12 @@ class ExceptionRecord:
         )
 
 
-class Family(str, enum.Enum):
-    """The error families of the field guide; each calls for a different first check."""
-
-    DEVICE_ASSERT = "device-side assert"
-    OUT_OF_MEMORY = "out of memory"
-    MISSING_KERNEL = "operator or kernel not available"
-    DEVICE_MISMATCH = "tensors on different devices"
-    INDEX = "index out of range"
-    SHAPE = "shape or layout mismatch"
-    DTYPE = "dtype mismatch"
-    CRASH = "process crashed"
-    OTHER = "other"
-
-
 class Strictness(str, enum.Enum):
-    STRICT = "strict"  # class, message, operator and tensor metadata
-    OPERATOR = "operator"  # tensor metadata may change; class, message and operator may not
-
-
-_FAMILY_RULES: tuple[tuple[Family, re.Pattern[str]], ...] = (
-    (Family.DEVICE_ASSERT, re.compile(r"device-side assert|cudaErrorAssert", re.I)),
-    (Family.OUT_OF_MEMORY, re.compile(r"out of memory|OutOfMemoryError", re.I)),
-    (
-        Family.MISSING_KERNEL,
-        re.compile(r"no kernel image|not implemented for|NotImplementedError|could not run '", re.I),
-    ),
-    (
-        Family.DEVICE_MISMATCH,
-        re.compile(
-            r"(same|different) devices?|found at least two devices|"
-            r"Input type \(\S+\) and weight type \(\S+\) should be the same",
-            re.I,
-        ),
-    ),
-    (Family.DTYPE, re.compile(r"dtype|expected scalar type|Double and Float|Float and Double", re.I)),
-    (Family.INDEX, re.compile(r"out of (bounds|range)|index .* is out", re.I)),
-    (
-        Family.SHAPE,
-        re.compile(
-            r"shape|size of tensor|cannot be multiplied|view size|stride|dimension|batch_size|channels",
-            re.I,
-        ),
-    ),
-)
-
-
-def classify_family(type_name: str, message: str) -> Family:
-    if type_name.startswith("signal."):
-        return Family.CRASH
-    text = f"{type_name}: {message}"
-    for family, pattern in _FAMILY_RULES:
-        if pattern.search(text):
-            return family
-    return Family.OTHER
+    # class, message, operator, tensor metadata and the operator's other arguments
+    # (those that differ from their defaults: reduction='none', ignore_index=255, dim=1)
+    STRICT = "strict"
+    TENSORS = "tensors"  # the other arguments may change
+    OPERATOR = "operator"  # tensor metadata may change too; class, message and operator may not
 
 
 # Lines that torch appends to CUDA errors: advice, not part of the error's identity, and
@@ -204,39 +163,25 @@ _NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?!\w)")
 _SPACE = re.compile(r"[ \t]+")
 
 
+# An allocator's out-of-memory message goes on with the state of the device's memory
+# ("Tried to allocate 20.00 MiB. GPU 0 has a total capacity of ... of which ... is free.
+# Including non-PyTorch memory, ..."): byte counts and wording vary from run to run and
+# release to release; the bug is the first sentence.
+_OOM_HEAD = re.compile(r"^(.*?\bout of memory\b\.?)", re.I | re.S)
+
+
 def normalize_message(message: str) -> str:
     """The part of a message that names the bug, without the values that vary with it."""
     lines = [ln for ln in message.splitlines() if ln.strip() and not _BOILERPLATE.match(ln)]
     text = "\n".join(lines)
+    oom = _OOM_HEAD.match(text)
+    if oom is not None and "Tried to allocate" in text:
+        text = oom.group(1)
     text = _PATH.sub("<path>", text)
     text = _HEX.sub("<addr>", text)
     text = _DIMS.sub(lambda m: "x".join("<n>" for _ in m.group().split("x")), text)
     text = _NUMBER.sub("<n>", text)
     return _SPACE.sub(" ", text).strip()
-
-
-_KERNEL_ASSERT = (
-    # CUDA: "Loss.cu:250: kernel: block: [0,0,0], thread: [5,0,0] Assertion `t >= 0` failed."
-    re.compile(
-        r"(?P<file>[\w./-]+\.(?:cu|cuh|hip|cpp|h)):\d+: (?P<kernel>[^\n]*?): "
-        r"block: \[[\d,\s]+\], thread: \[[\d,\s]+\] Assertion `(?P<cond>[^\n]*?)` failed"
-    ),
-    # HIP's device __assert_fail: "Loss.hip:250: kernel: Device-side assertion `t >= 0' failed."
-    re.compile(
-        r"(?P<file>[\w./-]+\.(?:cu|cuh|hip|cpp|h)):\d+: (?P<kernel>[^\n]*?): "
-        r"Device-side assertion `(?P<cond>[^\n]*?)' failed"
-    ),
-)
-
-
-def parse_kernel_assertion(output: str) -> str | None:
-    """The first device assertion in a run's output, without block/thread/line numbers."""
-    found = [m for m in (p.search(output) for p in _KERNEL_ASSERT) if m is not None]
-    if not found:
-        return None
-    m = min(found, key=lambda m: m.start())
-    base = m.group("file").rsplit("/", 1)[-1]
-    return f"{base}: {m.group('kernel').strip()}: Assertion `{m.group('cond')}` failed"
 
 
 def choose_first_error(
@@ -285,6 +230,9 @@ class Signature:
     caught_earlier: tuple[str, ...] = field(default=(), compare=False)
     # Where the error happened in the user's code (call chain): facts for passes, not identity.
     stack: tuple[tuple[str, int], ...] = field(default=(), compare=False)
+    # A death by signal: the last lines the process printed on stderr, normalised (what a
+    # dying runtime says), compared when no kernel assertion identifies the crash.
+    crash_tail: tuple[str, ...] = ()
 
     @classmethod
     def from_record(
@@ -300,22 +248,34 @@ class Signature:
             normalized=normalize_message(rec.message),
             op=rec.op,
             frame=rec.frame,
-            kernel_assertion=parse_kernel_assertion(output),
-            family=classify_family(rec.type, rec.message),
+            kernel_assertion=(kernel := parse_kernel_assertion(output) or parse_kernel_assertion(rec.message)),
+            family=classify_family(rec.type, rec.message, kernel),
             caught_earlier=tuple(caught_earlier),
             stack=rec.stack,
         )
 
     @classmethod
-    def for_signal(cls, signum: int, name: str, output: str = "") -> "Signature":
+    def for_signal(
+        cls, signum: int, name: str, output: str = "", stderr: str = "", frame: Frame | None = None
+    ) -> "Signature":
+        """A process killed by a signal: what identifies it is the kernel assertion the
+        device printed, or else the last user frame (from faulthandler) together with
+        the last lines on stderr; never the signal number alone."""
+        native = parse_native_error(output)
+        message = f"killed by signal {signum} ({name})"
+        normalized = f"killed by signal {name}"
+        if native is not None:
+            message += f": {native[0]}: {native[1]}"
+            normalized += f": {native[0]}: {normalize_message(native[1])}"
         return cls(
             type=f"signal.{name}",
-            message=f"killed by signal {signum} ({name})",
-            normalized=f"killed by signal {name}",
+            message=message,
+            normalized=normalized,
             op=None,
-            frame=None,
+            frame=frame,
             kernel_assertion=parse_kernel_assertion(output),
             family=Family.CRASH,
+            crash_tail=crash_tail(stderr),
         )
 
     @property
@@ -336,6 +296,16 @@ class Signature:
             return False
         if self.kernel_assertion != other.kernel_assertion:
             return False
+        if self.type.startswith("signal."):
+            if self.kernel_assertion is not None:
+                return True  # the device said which kernel and which check
+            # Any two aborts are not one bug: the same last frame and the same last words.
+            return (
+                self.frame is not None
+                and other.frame is not None
+                and self.frame.source == other.frame.source
+                and _tails_agree(self.crash_tail, other.crash_tail)
+            )
         if self.op is None or other.op is None:
             # An error no torch call raised: all that identifies its place is the
             # statement that raised it.
@@ -346,9 +316,11 @@ class Signature:
             return mine == theirs
         if self.op.name != other.op.name:
             return False
-        if strictness is Strictness.STRICT:
-            return self.op.tensors == other.op.tensors
-        return True
+        if strictness is Strictness.OPERATOR:
+            return True
+        if self.op.tensors != other.op.tensors:
+            return False
+        return strictness is Strictness.TENSORS or self.op.arguments == other.op.arguments
 
     def differences(self, other: "Signature") -> list[str]:
         """Why ``other`` is not the same bug, in words, for progress logs and errors."""
@@ -369,6 +341,19 @@ class Signature:
             out.append(f"operator {theirs.name if theirs else None} instead of {mine.name if mine else None}")
         elif mine and theirs and mine.tensors != theirs.tensors:
             out.append("different tensor dtype/shape/stride/device at the operator")
+        elif mine and theirs and mine.arguments != theirs.arguments:
+            out.append(
+                "different arguments at the operator ("
+                + (", ".join(theirs.arguments) or "all defaults")
+                + " instead of "
+                + (", ".join(mine.arguments) or "all defaults")
+                + ")"
+            )
+        if self.type.startswith("signal.") and self.kernel_assertion is None:
+            if (self.frame and self.frame.source) != (other.frame and other.frame.source):
+                out.append("a different last frame")
+            if not _tails_agree(self.crash_tail, other.crash_tail):
+                out.append("different last lines on stderr")
         return out
 
     def to_json(self) -> dict[str, Any]:
@@ -389,6 +374,7 @@ class Signature:
             family=Family(data.get("family", Family.OTHER.value)),
             caught_earlier=tuple(data.get("caught_earlier", ())),
             stack=tuple((f, int(n)) for f, n in data.get("stack", ())),
+            crash_tail=tuple(data.get("crash_tail", ())),
         )
 
     def describe(self) -> str:
@@ -399,6 +385,8 @@ class Signature:
                 lines.append(f"    {t.describe()}")
             for o in self.op.others:
                 lines.append(f"    {o}")
+            if self.op.arguments:
+                lines.append(f"  kept arguments: {', '.join(self.op.arguments)}")
         else:
             lines.append("  operator: none (not raised by a torch call)")
         if self.kernel_assertion:
@@ -408,3 +396,24 @@ class Signature:
         for c in self.caught_earlier:
             lines.append(f"  note: the script caught an earlier torch error: {c}")
         return "\n".join(lines)
+
+
+CRASH_TAIL_LINES = 3
+# What the dying process printed last is what tells crashes apart; progress and warnings
+# are not that, and the faulthandler dump goes to its own file.
+_NOISE = re.compile(r"^\s*(\d+%\||Epoch \d|warnings\.warn|.*Warning: )")
+
+
+def crash_tail(stderr: str) -> tuple[str, ...]:
+    """The last few lines a crashed process wrote on stderr, normalised."""
+    lines = [ln for ln in stderr.splitlines() if ln.strip() and not _NOISE.match(ln)]
+    return tuple(normalize_message(ln) for ln in lines[-CRASH_TAIL_LINES:])
+
+
+def _tails_agree(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    """The last lines two crashes printed agree as far as both go: a reduction may remove
+    a line the script printed before dying, never the dying words themselves."""
+    n = min(len(a), len(b))
+    if n == 0:
+        return not a and not b
+    return a[len(a) - n :] == b[len(b) - n :]

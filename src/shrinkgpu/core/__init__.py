@@ -3,6 +3,7 @@ knows nothing of programs, processes or torch -- only ``test(candidate) -> Verdi
 
 from shrinkgpu.core.ddmin import ddmin
 from shrinkgpu.core.probdd import probdd
+from shrinkgpu.core.rates import RateTest, describe_rate
 from shrinkgpu.core.search import (
     Budget,
     Improved,
@@ -21,10 +22,12 @@ __all__ = [
     "Outcome",
     "Pass",
     "PassStarted",
+    "RateTest",
     "ReductionStopped",
     "Tested",
     "Verdict",
     "ddmin",
+    "describe_rate",
     "probdd",
     "reduce_to_fixpoint",
 ]

@@ -3,36 +3,94 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
+from pathlib import Path
 from typing import Mapping
 
 
-def visible_gpus(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
-    """Device ids for ``CUDA_VISIBLE_DEVICES``, one per GPU the user's script could see.
+# The variables a user restricts devices with, in the order a ROCm or CUDA runtime reads
+# them; whichever is set, its values are the ids a candidate is pinned with.
+VISIBILITY_VARIABLES = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
+KFD_NODES = Path("/sys/class/kfd/kfd/topology/nodes")
 
-    ``CUDA_VISIBLE_DEVICES`` (or ROCm's ``HIP_VISIBLE_DEVICES``) wins when set; otherwise
-    ``nvidia-smi`` is asked.  torch is not imported: the reducer's process never needs a
-    CUDA context, and importing torch here would cost seconds.
+
+def visible_gpus(env: Mapping[str, str] | None = None, *, nvidia_smi: str | None = None) -> tuple[str, ...]:
+    """Device ids to pin candidates with, one per GPU the user's script could see.
+
+    Nothing here initialises CUDA or HIP (torch is not imported: a CUDA context in the
+    reducer would be wasted, and the detection must work before any run):
+
+    * a visibility variable the user set wins (``CUDA_VISIBLE_DEVICES``,
+      ``HIP_VISIBLE_DEVICES``, ``ROCR_VISIBLE_DEVICES``), its values kept as given;
+    * NVIDIA: ``nvidia-smi -L``; a GPU split into MIG instances is pinned by the
+      instances' UUIDs (its index would hand a candidate every instance);
+    * ROCm: the kernel driver's topology (``/sys/class/kfd``), the GPUs in order.
     """
     env = os.environ if env is None else env
-    for var in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"):
+    for var in VISIBILITY_VARIABLES:
         value = env.get(var)
         if value is not None:
-            ids = tuple(v.strip() for v in value.split(",") if v.strip() and v.strip() != "-1")
-            return ids
-    smi = shutil.which("nvidia-smi")
+            return tuple(v.strip() for v in value.split(",") if v.strip() and v.strip() != "-1")
+    listed = _nvidia_devices(nvidia_smi or shutil.which("nvidia-smi"))
+    if listed:
+        return listed
+    return _rocm_devices()
+
+
+_GPU_LINE = re.compile(r"^GPU (?P<index>\d+): .*\(UUID: (?P<uuid>GPU-[^)]+)\)")
+_MIG_LINE = re.compile(r"^\s+MIG .*\(UUID: (?P<uuid>MIG-[^)]+)\)")
+
+
+def parse_nvidia_smi_list(text: str) -> tuple[str, ...]:
+    """Ids from ``nvidia-smi -L``: a GPU's index, or its MIG instances' UUIDs."""
+    out: list[str] = []
+    current: str | None = None
+    migs: list[str] = []
+    for line in text.splitlines():
+        gpu = _GPU_LINE.match(line)
+        if gpu is not None:
+            if current is not None:
+                out += migs or [current]
+            current, migs = gpu.group("index"), []
+            continue
+        mig = _MIG_LINE.match(line)
+        if mig is not None and current is not None:
+            migs.append(mig.group("uuid"))
+    if current is not None:
+        out += migs or [current]
+    return tuple(out)
+
+
+def _nvidia_devices(smi: str | None) -> tuple[str, ...]:
     if smi is None:
         return ()
     try:
-        out = subprocess.run(
-            [smi, "--query-gpu=index", "--format=csv,noheader"], capture_output=True, text=True, timeout=10
-        )
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         return ()
     if out.returncode != 0:
         return ()
-    return tuple(line.strip() for line in out.stdout.splitlines() if line.strip().isdigit())
+    return parse_nvidia_smi_list(out.stdout)
+
+
+def _rocm_devices(nodes: Path = KFD_NODES) -> tuple[str, ...]:
+    """GPU nodes of the kernel driver's topology (CPU nodes have no SIMD units)."""
+    count = 0
+    try:
+        entries = sorted(nodes.iterdir(), key=lambda p: int(p.name) if p.name.isdigit() else -1)
+    except OSError:
+        return ()
+    for node in entries:
+        try:
+            props = (node / "properties").read_text(encoding="ascii", errors="replace")
+        except OSError:
+            continue
+        simd = re.search(r"^simd_count (\d+)$", props, re.M)
+        if simd is not None and int(simd.group(1)) > 0:
+            count += 1
+    return tuple(str(i) for i in range(count))
 
 
 def parse_gpus(text: str) -> tuple[str, ...]:

@@ -30,8 +30,13 @@ class PreloadRefused(RuntimeError):
 
 
 class SupervisorClient:
-    def __init__(self, *, env: Mapping[str, str] | None = None, python: str = sys.executable):
+    def __init__(
+        self, *, env: Mapping[str, str] | None = None, python: str = sys.executable, unset: Sequence[str] = ()
+    ):
+        """``unset``: variables the supervisor itself needs (a hash seed) that its
+        candidates must not see."""
         self.env = dict(os.environ if env is None else env)
+        self.unset = tuple(unset)
         self.python = python
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
@@ -48,7 +53,7 @@ class SupervisorClient:
         evt_r, evt_w = os.pipe()
         try:
             self._proc = subprocess.Popen(
-                [self.python, "-m", "shrinkgpu.worker.supervisor", str(cmd_r), str(evt_w)],
+                [self.python, "-m", "shrinkgpu.worker.supervisor", str(cmd_r), str(evt_w), *self.unset],
                 pass_fds=(cmd_r, evt_w),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,

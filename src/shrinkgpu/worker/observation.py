@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 import signal as _signal
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shrinkgpu.signature import ExceptionRecord, Signature, choose_first_error
+from shrinkgpu.signature import ExceptionRecord, Frame, Signature, choose_first_error
 
 OUTPUT_TAIL = 64 * 1024
 
@@ -45,7 +46,19 @@ class Observation:
         return cls(None, None, False, 0.0, "infra", None, infra_error=message)
 
     @classmethod
-    def from_run(cls, event: dict[str, Any], obs_path: Path, stdout: Path, stderr: Path) -> "Observation":
+    def from_run(
+        cls,
+        event: dict[str, Any],
+        obs_path: Path,
+        stdout: Path,
+        stderr: Path,
+        *,
+        crash_log: Path | None = None,
+        root: Path | None = None,
+    ) -> "Observation":
+        """``crash_log``: faulthandler's dump, read for the last user frame of a run that
+        died by a signal; ``root``: the run's copy of the user's directory (which files are
+        the user's, and their text)."""
         out = _tail(stdout)
         err = _tail(stderr)
         if event.get("error"):
@@ -70,7 +83,8 @@ class Observation:
         elif sig:
             status = "signal"
             name = _signal.Signals(sig).name if sig in _signal.Signals._value2member_map_ else f"SIG{sig}"
-            signature = Signature.for_signal(sig, name, out + "\n" + err)
+            frame = _crash_frame(crash_log, root) if crash_log is not None and root is not None else None
+            signature = Signature.for_signal(sig, name, out + "\n" + err, stderr=err, frame=frame)
         else:
             status = "no-report"  # left by os._exit or similar before the probe could write
         return cls(
@@ -119,6 +133,33 @@ def _first_error(data: dict[str, Any], output: str) -> Signature | None:
             op = f" in {rec.op.name}" if rec.op else ""
             caught.append(f"{rec.type}: {rec.message.strip().splitlines()[0] if rec.message.strip() else ''}{op}")
     return Signature.from_record(first, output=output, caught_earlier=caught)
+
+
+_FAULT_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<function>\S+)', re.M)
+
+
+def _crash_frame(crash_log: Path, root: Path) -> Frame | None:
+    """The innermost frame of the user's code in faulthandler's dump of a crashed run."""
+    try:
+        text = crash_log.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    root = root.resolve()
+    # "Current thread ... (most recent call first):": the first user file is the innermost.
+    for m in _FAULT_FRAME.finditer(text):
+        path = Path(m.group("file"))
+        try:
+            rel = path.resolve().relative_to(root)
+        except (ValueError, OSError):
+            continue
+        line = int(m.group("line"))
+        try:
+            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            lines = []
+        source = lines[line - 1].strip() if 0 < line <= len(lines) else ""
+        return Frame(str(rel), line, m.group("function"), source)
+    return None
 
 
 def _tail(path: Path) -> str:

@@ -208,7 +208,7 @@ class _Recorder:
             "ident": id(exc),
             "frame": self.user_frame_from_stack(),
             "stack": self.user_stack(),
-            "op": _op_record(func, args, kwargs),
+            "op": _safe_op_record(func, args, kwargs),
         }
         if self.loops is not None:
             record["loops"] = self.loops_on_stack()
@@ -258,6 +258,22 @@ def op_name(func) -> str:
     return qual
 
 
+def _safe_op_record(func, args, kwargs) -> dict[str, Any] | None:
+    """The call's record, read with tensor subclasses' ``__torch_function__`` off: a
+    subclass may run Python (and raise again) on ``.stride()`` or ``.dtype``, and a note
+    must never replace the error it notes."""
+    try:
+        import torch
+
+        with torch._C.DisableTorchFunctionSubclass():
+            return _op_record(func, args, kwargs)
+    except Exception:
+        try:
+            return {"name": op_name(func), "tensors": [], "others": [], "arguments": []}
+        except Exception:
+            return None
+
+
 def _op_record(func, args, kwargs) -> dict[str, Any]:
     import torch
 
@@ -282,7 +298,64 @@ def _op_record(func, args, kwargs) -> dict[str, Any]:
         walk(a, f"args[{i}]", 0)
     for k, v in (kwargs or {}).items():
         walk(v, f"kwargs[{k!r}]", 0)
-    return {"name": op_name(func), "tensors": tensors, "others": others}
+    return {"name": op_name(func), "tensors": tensors, "others": others, "arguments": _contract(func, args, kwargs)}
+
+
+def _holds_tensor(value, depth: int = 0) -> bool:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return True
+    if depth < 3 and isinstance(value, (list, tuple)):
+        return any(_holds_tensor(v, depth + 1) for v in value)
+    if depth < 3 and isinstance(value, dict):
+        return any(_holds_tensor(v, depth + 1) for v in value.values())
+    return False
+
+
+def _same_value(value, default) -> bool:
+    try:
+        if type(value) is type(default) and bool(value == default):
+            return True
+    except Exception:
+        pass
+    return value is default
+
+
+def _contract(func, args, kwargs) -> list[str]:
+    """``name=value`` of each non-tensor argument of the call that differs from its
+    default, or has none (``reduction='none'``, ``ignore_index=255``, gather's ``dim``):
+    part of what the operator was asked to do, so strict reductions keep it.  Builtins
+    without a Python signature name their arguments by position."""
+    import inspect
+
+    kwargs = kwargs or {}
+    out: list[str] = []
+    try:
+        sig = inspect.signature(func)
+        bound = sig.bind_partial(*args, **kwargs)
+    except (TypeError, ValueError):
+        for i, a in enumerate(args):
+            if not _holds_tensor(a):
+                out.append(f"args[{i}]={_short_repr(a)}")
+        for k, v in kwargs.items():
+            if not _holds_tensor(v):
+                out.append(f"{k}={_short_repr(v)}")
+        return out
+    for name, value in bound.arguments.items():
+        param = sig.parameters[name]
+        if param.kind is inspect.Parameter.VAR_POSITIONAL:
+            items = [(f"{name}[{i}]", v) for i, v in enumerate(value)]
+        elif param.kind is inspect.Parameter.VAR_KEYWORD:
+            items = list(value.items())
+        else:
+            if param.default is not inspect.Parameter.empty and _same_value(value, param.default):
+                continue
+            items = [(name, value)]
+        for key, item in items:
+            if not _holds_tensor(item):
+                out.append(f"{key}={_short_repr(item)}")
+    return out
 
 
 def _tensor_meta(t, path: str) -> dict[str, Any]:
@@ -592,6 +665,8 @@ def run(req: dict[str, Any], *, forked: bool) -> int:
     recorder = _Recorder(roots)
     try:
         prepare_process(req, forked=forked)
+        if req.get("crash_log"):
+            _dump_stack_on_crash(req["crash_log"])
         script = os.path.abspath(req["script"])
         if req.get("capture_ops", True):
             import torch  # noqa: F401  (the mode needs it; the script imports it anyway)
@@ -646,6 +721,23 @@ def run(req: dict[str, Any], *, forked: bool) -> int:
     _write(req["observation"], obs)
     _exit_handlers()
     return code
+
+
+_crash_file = None  # kept open for the process's lifetime: faulthandler writes to its fd
+
+
+def _dump_stack_on_crash(path: str) -> None:
+    """Have a death by SIGSEGV/SIGABRT/SIGBUS/SIGFPE/SIGILL leave the Python stack in its own
+    file (the last user frame tells two crashes apart), not on the script's stderr, which
+    stays as ``python script.py`` writes it.  The signal still kills the process."""
+    global _crash_file
+    import faulthandler
+
+    try:
+        _crash_file = open(path, "w", encoding="utf-8")  # noqa: SIM115 - must outlive this call
+        faulthandler.enable(file=_crash_file, all_threads=False)
+    except (OSError, ValueError, RuntimeError):
+        pass
 
 
 def _exit_handlers() -> None:

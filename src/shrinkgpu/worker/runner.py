@@ -9,7 +9,9 @@ parallel.
 from __future__ import annotations
 
 import enum
+import itertools
 import os
+import random
 import site
 import sys
 import sysconfig
@@ -129,11 +131,16 @@ class Runner:
         keep_temp: bool = False,
         sandbox: Sandbox | None = None,
         threads: int | None = None,
+        lanes: int = 1,
     ):
         """``sandbox``: a template shared with other runners of the same reduction (the
         caller closes it); by default the runner copies the root directory itself.
         ``threads``: cap on each candidate's thread pools (``limit_threads``), None for
-        the sizes a fresh interpreter picks."""
+        the sizes a fresh interpreter picks.  ``lanes``: fork servers started with
+        different random hash seeds, taken in turn: a forked child keeps its server's
+        seed, so a failure that depends on the order of a set of strings needs several
+        servers to be seen at the rate ``python`` shows (1 when the user's environment
+        fixes ``PYTHONHASHSEED``)."""
         self.spec = spec
         self.isolation = isolation
         self.capture_ops = capture_ops
@@ -144,7 +151,9 @@ class Runner:
         if sandbox is None:
             sandbox = Sandbox(spec.root_dir, exclude=exclude, stdin=spec.stdin, keep=keep_temp)
         self.sandbox = sandbox
-        self._client: SupervisorClient | None = None
+        self.lanes = 1 if "PYTHONHASHSEED" in self.env else max(1, lanes)
+        self._clients: list[SupervisorClient] = []
+        self._turn = itertools.count()
         self._lock = threading.Lock()
         self.preload_report: PreloadReport | None = None
 
@@ -160,14 +169,14 @@ class Runner:
 
         started = time.perf_counter()
         if self.isolation is Isolation.FRESH:
-            self._client = self._new_client()
+            self._clients = [self._new_client(lane) for lane in range(self.lanes)]
             self.preload_report = PreloadReport((), (), 0.0, Isolation.FRESH)
             return self.preload_report
         modules = list(preload)
         dropped: list[str] = []
         reason = f"{PRELOAD_ATTEMPTS} modules in a row made forking unsafe"
         for _ in range(PRELOAD_ATTEMPTS):
-            client = self._new_client()
+            client = self._new_client(0)
             try:
                 client.preload(modules, threads=self.threads)
             except PreloadRefused as refused:
@@ -180,7 +189,11 @@ class Runner:
                 # Its submodules would bring it back.
                 modules = [m for m in modules if m != bad and not m.startswith(bad + ".")]
                 continue
-            self._client = client
+            self._clients = [client]
+            for lane in range(1, self.lanes):
+                other = self._new_client(lane)
+                other.preload(modules, threads=self.threads)  # what one server took, the others take
+                self._clients.append(other)
             self.preload_report = PreloadReport(
                 tuple(modules), tuple(dropped), time.perf_counter() - started, Isolation.FORK
             )
@@ -189,24 +202,31 @@ class Runner:
             raise ForkUnavailable(reason, tuple(dropped))
         # Could not make a clean fork server: every candidate pays for a fresh interpreter.
         self.isolation = Isolation.FRESH
-        self._client = self._new_client()
+        self._clients = [self._new_client(lane) for lane in range(self.lanes)]
         self.preload_report = PreloadReport(
             (), tuple(dropped), time.perf_counter() - started, Isolation.FRESH,
             note=f"forking is not safe here ({reason}); every candidate runs in a fresh interpreter",
         )
         return self.preload_report
 
-    def _new_client(self) -> SupervisorClient:
+    def _new_client(self, lane: int = 0) -> SupervisorClient:
         # What preloaded imports put in their temporary directory (torch's compiler
         # caches) stays in the session and goes with it; each run gets its own TMPDIR.
-        client = SupervisorClient(env={**self.env, "TMPDIR": str(self.sandbox.tmp)})
+        env = {**self.env, "TMPDIR": str(self.sandbox.tmp)}
+        unset: tuple[str, ...] = ()
+        if self.lanes > 1:
+            # A seed of its own for each server; the script must not see the variable,
+            # as a fresh interpreter with a random seed would not.
+            env["PYTHONHASHSEED"] = str(random.randrange(1, 2**32 - 1))
+            unset = ("PYTHONHASHSEED",)
+        client = SupervisorClient(env=env, unset=unset)
         client.start()
         return client
 
     def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        for client in self._clients:
+            client.close()
+        self._clients = []
         if self._owns_sandbox:
             self.sandbox.close()
 
@@ -252,6 +272,7 @@ class Runner:
             "argv": [argv0, *spec.args],
             "cwd": str(cwd),
             "observation": str(run.observation),
+            "crash_log": str(run.crash_log),
             "roots": [str(run.root)],
             "capture_ops": self.capture_ops,
             "collect_modules": collect_modules,
@@ -274,9 +295,9 @@ class Runner:
             "env": extra,
         }
         result: Future = Future()
-        client = self._client
-        if client is None:
+        if not self._clients:
             raise RuntimeError("Runner.start() was not called")
+        client = self._clients[next(self._turn) % len(self._clients)]
         try:
             raw = client.submit(cmd)
         except SupervisorGone as exc:
@@ -288,7 +309,9 @@ class Runner:
             interrupted = None
             try:
                 event = raw_fut.result()
-                obs = Observation.from_run(event, run.observation, run.stdout, run.stderr)
+                obs = Observation.from_run(
+                    event, run.observation, run.stdout, run.stderr, crash_log=run.crash_log, root=run.root
+                )
             except SupervisorGone as exc:
                 obs = Observation.infrastructure(str(exc))
             except KeyboardInterrupt as exc:
@@ -320,12 +343,12 @@ class Runner:
 
     @property
     def alive(self) -> bool:
-        return self._client is not None and self._client.alive
+        return bool(self._clients) and all(c.alive for c in self._clients)
 
     def restart(self) -> None:
         """Start a new supervisor after the old one died, with the same preload."""
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        for client in self._clients:
+            client.close()
+        self._clients = []
         modules = self.preload_report.modules if self.preload_report else ()
         self.start(modules)

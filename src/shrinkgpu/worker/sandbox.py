@@ -53,6 +53,11 @@ class RunDir:
         return self.path / "request.json"
 
     @property
+    def crash_log(self) -> Path:
+        """Where faulthandler writes the Python stack if the run dies by a signal."""
+        return self.path / "crash.txt"
+
+    @property
     def tmp(self) -> Path:
         """The run's temporary directory (its ``TMPDIR``), removed with the run."""
         return self.path / "tmp"
@@ -64,6 +69,10 @@ def _fingerprint(path: Path) -> tuple[int, ...]:
     # into a linked file and then restores its size and mtime goes unseen.
     st = path.stat()
     return (st.st_size, st.st_mtime_ns, st.st_mode)
+
+
+def _is_session(path: Path) -> bool:
+    return path.name.startswith("shrinkgpu-") and (path / "template").is_dir()
 
 
 class Sandbox:
@@ -80,6 +89,7 @@ class Sandbox:
         self.keep = keep
         self.session = Path(tempfile.mkdtemp(prefix="shrinkgpu-"))
         self.template = self.session / "template"
+        self.template.mkdir()
         self.stdin = self.session / "stdin"
         self.tmp = self.session / "tmp"  # the supervisors' TMPDIR
         self.tmp.mkdir()
@@ -91,7 +101,6 @@ class Sandbox:
         self._build_template()
 
     def _build_template(self) -> None:
-        self.template.mkdir()
         count = 0
         for dirpath, dirnames, filenames in os.walk(self.root):
             here = Path(dirpath)
@@ -99,6 +108,10 @@ class Sandbox:
             keep = []
             for d in sorted(dirnames):
                 if d in SKIP_DIRS or (here / d).resolve() in self.exclude:
+                    continue
+                if _is_session(here / d):
+                    # This session's own directory (a script in the temporary directory
+                    # would copy its copy forever), or another reduction's.
                     continue
                 if (here / d).is_symlink():
                     # A linked data directory (``data -> /mnt/datasets``) is shared, not

@@ -58,7 +58,7 @@ def _prctl(option: int, value: int) -> bool:
 
 
 class Supervisor:
-    def __init__(self, cmd_fd: int, evt_fd: int):
+    def __init__(self, cmd_fd: int, evt_fd: int, unset: tuple[str, ...] = ()):
         self.cmd_fd = cmd_fd
         self.evt_fd = evt_fd
         self.buffer = b""
@@ -73,7 +73,7 @@ class Supervisor:
         self.preloaded: list[str] = []
         # The environment the user's script must see, before any preloaded module had a
         # chance to set a variable at import time.
-        self.environ = dict(os.environ)
+        self.environ = {k: v for k, v in os.environ.items() if k not in unset}
 
     # -- protocol -----------------------------------------------------------------
     def send(self, **event: Any) -> None:
@@ -347,7 +347,7 @@ def _flush_std() -> None:
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     cmd_fd, evt_fd = int(argv[0]), int(argv[1])
-    Supervisor(cmd_fd, evt_fd).serve()
+    Supervisor(cmd_fd, evt_fd, tuple(argv[2:])).serve()
 
 
 if __name__ == "__main__":
