@@ -1,3 +1,3 @@
 from shrinkgpu.cli import main
 
-main(prog_name="shrinkgpu")
+main()

@@ -1,38 +1,102 @@
 """Command line: options into a frozen config, the library does the work, an exit code.
 
-Exit codes: 0 done; 3 the script did not fail (``run``) or its first error is not the
-one to keep (``reduce``); 2 bad usage; 1 anything else; 130 interrupted.
+One table of exit codes for every command (README.md, "Exit codes"):
+
+    0    run: the script failed (its first error is printed); reduce: a result was written
+    1    something went wrong in shrinkgpu or the script could not be run at all
+    2    bad usage: an option, a missing or unreadable script, an output path refused
+    3    run: the script did not fail; reduce: it did not fail, or not with the error to keep
+    129  SIGHUP, 130 SIGINT (Ctrl-C), 143 SIGTERM: the best result so far is written,
+         marked partial (``--resume`` continues from it)
+
+With ``--json`` every outcome prints one JSON object on stdout, with ``error`` set when
+there is one.  Options may also come from ``[tool.shrinkgpu]`` in the nearest
+``pyproject.toml`` (command-line options win).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import select
+import signal
 import sys
+import tomllib
 from pathlib import Path
 
 import click
 
-from shrinkgpu.reducer import NotReproduced, ReduceConfig, ReduceError, reduce, run_observed
 from shrinkgpu.core.rates import describe_rate
 from shrinkgpu.families import Family, advice_for, family_by_name
+from shrinkgpu.reducer import NotReproduced, ReduceConfig, ReduceError, reduce, run_observed
 from shrinkgpu.signature import Strictness
 from shrinkgpu.worker import Isolation
 
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
 EXIT_NOT_REPRODUCED = 3
+SIGNAL_EXITS = {signal.SIGHUP: 129, signal.SIGINT: 130, signal.SIGTERM: 143}
+# How long an open stdin (ssh, docker exec -i, CI) may stay silent before the script is
+# given what arrived so far.
+STDIN_QUIET = 1.0
 
 
-def _stdin_bytes(stdin: str | None) -> bytes | None:
-    """What the script reads on stdin: a file, or what was piped to us (never a terminal)."""
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised like Ctrl-C so that every interrupt path (the search
+    stops with its best state, the result is written marked partial) handles it."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+_received: list[int] = []
+
+
+def _on_signal(signum, _frame) -> None:
+    _received.append(signum)
+    raise Terminated(signum)
+
+
+def _interrupt_code() -> int:
+    return SIGNAL_EXITS.get(_received[-1], 130) if _received else 130
+
+
+def _stdin_bytes(stdin: str | None, notes: list[str]) -> bytes | None:
+    """What the script reads on stdin: ``--stdin FILE`` (``-``: ours, to its end), a file
+    redirected to us, or what a pipe delivers; never a terminal, and never a wait on a
+    stdin that stays open (ssh, ``docker exec -i``, CI runners): after a quiet second the
+    script gets what arrived."""
+    if stdin == "-":
+        return sys.stdin.buffer.read()
     if stdin is not None:
         return Path(stdin).read_bytes()
     stream = sys.stdin
-    if stream is None or stream.isatty():
+    if stream is None or stream.closed:
         return None
     try:
-        return stream.buffer.read() if hasattr(stream, "buffer") else stream.read().encode()
+        fd = stream.fileno()
+        if os.isatty(fd):
+            return None
+        if not os.path.exists(f"/proc/self/fd/{fd}") or os.path.isfile(os.path.realpath(f"/proc/self/fd/{fd}")):
+            return stream.buffer.read()
     except (OSError, ValueError):
         return None
+    chunks: list[bytes] = []
+    while True:
+        ready, _, _ = select.select([fd], [], [], STDIN_QUIET)
+        if not ready:
+            notes.append(
+                f"stdin stayed open without data for {STDIN_QUIET:g}s: the script gets the "
+                f"{sum(map(len, chunks))} bytes that arrived (--stdin FILE to give it a file)"
+            )
+            break
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _advice(sig) -> dict[str, str] | None:
@@ -42,22 +106,72 @@ def _advice(sig) -> dict[str, str] | None:
     return {"family": sig.family.value, "first_check": advice.first_check, "avoid": advice.avoid}
 
 
-def _config(script, script_args, **kw) -> ReduceConfig:
+def _config(script, script_args, module, **kw) -> ReduceConfig:
+    args = tuple(script_args)
+    if module is not None and script is not None:
+        args = (script, *args)  # with -m, every positional is the module's argument
+    if module is None and script is None:
+        raise click.UsageError("give SCRIPT, or -m MODULE")
     return ReduceConfig(
-        script=Path(script),
-        args=tuple(script_args),
+        script=Path(script) if script is not None else Path(module.replace(".", "/") + ".py"),
+        args=args,
         env=dict(os.environ),
         argv0=script,
+        module=module,
         **kw,
     )
 
 
-script_argument = click.argument("script", type=click.Path(dir_okay=False))
+def _emit_json(data: dict) -> None:
+    click.echo(json.dumps(data, indent=2, default=str))
+
+
+def _fail(message: str, code: int, as_json: bool, **extra) -> None:
+    click.echo(f"shrinkgpu: {message}", err=True)
+    if as_json:
+        _emit_json({"error": message, "exit_code": code, **extra})
+    sys.exit(code)
+
+
+# -- options from pyproject.toml ---------------------------------------------------------------
+def _project_defaults(start: Path) -> dict:
+    """``[tool.shrinkgpu]`` of the nearest pyproject.toml at or above ``start``: option
+    names as on the command line (``keep-error``, ``max-time``), for ``reduce`` and
+    ``run`` alike; a ``[tool.shrinkgpu.reduce]`` table applies to one command only."""
+    for directory in (start, *start.parents):
+        candidate = directory / "pyproject.toml"
+        if candidate.is_file():
+            try:
+                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
+            except (OSError, tomllib.TOMLDecodeError) as exc:
+                raise click.UsageError(f"{candidate}: {exc}") from None
+            table = data.get("tool", {}).get("shrinkgpu", {})
+            shared = {k.replace("-", "_"): v for k, v in table.items() if not isinstance(v, dict)}
+            out = {}
+            for command in ("reduce", "run"):
+                own = {k.replace("-", "_"): v for k, v in table.get(command, {}).items()}
+                out[command] = {**shared, **own}
+            return out
+    return {}
+
+
+class _Group(click.Group):
+    def make_context(self, info_name, args, parent=None, **extra):
+        extra.setdefault("default_map", _project_defaults(Path.cwd()))
+        return super().make_context(info_name, args, parent=parent, **extra)
+
+
+script_argument = click.argument("script", required=False, type=click.Path(dir_okay=False))
 args_argument = click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
+module_option = click.option(
+    "-m", "module", default=None, metavar="MODULE",
+    help="Run a module of your project as `python -m MODULE` does, from the working directory.",
+)
 root_option = click.option(
     "--root",
     type=click.Path(file_okay=False, exists=True, path_type=Path),
-    help="Directory copied for every run (default: the script's directory).",
+    help="Directory copied for every run (default: the working directory when the script is inside it, "
+         "else the script's directory).",
 )
 sync_option = click.option(
     "--sync-launches", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
@@ -68,43 +182,49 @@ sync_option = click.option(
          "again that way and every later run too; always (or the bare flag): every run; never: as you run it.",
 )
 stdin_option = click.option(
-    "--stdin", "stdin_file", type=click.Path(dir_okay=False, exists=True),
-    help="File the script reads as stdin (default: what is piped to shrinkgpu, else nothing).",
+    "--stdin", "stdin_file", type=click.Path(dir_okay=False, allow_dash=True),
+    help="File the script reads as stdin ('-': what is piped to shrinkgpu, to its end). Default: a file "
+         "redirected to shrinkgpu, or what a pipe delivers; never the terminal.",
 )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="shrinkgpu")
-def main() -> None:
+def cli() -> None:
     """Reduce a failing PyTorch script to a small one that fails with the same first error."""
 
 
-@main.command(context_settings={"ignore_unknown_options": False})
+@cli.command(context_settings={"ignore_unknown_options": False})
 @script_argument
 @args_argument
+@module_option
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=None, help="Seconds before the run is killed.")
 @click.option("--isolation", type=click.Choice([i.value for i in Isolation]), default="fresh", show_default=True)
 @root_option
 @stdin_option
 @sync_option
 @click.option("--json", "as_json", is_flag=True, help="Print the observation as JSON.")
-def run(script, script_args, timeout, isolation, root, stdin_file, sync_launches, as_json) -> None:
-    """Run SCRIPT once in a worker and print its first error.
+def run(script, script_args, module, timeout, isolation, root, stdin_file, sync_launches, as_json) -> None:
+    """Run SCRIPT once in a worker and print its first error, its family and what to check.
 
     Arguments after `--` are passed to the script. Exits 0 if the script failed,
-    3 if it did not.
+    3 if it did not (README.md: exit codes).
     """
-    config = _config(script, script_args, timeout=timeout, root=root, stdin=_stdin_bytes(stdin_file),
-                     sync_launches=sync_launches)
+    notes: list[str] = []
     try:
+        config = _config(script, script_args, module, timeout=timeout, root=root,
+                         stdin=_stdin_bytes(stdin_file, notes), sync_launches=sync_launches)
         first = run_observed(config, isolation=Isolation(isolation), collect=False)
     except ReduceError as exc:
-        raise click.ClickException(str(exc)) from None
+        _fail(str(exc), exc.exit_code, as_json)
+    except (OSError, click.ClickException) as exc:
+        _fail(str(exc), EXIT_USAGE, as_json)
     obs, launch = first.observation, first.launch
     if obs.infra_error:
-        raise click.ClickException(f"could not run the script: {obs.infra_error}")
+        _fail(f"could not run the script: {obs.infra_error}", EXIT_ERROR, as_json)
+    code = EXIT_OK if obs.failed else EXIT_NOT_REPRODUCED
     if as_json:
-        click.echo(json.dumps({
+        _emit_json({
             "failed": obs.failed,
             "status": obs.status,
             "exit_code": obs.exit_code,
@@ -116,7 +236,9 @@ def run(script, script_args, timeout, isolation, root, stdin_file, sync_launches
             "launch_env": dict([launch]) if launch else {},
             "surfaced_signature": first.surfaced.to_json() if first.surfaced else None,
             "advice": _advice(obs.signature),
-        }, indent=2))
+            "notes": notes + ([first.note] if first.note else []),
+            "error": None if obs.failed else f"the script did not fail: {obs.describe()}",
+        })
     elif obs.signature is not None:
         click.echo(obs.signature.describe())
         advice = _advice(obs.signature)
@@ -129,16 +251,17 @@ def run(script, script_args, timeout, isolation, root, stdin_file, sync_launches
                 + (f" ({first.surfaced.frame.file}:{first.surfaced.frame.line})" if first.surfaced.frame else "")
                 + f"; this is the run with {launch[0]}={launch[1]}"
             )
-        if first.note:
-            click.echo(f"  note: {first.note}")
+        for note in notes + ([first.note] if first.note else []):
+            click.echo(f"  note: {note}")
     else:
         click.echo(f"no error: {obs.describe()}")
-    sys.exit(0 if obs.failed else EXIT_NOT_REPRODUCED)
+    sys.exit(code)
 
 
-@main.command()
+@cli.command()
 @script_argument
 @args_argument
+@module_option
 @click.option("--keep-error", "-k", default=None, metavar="REGEX",
               help="Regular expression the first error (class: message, and any kernel assertion) must match.")
 @click.option("--family", "family_name", default=None, metavar="FAMILY",
@@ -147,6 +270,9 @@ def run(script, script_args, timeout, isolation, root, stdin_file, sync_launches
                    "of its bugs: 'index' keeps a CPU index error and a CUDA device-side assert that checks an index.")
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
               help="Where to write the result (default: <stem>.min.py beside SCRIPT).")
+@click.option("--resume", is_flag=True,
+              help="Start from the result (partial or not) an earlier run left at the output path, if it still "
+                   "reproduces.")
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=None,
               help="Seconds per candidate (default: calibrated from the original run).")
 @click.option("--isolation", type=click.Choice(["auto", *(i.value for i in Isolation)]), default="auto",
@@ -164,69 +290,85 @@ def run(script, script_args, timeout, isolation, root, stdin_file, sync_launches
               help="PYTHONHASHSEED for every run: a number, or 'original' (one drawn for the original and kept "
                    "for every candidate and the result). Default: a new one per interpreter, as python does.")
 @click.option("--max-tests", type=click.IntRange(min=1), default=None, help="Stop after this many candidates.")
-@click.option("--max-time", type=click.FloatRange(min=1), default=None, help="Stop after this many seconds.")
+@click.option("--max-time", type=click.FloatRange(min=1), default=None,
+              help="Seconds for the whole run, the first run of the original and the final check included.")
 @click.option("--verify", "verify_runs", type=click.IntRange(min=0), default=2, show_default=True,
               help="Fresh-interpreter runs the result must reproduce in.")
 @click.option("--search", type=click.Choice(["probdd", "ddmin"]), default="probdd", show_default=True,
               help="probdd learns which edits are needed; ddmin is the classic algorithm.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
-              help="Candidates run at once (default: one per GPU, else one per CPU core).")
+              help="Candidates run at once (default: one per GPU, else as many as fit beside the threads one run "
+                   "uses).")
 @click.option("--gpus", default=None, metavar="IDS",
-              help="Pin workers to these GPUs via CUDA_VISIBLE_DEVICES, e.g. 0,1 (default: all visible).")
+              help="Pin workers to these GPUs, e.g. 0,1 (default: all visible).")
 @root_option
 @stdin_option
 @sync_option
 @click.option("--keep-temp", is_flag=True, help="Keep the temporary run directories (for debugging).")
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary at the end.")
-@click.option("-q", "--quiet", is_flag=True, help="No progress lines.")
-def reduce_cmd(script, script_args, keep_error, family_name, output, timeout, isolation, strictness, confirm,
-               hash_seed, max_tests, max_time, verify_runs, search, jobs, gpus, root, stdin_file, sync_launches,
-               keep_temp, as_json, quiet) -> None:
-    """Reduce SCRIPT while its first error still matches --keep-error.
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary at the end (and on every error).")
+@click.option("-q", "--quiet", is_flag=True, help="No progress.")
+@click.option("-v", "--verbose", is_flag=True, help="A line for every accepted edit.")
+def reduce_cmd(script, script_args, module, keep_error, family_name, output, resume, timeout, isolation, strictness,
+               confirm, hash_seed, max_tests, max_time, verify_runs, search, jobs, gpus, root, stdin_file,
+               sync_launches, keep_temp, as_json, quiet, verbose) -> None:
+    """Reduce SCRIPT while its first error still matches --keep-error (or --family).
 
-    Arguments after `--` are passed to the script. SCRIPT itself is never modified.
+    Options come before SCRIPT; arguments after `--` are passed to the script. SCRIPT
+    itself is never modified.
     """
-    from shrinkgpu.report import OutputError, ProgressPrinter
+    from shrinkgpu.report import LiveProgress, OutputError, ProgressPrinter
     from shrinkgpu.worker.devices import parse_gpus
 
     try:
         gpu_ids = parse_gpus(gpus) if gpus is not None else None
     except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--gpus") from None
+        _fail(f"--gpus: {exc}", EXIT_USAGE, as_json)
     if keep_error is None and family_name is None:
-        raise click.UsageError("say which error to keep: --keep-error REGEX, --family FAMILY, or both")
-    config = _config(
-        script, script_args,
-        keep_error=keep_error, output=output, timeout=timeout,
-        isolation=None if isolation == "auto" else Isolation(isolation),
-        strictness=Strictness(strictness), max_tests=max_tests, max_time=max_time,
-        verify_runs=verify_runs, root=root, stdin=_stdin_bytes(stdin_file), keep_temp=keep_temp,
-        jobs=jobs, gpus=gpu_ids, search=search, sync_launches=sync_launches,
-        family=family_by_name(family_name) if family_name else None, confirm=confirm, hash_seed=hash_seed,
-    )
+        _fail("say which error to keep: --keep-error REGEX, --family FAMILY, or both", EXIT_USAGE, as_json)
+    notes: list[str] = []
     try:
-        result = reduce(config, on_event=None if quiet else ProgressPrinter())
+        config = _config(
+            script, script_args, module,
+            keep_error=keep_error, output=output, timeout=timeout,
+            isolation=None if isolation == "auto" else Isolation(isolation),
+            strictness=Strictness(strictness), max_tests=max_tests, max_time=max_time,
+            verify_runs=verify_runs, root=root, stdin=_stdin_bytes(stdin_file, notes), keep_temp=keep_temp,
+            jobs=jobs, gpus=gpu_ids, search=search, sync_launches=sync_launches,
+            family=family_by_name(family_name) if family_name else None, confirm=confirm, hash_seed=hash_seed,
+            resume=resume,
+        )
+    except (OSError, click.ClickException) as exc:
+        _fail(str(exc), EXIT_USAGE, as_json)
+    progress = None
+    if not quiet:
+        progress = LiveProgress(verbose=verbose) if sys.stderr.isatty() else ProgressPrinter(verbose=verbose)
+        for note in notes:
+            progress.stage(note)
+    try:
+        result = reduce(config, on_event=progress)
     except NotReproduced as exc:
-        click.echo(f"shrinkgpu: {exc}", err=True)
-        if as_json:
-            obs = exc.observation
-            click.echo(json.dumps({"error": str(exc), "signature": obs.signature.to_json() if obs and obs.signature else None}))
-        sys.exit(EXIT_NOT_REPRODUCED)
+        obs = exc.observation
+        _fail(str(exc), EXIT_NOT_REPRODUCED, as_json,
+              signature=obs.signature.to_json() if obs and obs.signature else None)
     except ReduceError as exc:
-        click.echo(f"shrinkgpu: {exc}", err=True)
-        sys.exit(exc.exit_code)
+        _fail(str(exc), exc.exit_code, as_json)
     except OutputError as exc:
-        raise click.ClickException(str(exc)) from None
+        _fail(str(exc), EXIT_USAGE, as_json)
     except KeyboardInterrupt:
-        # Before the search started (or during the final check): nothing to write yet.
-        click.echo("shrinkgpu: interrupted", err=True)
-        sys.exit(130)
+        # Before the search found anything: nothing to write, and the temporary space is gone.
+        _fail(f"interrupted ({signal.Signals(_received[-1]).name if _received else 'SIGINT'}) before any "
+              "smaller program was found; nothing was written", _interrupt_code(), as_json)
+    finally:
+        if progress is not None:
+            progress.close()
+    code = _interrupt_code() if result.stopped == "interrupted" else EXIT_OK
     if as_json:
-        click.echo(json.dumps(result.to_json(), indent=2))
+        _emit_json({**result.to_json(), "notes": notes + result.notes, "error": None, "exit_code": code})
     else:
         ratio = 100 * result.tokens_after / result.tokens_before if result.tokens_before else 0
+        partial = " (partial: not verified)" if result.verified[1] == 0 else ""
         click.echo(
-            f"wrote {result.output} ({result.tokens_before} -> {result.tokens_after} tokens, {ratio:.0f}%; "
+            f"wrote {result.output}{partial} ({result.tokens_before} -> {result.tokens_after} tokens, {ratio:.0f}%; "
             f"{result.candidates_tested} candidates in {result.seconds:.1f}s)"
         )
         click.echo(f"report: {result.report}")
@@ -237,10 +379,36 @@ def reduce_cmd(script, script_args, keep_error, family_name, output, timeout, is
             )
         if result.stopped:
             click.echo(f"stopped early: {result.stopped}")
-    sys.exit(130 if result.stopped == "interrupted" else 0)
+    sys.exit(code)
 
 
 reduce_cmd.name = "reduce"
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The console script: click's own errors (exit 2) also print JSON under ``--json``,
+    and SIGTERM/SIGHUP stop a reduction the way Ctrl-C does."""
+    argv = sys.argv[1:] if argv is None else argv
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _on_signal)
+    before = argv[: argv.index("--")] if "--" in argv else argv
+    wants_json = "--json" in before
+    try:
+        cli.main(args=argv, prog_name="shrinkgpu", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        if wants_json:
+            _emit_json({"error": exc.format_message(), "exit_code": exc.exit_code})
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        if wants_json:
+            _emit_json({"error": "interrupted", "exit_code": _interrupt_code()})
+        sys.exit(_interrupt_code())
+    except KeyboardInterrupt:
+        sys.exit(_interrupt_code())
+    sys.exit(EXIT_OK)
 
 
 if __name__ == "__main__":

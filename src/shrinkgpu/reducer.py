@@ -17,18 +17,20 @@ Order of work, and why:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from shrinkgpu.core import Budget, Verdict, reduce_to_fixpoint
 from shrinkgpu.core.rates import RateTest, describe_rate
 from shrinkgpu.oracle import Oracle, OracleStats, Target
 from shrinkgpu.passes import PASSES
-from shrinkgpu.report import Stage, write_outputs
+from shrinkgpu.inputs import InputError, module_file, notebook_to_script, read_source, script_for_notebook
+from shrinkgpu.report import BestSoFar, PartialWriter, Stage, read_partial, write_outputs
 from shrinkgpu.families import Family, family_matches, is_asynchronous
 from shrinkgpu.signature import Signature, Strictness
 from shrinkgpu.syntax import Candidate, Facts, ParseRecord, Program
@@ -86,6 +88,8 @@ class ReduceConfig:
     confirm_runs: int = 1  # extra runs a reproducing candidate must pass
     confirm: int = 2  # extra fresh runs of the original before reducing (its reproduction rate)
     hash_seed: int | str | None = None  # PYTHONHASHSEED for every run; "original": one drawn for all
+    module: str | None = None  # run as ``python -m module`` from cwd (``script`` is then ignored)
+    resume: bool = False  # start from the partial result at ``output``, if it still reproduces
     max_tests: int | None = None
     max_time: float | None = None
     keep_temp: bool = False
@@ -176,27 +180,118 @@ def compile_pattern(pattern: str | None) -> re.Pattern[str] | None:
 
 
 def spec_for(config: ReduceConfig) -> ScriptSpec:
-    script = Path(config.script)
-    if not script.exists():
-        raise ReduceError(f"{script}: no such file", exit_code=2)
-    if not script.is_file():
-        raise ReduceError(f"{script}: not a file", exit_code=2)
-    script = script.resolve()
+    """How the user runs the script, and which directory every run gets a copy of.
+
+    The copy is of the user's working directory when the script lies inside it (so
+    ``cd repo && shrinkgpu reduce scripts/train.py`` finds ``data/`` as ``python`` does),
+    unless that is the home directory or ``/``; else of the script's directory; or of
+    ``--root``.  A notebook runs as the script of its code cells, under a name beside it
+    that no file has; ``-m pkg.mod`` runs the module's file as ``python -m`` does."""
     cwd = (config.cwd or Path.cwd()).resolve()
-    root = (config.root or script.parent).resolve()
-    try:
-        script.relative_to(root)
-    except ValueError:
-        raise ReduceError(f"the script {script} is not inside --root {root}", exit_code=2) from None
+    module = config.module
+    if module is not None:
+        try:
+            script = module_file(module, cwd)
+        except InputError as exc:
+            raise ReduceError(str(exc), exit_code=2) from None
+    else:
+        script = Path(config.script)
+        if not script.is_absolute():
+            script = cwd / script
+        if not script.exists():
+            raise ReduceError(f"{config.script}: no such file", exit_code=2)
+        if not script.is_file():
+            raise ReduceError(f"{config.script}: not a file", exit_code=2)
+    script = script.resolve()
+    if script.suffix == ".ipynb":
+        script = script_for_notebook(script)
+    if config.root is not None:
+        root = Path(config.root).resolve()
+    elif module is not None or (_inside(script, cwd) and cwd not in (Path.home().resolve(), Path("/"))):
+        root = cwd
+    else:
+        root = script.parent
+    if not _inside(script, root):
+        raise ReduceError(f"the script {script} is not inside --root {root}", exit_code=2)
+    argv0 = config.argv0 if config.argv0 is not None else str(config.script)
+    if module is None and Path(config.script).suffix == ".ipynb":
+        argv0 = script.name
     return ScriptSpec(
-        script=script,
-        args=tuple(config.args),
-        cwd=cwd,
-        root=root,
-        env=config.env,
-        stdin=config.stdin,
-        argv0=config.argv0 if config.argv0 is not None else str(config.script),
+        script=script, args=tuple(config.args), cwd=cwd, root=root, env=config.env, stdin=config.stdin,
+        argv0=argv0, module=module,
     )
+
+
+def _inside(path: Path, directory: Path) -> bool:
+    try:
+        path.relative_to(directory)
+        return True
+    except ValueError:
+        return False
+
+
+def main_source(config: ReduceConfig, spec: ScriptSpec) -> tuple[str, tuple[str, ...]]:
+    """The main program's text as Python would run it, and notes on how it was read."""
+    named = Path(config.script) if config.module is None else spec.script
+    if not named.is_absolute():
+        named = spec.cwd / named
+    try:
+        if named.suffix == ".ipynb":
+            notebook = notebook_to_script(named.resolve())
+            return notebook.text, (f"the notebook {named.name}: its code cells, in order", *notebook.notes)
+        return read_source(spec.script), ()
+    except InputError as exc:
+        raise ReduceError(str(exc), exit_code=2) from None
+
+
+def imported_files(spec: ScriptSpec, config: ReduceConfig) -> list[Path]:
+    """Local files the script's import statements name, found without running it (the
+    first run tells the rest): what an output must never overwrite, known before any work."""
+    import ast
+
+    try:
+        text, _ = main_source(config, spec)
+        tree = ast.parse(text)
+    except (ReduceError, SyntaxError, ValueError):
+        return []
+    bases = {spec.script.parent, spec.cwd, spec.root_dir}
+    found = []
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module] if not node.level else []
+        for name in names:
+            parts = name.split(".")
+            for base in bases:
+                for depth in range(1, len(parts) + 1):
+                    stem = base.joinpath(*parts[:depth])
+                    found += [stem.with_suffix(".py"), stem / "__init__.py"]
+    return [f for f in found if f.is_file()]
+
+
+def check_output(output: Path, spec: ScriptSpec, protected: Iterable[Path] = ()) -> None:
+    """Refuse, before any work, an output that would overwrite the input, a file of the
+    program or one the script reads, or that cannot be a file; ``ReduceError`` (exit 2)."""
+    report = output.with_suffix(".md") if output.suffix == ".py" else output.with_name(output.name + ".md")
+    guarded = {spec.script.resolve(), *(Path(p).resolve() for p in protected)}
+    for path in (output, report, output.with_suffix("")):
+        if path.resolve() in guarded:
+            raise ReduceError(
+                f"refusing to write {path}: it is one of the script's own files (the input, a module it "
+                "imports or a file it reads); choose another -o",
+                exit_code=2,
+            )
+    if output.is_dir():
+        raise ReduceError(f"-o {output}: is a directory; give a file name such as {output / 'repro.min.py'}", exit_code=2)
+    for parent in output.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ReduceError(f"-o {output}: {parent} is a file, not a directory", exit_code=2)
+            if not os.access(parent, os.W_OK):
+                raise ReduceError(f"-o {output}: {parent} is not writable", exit_code=2)
+            break
 
 
 def launch_variable(environment: Mapping[str, object]) -> tuple[str, str]:
@@ -269,6 +364,7 @@ def run_observed(
     collect: bool = True,
     count_loops: bool = False,
     sandbox: Sandbox | None = None,
+    limit: float | None = None,
 ) -> FirstRun:
     """``run_once``, then, when launches must be synchronous (always, or by default when
     the first error is an asynchronous GPU error), a second run with the backend's
@@ -276,7 +372,9 @@ def run_observed(
     one the reduction keeps: an asynchronous error surfaces at a later synchronising call
     (``loss.item()``), and only the synchronous run names the operator whose kernel
     failed."""
-    obs, spec = run_once(config, isolation=isolation, collect=collect, count_loops=count_loops, sandbox=sandbox)
+    obs, spec = run_once(
+        config, isolation=isolation, collect=collect, count_loops=count_loops, sandbox=sandbox, limit=limit
+    )
     mode = launch_mode(config)
     if mode == "never" or obs.infra_error:
         return FirstRun(obs, spec, config)
@@ -288,7 +386,9 @@ def run_observed(
         if (os.environ if spec.env is None else spec.env).get(name) == value:
             return FirstRun(obs, spec, config)  # the user's own environment already has it
     synced_config, variable = with_sync_launches(config, obs.environment)
-    synced, spec = run_once(synced_config, isolation=isolation, collect=collect, count_loops=count_loops, sandbox=sandbox)
+    synced, spec = run_once(
+        synced_config, isolation=isolation, collect=collect, count_loops=count_loops, sandbox=sandbox, limit=limit
+    )
     if mode == "always" or synced.infra_error:
         return FirstRun(synced, spec, synced_config, variable) if not synced.infra_error else FirstRun(obs, spec, config)
     if synced.signature is None or synced.signature.family is not sig.family:
@@ -312,31 +412,34 @@ def run_once(
     collect: bool = True,
     count_loops: bool = False,
     sandbox: Sandbox | None = None,
+    limit: float | None = None,
 ) -> tuple[Observation, ScriptSpec]:
     """Run the script once, in a worker, and observe it (``shrinkgpu run``)."""
     spec = spec_for(config)
-    files = {spec.script_rel: spec.script.read_text(encoding="utf-8")}
+    text, _ = main_source(config, spec)
+    files = {spec.script_rel: text}
     with Runner(spec, isolation=isolation, keep_temp=config.keep_temp, sandbox=sandbox) as runner:
         try:
             runner.start(required=isolation is Isolation.FORK)
         except ForkUnavailable as exc:
             raise ReduceError(f"--isolation fork is not possible here: {exc.reason}. {FORK_ADVICE}") from None
-        timeout = config.timeout or DEFAULT_FRESH_TIMEOUT
+        timeout = min(config.timeout or DEFAULT_FRESH_TIMEOUT, limit or DEFAULT_FRESH_TIMEOUT)
         obs = runner.run(files, timeout=timeout, collect_modules=collect, collect_env=True, count_loops=count_loops)
     return obs, spec
 
 
-def _local_files(obs: Observation, spec: ScriptSpec) -> dict[str, str]:
-    """The program: the script and the local Python files its run imported."""
-    files = {spec.script_rel: spec.script.read_text(encoding="utf-8")}
+def _local_files(obs: Observation, spec: ScriptSpec, main_text: str | None = None) -> dict[str, str]:
+    """The program: the script and the local Python files its run imported, read as
+    Python reads them (their coding declarations)."""
+    files = {spec.script_rel: main_text if main_text is not None else read_source(spec.script)}
     for _name, _file, local in obs.modules:
         if local is None or not local.endswith(".py") or local in files:
             continue
         original = spec.root_dir / local
         if original.is_file():
             try:
-                files[local] = original.read_text(encoding="utf-8")
-            except UnicodeDecodeError:
+                files[local] = read_source(original)
+            except InputError:
                 continue
     return files
 
@@ -481,8 +584,19 @@ def reduce(config: ReduceConfig, on_event: Callable[[object], None] | None = Non
     config = with_hash_seed(config)
     spec = spec_for(config)
     output = Path(config.output).resolve() if config.output else default_output(spec.script)
-    if output == spec.script:
-        raise ReduceError(f"refusing to write the output over the input {spec.script}", exit_code=2)
+    check_output(
+        output, spec,
+        [*([Path(config.script).resolve()] if config.module is None else []), *imported_files(spec, config)],
+    )
+    if config.write:
+        # The best program so far is on disk at every moment: nothing is lost to an
+        # interrupt, a SIGTERM or a crash.
+        partial = PartialWriter(output)
+        progress = emit
+
+        def emit(event: object) -> None:
+            partial(event)
+            progress(event)
 
     exclude = [output, output.with_suffix(""), output.with_suffix(".md")]
     try:
@@ -492,29 +606,58 @@ def reduce(config: ReduceConfig, on_event: Callable[[object], None] | None = Non
         raise ReduceError(str(exc), exit_code=2) from None
     try:
         return _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats)
+    except BaseException:
+        if config.write:
+            partial.flush()  # whatever was found last, before the error or the signal
+        raise
     finally:
         sandbox.close()
 
 
 def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats) -> ReductionResult:
+    deadline = None if config.max_time is None else started + config.max_time
+
+    def left() -> float | None:
+        """Seconds left of --max-time, which bounds the whole run, first run included."""
+        return None if deadline is None else max(0.1, deadline - time.monotonic())
+
+    main_text, input_notes = main_source(config, spec)
+    for note in input_notes:
+        emit(Stage(note))
     emit(Stage("running the original in a fresh interpreter"))
     # The first run also counts loop iterations (a line tracer: this run only).
-    initial_run = run_observed(config, isolation=Isolation.FRESH, collect=True, count_loops=True, sandbox=sandbox)
+    observe_first = functools.partial(
+        run_observed, isolation=Isolation.FRESH, collect=True, count_loops=True, sandbox=sandbox
+    )
+    initial_run = observe_first(config, limit=left())
     attempts = [initial_run.observation]
     # A flaky script may pass the first time: the --confirm runs may find its failure.
-    while attempts[-1].signature is None and not attempts[-1].infra_error and len(attempts) <= config.confirm:
+    while (
+        attempts[-1].signature is None
+        and not attempts[-1].infra_error
+        and not attempts[-1].timed_out
+        and len(attempts) <= config.confirm
+    ):
         emit(Stage(f"the original did not fail (run {len(attempts)}); running it again (--confirm)"))
-        initial_run = run_observed(config, isolation=Isolation.FRESH, collect=True, count_loops=True, sandbox=sandbox)
+        initial_run = observe_first(config, limit=left())
         attempts.append(initial_run.observation)
     first, spec, config, launch = initial_run.observation, initial_run.spec, initial_run.config, initial_run.launch
     if first.infra_error:
         raise ReduceError(f"could not run the script: {first.infra_error}")
+    if first.timed_out:
+        bound = "--max-time" if deadline is not None and first.wall >= (config.max_time or 0) - 1 else "--timeout"
+        raise NotReproduced(
+            f"the original did not finish within {first.wall:.0f}s ({bound}); a script that runs longer needs "
+            f"a larger --timeout (and --max-time), or a cut of its own that fails sooner",
+            first,
+        )
     if first.signature is None:
         runs = f" in {len(attempts)} runs" if len(attempts) > 1 else ""
         raise NotReproduced(f"the script did not fail{runs}: {first.describe()}", first)
     if pattern is not None and not pattern.search(first.signature.keep_text()):
         raise NotReproduced(
-            f"the first error does not match --keep-error {pattern.pattern!r}:\n{first.signature.describe()}",
+            f"the first error does not match --keep-error {pattern.pattern!r}:\n{first.signature.describe()}"
+            + missing_file_hint(first.signature, spec),
             first,
         )
     if config.family is not None and not family_matches(
@@ -526,10 +669,13 @@ def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats) -
             first,
         )
     target = Target(first.signature, pattern, config.strictness, config.family)
-    files = _local_files(first, spec)
+    files = _local_files(first, spec, main_text)
+    # Now that the run showed which files are the program's and which it reads, none of
+    # them may be the output.
+    check_output(output, spec, [spec.root_dir / rel for rel in (*files, *first.reads)])
     loops = loop_facts(files, first.loops)
     program = Program(files, spec.script_rel, facts=dataclasses.replace(facts_of(first), loops=loops))
-    notes: list[str] = []
+    notes: list[str] = list(input_notes)
     if initial_run.surfaced is not None:
         where = initial_run.surfaced.op.name if initial_run.surfaced.op else "a call that is not torch's"
         notes.append(
@@ -660,10 +806,12 @@ def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats) -
             rate=rate,
             pin_variable=pin_variable,
         )
-        budget = Budget(
-            max_tests=config.max_tests,
-            deadline=None if config.max_time is None else started + config.max_time,
-        )
+        # --max-time covers the final check too: the search leaves it the time its fresh
+        # runs of the original took.
+        search_deadline = deadline
+        if deadline is not None and config.verify_runs:
+            search_deadline = deadline - config.verify_runs * (first.wall + 0.5)
+        budget = Budget(max_tests=config.max_tests, deadline=search_deadline)
 
         def test(cand: Candidate) -> Verdict:
             return test_many([cand])[0]
@@ -685,6 +833,7 @@ def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats) -
             if not cand.edits:
                 return cand
             files = cand.files
+            emit(BestSoFar(dict(files), program.main, cand.size))
             facts = facts_of(oracle.reproduced.get(cand.key))
             rebased = Program(files, program.main, facts=dataclasses.replace(facts, loops=loops))
             if rebased.loop_iterations and _loop_around_failure(rebased):
@@ -696,6 +845,14 @@ def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats) -
             return rebased.initial()
 
         initial = program.initial()
+        original_size = initial.size
+        if config.resume:
+            resumed = _resume_from(output, program, spec, runner, target, timeout, loops)
+            if isinstance(resumed, str):
+                say(resumed)
+            else:
+                say(f"resumed from the partial result at {output.name} ({resumed.size} tokens)")
+                initial = resumed
         emit(Stage(f"reducing {initial.size} tokens (timeout {timeout:.1f}s per candidate)"))
         outcome = reduce_to_fixpoint(
             initial, PASSES, test, lambda c: c.order, budget=budget, on_event=emit, normalize=rebase,
@@ -707,9 +864,17 @@ def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats) -
             # The user wants out: write what we have now, and say it was not re-checked.
             notes.append("interrupted: the result was not re-checked in fresh interpreters")
             runs = 0
+        elif deadline is not None and time.monotonic() >= deadline and runs:
+            notes.append("--max-time was reached: the result was not re-checked in fresh interpreters")
+            runs = 0
         else:
             emit(Stage("verifying the result in fresh interpreters"))
-        best, verified, final_sig = _verify(outcome.history, oracle, target, runs, notes)
+        stopped = outcome.stopped
+        try:
+            best, verified, final_sig = _verify(outcome.history, oracle, target, runs, notes, deadline)
+        except KeyboardInterrupt:
+            notes.append("interrupted while the result was re-checked: it was not verified")
+            best, verified, final_sig, stopped = outcome.history[-1], (0, 0), None, "interrupted"
     finally:
         runner.close()
 
@@ -720,12 +885,12 @@ def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats) -
         main=program.main,
         signature=first.signature,
         final_signature=final_sig,
-        tokens_before=initial.size,
+        tokens_before=original_size,
         tokens_after=best.size,
         candidates_tested=outcome.tests,
         oracle=oracle.stats,
         seconds=time.monotonic() - started,
-        stopped=outcome.stopped,
+        stopped=stopped,
         verified=verified,
         isolation=runner.isolation,
         preload_modules=len(report.modules),
@@ -752,7 +917,7 @@ def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats) -
 
 
 def _verify(
-    history: tuple, oracle: Oracle, target: Target, runs: int, notes: list[str]
+    history: tuple, oracle: Oracle, target: Target, runs: int, notes: list[str], deadline: float | None = None
 ) -> tuple[Candidate, tuple[int, int], Signature | None]:
     """The newest accepted state that reproduces in every fresh run, with its record."""
     if runs <= 0:
@@ -768,6 +933,8 @@ def _verify(
         ok, n, sig = 0, 0, None
         test = RateTest(oracle.rate) if flaky else None
         while (n < runs) if test is None else not test.decided:
+            if deadline is not None and time.monotonic() >= deadline and n:
+                break  # --max-time bounds the check too; what ran is what is reported
             obs = oracle.observe(cand.files, isolation=Isolation.FRESH, timeout=oracle.fresh_timeout)
             n += 1
             if target.matches(obs.signature):
@@ -804,6 +971,33 @@ def _verify(
         else:
             hi = mid
     return history[lo], counted, sig
+
+
+def missing_file_hint(sig: Signature, spec: ScriptSpec) -> str:
+    """For a first error about a file that is not there: where runs happen and how to fix it."""
+    if sig.type not in ("FileNotFoundError", "NotADirectoryError", "OSError", "IsADirectoryError") and (
+        "No such file" not in sig.message
+    ):
+        return ""
+    return (
+        f"\nEvery run works in a copy of {spec.root_dir} with the working directory at the same place "
+        f"in it ({spec.cwd_rel or '.'}). If the script reads files outside that directory, give --root "
+        "a directory that holds them, or run shrinkgpu from the directory you run python from."
+    )
+
+
+def _resume_from(output: Path, program: Program, spec: ScriptSpec, runner: Runner, target: Target,
+                 timeout: float, loops) -> Candidate | str:
+    """The partial result at ``output`` as the starting point, when it still reproduces;
+    else a sentence saying why not."""
+    files = read_partial(output, program.main)
+    if files is None:
+        return f"--resume: no partial result at {output}; starting from the original"
+    obs = runner.run(files, timeout=timeout, count_loops=True)
+    if not target.matches(obs.signature):
+        return f"--resume: the partial result at {output.name} no longer reproduces ({obs.describe()}); starting from the original"
+    facts = dataclasses.replace(facts_of(obs), loops=loop_facts(files, obs.loops) or loops)
+    return Program(files, program.main, facts=facts).initial()
 
 
 def _tokens(size) -> int:

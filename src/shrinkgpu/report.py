@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -12,6 +15,7 @@ from typing import TextIO
 from shrinkgpu.core import Improved, PassStarted, Tested
 from shrinkgpu.core.rates import describe_rate
 from shrinkgpu.families import advice_for
+from shrinkgpu.inputs import encode_source
 from shrinkgpu.signature import Signature
 from shrinkgpu.worker import ScriptSpec
 
@@ -66,24 +70,131 @@ def tidy_layout(text: str) -> str:
     return module.with_changes(body=body, header=header).code
 
 
+PARTIAL_MARK = "# shrinkgpu: partial result"
+
+
+@dataclass(frozen=True)
+class BestSoFar:
+    """The reducer accepted a smaller program (an event, after the core's ``Improved``)."""
+
+    files: dict
+    main: str
+    tokens: int
+
+
+def _with_mark(text: str, why: str) -> str:
+    """``text`` with a first comment saying it is partial, kept after a shebang or coding
+    declaration (which must stay on the first two lines)."""
+    lines = text.splitlines(keepends=True)
+    head = 0
+    while head < min(2, len(lines)) and (lines[head].startswith("#!") or "coding" in lines[head][:80] and lines[head].lstrip().startswith("#")):
+        head += 1
+    mark = f"{PARTIAL_MARK} ({why}): not verified in fresh interpreters; `shrinkgpu reduce ... --resume` continues.\n"
+    return "".join(lines[:head]) + mark + "".join(lines[head:])
+
+
+def _strip_mark(text: str) -> str:
+    return "".join(line for line in text.splitlines(keepends=True) if not line.startswith(PARTIAL_MARK))
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.shrinkgpu-tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def _write_files(files: dict[Path, str], target: Path) -> None:
+    """One file atomically, or a directory swapped in whole."""
+    if len(files) == 1 and target in files:
+        _atomic_write(target, encode_source(files[target]))
+        return
+    staging = target.with_name(f".{target.name}.shrinkgpu-tmp")
+    shutil.rmtree(staging, ignore_errors=True)
+    for path, text in files.items():
+        dest = staging / path.relative_to(target)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(encode_source(text))
+    old = target.with_name(f".{target.name}.shrinkgpu-old")
+    shutil.rmtree(old, ignore_errors=True)
+    if target.exists():
+        os.replace(target, old)
+    os.replace(staging, target)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+class PartialWriter:
+    """Keeps the best program found so far at the output path, marked partial, so that an
+    interrupt, a SIGTERM or a crash at any moment leaves it (``--resume`` starts from
+    it).  At most one write per ``interval`` seconds; ``flush`` writes the last one."""
+
+    def __init__(self, output: Path, interval: float = 0.5):
+        self.output = output
+        self.interval = interval
+        self._pending: BestSoFar | None = None
+        self._last = 0.0
+
+    def __call__(self, event: object) -> None:
+        if not isinstance(event, BestSoFar):
+            return
+        self._pending = event
+        if time.monotonic() - self._last >= self.interval:
+            self.flush()
+
+    def flush(self) -> None:
+        event, self._pending = self._pending, None
+        if event is None:
+            return
+        files = {rel: tidy_layout(text) for rel, text in event.files.items()}
+        files[event.main] = _with_mark(files[event.main], "the search was still going")
+        target, paths = output_paths(files, event.main, self.output)
+        try:
+            _write_files(paths, target)
+        except OSError:
+            return  # the final write will say what is wrong with the path
+        self._last = time.monotonic()
+
+
+def read_partial(output: Path, main: str) -> dict[str, str] | None:
+    """The program written at ``output`` by an earlier run (partial or not), or None."""
+    directory = output.with_suffix("") if output.suffix == ".py" else output
+    if output.is_file():
+        return {main: _strip_mark(output.read_text(encoding="utf-8", errors="replace"))}
+    if directory.is_dir():
+        files = {
+            str(p.relative_to(directory)): _strip_mark(p.read_text(encoding="utf-8", errors="replace"))
+            for p in sorted(directory.rglob("*.py"))
+        }
+        return files if main in files else None
+    return None
+
+
 def write_outputs(result, output: Path, spec: ScriptSpec) -> None:
-    """Write the reduced program and the report; never over one of the user's sources."""
+    """Write the reduced program and the report, atomically; never over one of the user's
+    sources.  A result that was not verified in fresh interpreters (interrupted, out of
+    time) says so on its first line."""
     result.files = {rel: tidy_layout(text) for rel, text in result.files.items()}
-    target, files = output_paths(result.files, result.main, output)
+    files = dict(result.files)
+    if result.verified[1] == 0:
+        files[result.main] = _with_mark(files[result.main], f"stopped: {result.stopped or 'not verified'}")
+    target, paths = output_paths(files, result.main, output)
     protected = {spec.script.resolve()} | {(spec.root_dir / rel).resolve() for rel in result.files}
-    for path in files:
+    for path in paths:
         if path.resolve() in protected:
             raise OutputError(f"refusing to overwrite the user's file {path}")
-    if len(files) == 1 and target.is_dir():
+    if len(paths) == 1 and target.is_dir():
         raise OutputError(f"{target} is a directory; give -o a file name")
-    for path, text in files.items():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+    if len(paths) == 1:
+        # A directory an earlier partial run left for a multi-file program goes.
+        stale = output.with_suffix("") if output.suffix == ".py" else None
+        if stale is not None and stale.is_dir() and (stale / result.main).is_file():
+            shutil.rmtree(stale, ignore_errors=True)
+    _write_files(paths, target)
     result.output = target
     report = target.with_suffix(".md") if target.suffix == ".py" else target.with_name(target.name + ".md")
     if report.resolve() in protected:
         raise OutputError(f"refusing to overwrite the user's file {report}")
-    report.write_text(render_report(result, spec, target), encoding="utf-8")
+    _atomic_write(report, render_report(result, spec, target).encode("utf-8"))
     result.report = report
 
 
@@ -133,8 +244,6 @@ def render_report(result, spec: ScriptSpec, target: Path) -> str:
     sig = result.signature
     env = result.environment or {}
     script_name = spec.script.name
-    main_name = target.name if target.suffix == ".py" else f"{target.name}/{result.main}"
-    args = " ".join(spec.args)
     out = [f"# shrinkgpu: reduction of `{script_name}`", ""]
     out += ["## First error", ""] + _signature_table(sig, result.final_signature) + [""]
     surfaced = getattr(result, "surfaced", None)
@@ -158,8 +267,8 @@ def render_report(result, spec: ScriptSpec, target: Path) -> str:
         out.append(f"In the reduced script: {where}: `{final.frame.source}`")
     for note in sig.caught_earlier:
         out.append(f"\nNote: the script caught an earlier torch error before this one: `{note}`")
-    launch = "".join(f"{k}={v} " for k, v in sorted(getattr(result, "launch_env", {}).items()))
-    out += ["", "## Reproduce", "", "```sh", f"{launch}python {main_name}{' ' + args if args else ''}", "```", ""]
+    launch = "".join(f"{k}={shlex.quote(str(v))} " for k, v in sorted(getattr(result, "launch_env", {}).items()))
+    out += ["", "## Reproduce", "", "```sh", f"{launch}{reproduce_command(spec, target, result.main)}", "```", ""]
     for rel, text in sorted(result.files.items(), key=lambda kv: kv[0] != result.main):
         out += [f"`{rel}`:" if len(result.files) > 1 else "", "```python", text.rstrip("\n"), "```", ""]
     out += [
@@ -177,7 +286,7 @@ def render_report(result, spec: ScriptSpec, target: Path) -> str:
         + (f" ({100 * result.tokens_after / result.tokens_before:.1f}%)" if result.tokens_before else ""),
         f"- candidates tested: {result.candidates_tested} (runs: {result.oracle.runs}, cache hits: "
         f"{result.oracle.cache_hits}, rejected without running: {result.oracle.invalid})",
-        f"- verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(result.oracle.by_verdict.items())),
+        "- verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(result.oracle.by_verdict.items())),
         f"- time: {result.seconds:.1f}s; isolation: {result.isolation.value}"
         + (f" ({result.preload_modules} modules preloaded)" if result.preload_modules else "")
         + f"; timeout per candidate {result.timeout:.1f}s",
@@ -196,36 +305,115 @@ def render_report(result, spec: ScriptSpec, target: Path) -> str:
     return "\n".join(out) + "\n"
 
 
-def _tokens(size) -> int:
-    """Sizes in events are (tokens, magnitude) pairs: people read the tokens."""
-    return size[0] if isinstance(size, tuple) else size
+def reproduce_command(spec: ScriptSpec, target: Path, main: str) -> str:
+    """The shell command that runs the result, quoted for names with spaces."""
+    args = "".join(" " + shlex.quote(a) for a in spec.args)
+    if target.suffix != ".py":  # a directory of several files
+        if spec.module is not None and main.endswith(".py"):
+            module = main[: -len(".py")].replace("/", ".").removesuffix(".__main__")
+            return f"cd {shlex.quote(target.name)} && python -m {module}{args}"
+        return f"cd {shlex.quote(target.name)} && python {shlex.quote(main)}{args}"
+    return f"python {shlex.quote(target.name)}{args}"
 
 
 class ProgressPrinter:
-    """Plain progress lines on a stream: stages, improvements, a heartbeat every few seconds."""
+    """Plain progress lines on a stream (when it is not a terminal): the stages,
+    a status line every few seconds, and with ``verbose`` every accepted edit.  Sizes
+    are tokens of the program, counted as people count them."""
 
-    def __init__(self, stream: TextIO = sys.stderr, heartbeat: float = 5.0):
+    def __init__(self, stream: TextIO = sys.stderr, heartbeat: float = 5.0, verbose: bool = False):
         self.stream = stream
         self.heartbeat = heartbeat
+        self.verbose = verbose
+        self.started = time.monotonic()
         self._last = time.monotonic()
-        self._tests = 0
-        self._best: int | None = None
+        self.pass_name = ""
+        self.tested = 0
+        self.accepted = 0
+        self.tokens: int | None = None
+        self.lines: int | None = None
+        self.tokens_start: int | None = None
 
     def __call__(self, event: object) -> None:
-        now = time.monotonic()
         if isinstance(event, Stage):
-            self._print(event.message)
-        elif isinstance(event, Improved):
-            before, after = _tokens(event.before), _tokens(event.size)
-            if after < before:
-                self._print(f"{event.name}: {before} -> {after} tokens ({self._tests} tests)")
-        elif isinstance(event, Tested):
-            self._tests, self._best = event.tests, event.best
-            if now - self._last >= self.heartbeat:
-                self._print(f"... {event.tests} tests, best {_tokens(event.best)} tokens")
+            self.stage(event.message)
         elif isinstance(event, PassStarted):
-            pass
+            self.pass_name = event.name
+        elif isinstance(event, Tested):
+            self.tested = event.tests
+            self.accepted += event.verdict.interesting
+            self.tick()
+        elif isinstance(event, BestSoFar):
+            before = self.tokens
+            self.tokens = event.tokens
+            self.lines = sum(text.count("\n") for text in event.files.values())
+            if self.tokens_start is None:
+                self.tokens_start = before if before is not None else event.tokens
+            if self.verbose and before is not None:
+                self._print(f"{self.pass_name}: {before} -> {event.tokens} tokens ({self.tested} candidates)")
+            self.tick()
+        elif isinstance(event, Improved) and self.tokens is None:
+            self.tokens = _tokens(event.before)
+
+    def status(self) -> str:
+        elapsed = time.monotonic() - self.started
+        rate = self.tested / elapsed if elapsed > 0 else 0.0
+        size = "-" if self.tokens is None else f"{self.tokens} tokens, {self.lines or '?'} lines"
+        return (f"{self.pass_name or 'starting'} | {size} | {self.tested} candidates, {self.accepted} accepted | "
+                f"{rate:.1f}/s | {_clock(elapsed)}")
+
+    def stage(self, message: str) -> None:
+        self._print(message)
+
+    def tick(self) -> None:
+        if time.monotonic() - self._last >= self.heartbeat:
+            self._print(self.status())
+
+    def close(self) -> None:
+        pass
 
     def _print(self, message: str) -> None:
         self._last = time.monotonic()
         print(f"shrinkgpu: {message}", file=self.stream, flush=True)
+
+
+class LiveProgress(ProgressPrinter):
+    """On a terminal: the stages as lines, under them one live status line (rich) with
+    the pass, the size in tokens and lines, candidates run and accepted, the rate and the
+    time elapsed."""
+
+    def __init__(self, verbose: bool = False):
+        from rich.console import Console
+        from rich.live import Live
+
+        super().__init__(heartbeat=0.25, verbose=verbose)
+        self.console = Console(stderr=True, highlight=False)
+        self.live = Live(console=self.console, refresh_per_second=4, transient=True)
+        self.live.start()
+
+    def stage(self, message: str) -> None:
+        self.console.print(f"shrinkgpu: {message}", markup=False)
+
+    def tick(self) -> None:
+        if time.monotonic() - self._last >= self.heartbeat:
+            self._last = time.monotonic()
+            from rich.text import Text
+
+            self.live.update(Text("shrinkgpu ▸ " + self.status(), style="bold"))
+
+    def _print(self, message: str) -> None:
+        self.console.print(f"shrinkgpu: {message}", markup=False)
+
+    def close(self) -> None:
+        self.live.stop()
+
+
+def _clock(seconds: float) -> str:
+    minutes, sec = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{sec:02d}"
+
+
+def _tokens(size) -> int:
+    """Sizes in core events are (cost, magnitude) pairs; the cost is not tokens."""
+    return size[0] if isinstance(size, tuple) else size

@@ -35,6 +35,8 @@ class Observation:
     # (file, line of a ``for`` header, iteration) around the failing frames: only from
     # runs that counted loops (``count_loops``)
     loops: tuple[tuple[str, int, int], ...] = field(default=(), compare=False, repr=False)
+    # files under the run's root the script opened (relative): its data, never overwritten
+    reads: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def failed(self) -> bool:
@@ -102,6 +104,7 @@ class Observation:
             parses=tuple((data or {}).get("parses", ())),
             seed_sites=tuple((f, int(n), bool(i)) for f, n, i in (data or {}).get("seed_sites", ())),
             loops=_loops(data or {}),
+            reads=tuple((data or {}).get("reads", ())),
         )
 
     def describe(self) -> str:

@@ -579,12 +579,19 @@ def prepare_process(req: dict[str, Any], *, forked: bool) -> None:
     """Make this process look like ``python SCRIPT ARGS`` started in the user's cwd."""
     os.chdir(req["cwd"])
     sys.argv = list(req["argv"])
-    sys.orig_argv = [sys.executable, *req["argv"]]
-    script_dir = os.path.dirname(os.path.abspath(req["script"]))
-    if sys.path:
-        sys.path[0] = script_dir
+    if req.get("module"):
+        # python -m: argv[0] is the module's full path, the module name is in orig_argv,
+        # and the working directory heads the path.
+        sys.argv[0] = os.path.abspath(req["script"])
+        sys.orig_argv = [sys.executable, "-m", req["module"], *req["argv"][1:]]
+        path0 = os.getcwd()
     else:
-        sys.path.insert(0, script_dir)
+        sys.orig_argv = [sys.executable, *req["argv"]]
+        path0 = os.path.dirname(os.path.abspath(req["script"]))
+    if sys.path:
+        sys.path[0] = path0
+    else:
+        sys.path.insert(0, path0)
     if forked:
         _fresh_random_state()
         # A preloaded module may have asked for the temporary directory already; the
@@ -689,13 +696,16 @@ def run(req: dict[str, Any], *, forked: bool) -> int:
         _write(req["observation"], obs)
         return EXIT_PROBE_FAILURE
 
+    reads: list[str] = []
+    _watch_reads(roots, reads)
+    module = req.get("module")
     code = 0
     try:
         if mode is not None:
             with mode:
-                _run_main(script)
+                _run_main(script, module)
         else:
-            _run_main(script)
+            _run_main(script, module)
     except SystemExit as exc:
         code = _exit_code(exc)
         if code != 0:
@@ -711,6 +721,7 @@ def run(req: dict[str, Any], *, forked: bool) -> int:
     obs["exit_code"] = code
     obs["torch_errors"] = recorder.errors
     obs["parses"] = parses
+    obs["reads"] = sorted(set(reads))
     obs["seed_sites"] = sorted({(f, n, bool(inner)) for f, n, inner in seed_sites})
     obs["duration"] = time.perf_counter() - started
     if req.get("collect_modules"):
@@ -755,12 +766,46 @@ def _exit_handlers() -> None:
     _flush()
 
 
-def _run_main(path: str) -> None:
-    """Execute ``path`` as ``__main__`` the way ``python path`` does.
+MAX_READS = 256
+
+
+def _watch_reads(roots: tuple[str, ...], reads: list[str]) -> None:
+    """Note the files under the run's root the script opens (audit event ``open``): the
+    data a result needs beside it, and files an output must never overwrite."""
+
+    def hook(event: str, args) -> None:
+        if event != "open" or len(reads) >= MAX_READS:
+            return
+        try:
+            path = args[0]
+            if not isinstance(path, (str, bytes, os.PathLike)) or isinstance(path, int):
+                return
+            full = os.path.abspath(os.fsdecode(path))
+        except Exception:
+            return
+        for root in roots:
+            if _is_under(full, (root,)) and "__pycache__" not in full:
+                reads.append(os.path.relpath(full, root))
+                return
+
+    try:
+        sys.addaudithook(hook)
+    except Exception:
+        pass
+
+
+def _run_main(path: str, module: str | None = None) -> None:
+    """Execute ``path`` as ``__main__`` the way ``python path`` does (or, with
+    ``module``, the way ``python -m module`` does: package-relative imports work).
 
     Not ``runpy.run_path``: it rewrites ``sys.argv[0]`` to the path it is given, while
     Python keeps argv[0] as typed and makes only ``__file__`` absolute.
     """
+    if module:
+        import runpy
+
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+        return
     import builtins
     import importlib.machinery
     import types

@@ -53,6 +53,7 @@ class ScriptSpec:
     env: Mapping[str, str] | None = None  # default: this process's environment
     stdin: bytes | None = None
     argv0: str | None = None  # argv[0] as the user typed it; default: the script's name
+    module: str | None = None  # run as ``python -m module`` (``script`` is its file)
 
     @property
     def root_dir(self) -> Path:
@@ -273,6 +274,7 @@ class Runner:
             "cwd": str(cwd),
             "observation": str(run.observation),
             "crash_log": str(run.crash_log),
+            "module": spec.module,
             "roots": [str(run.root)],
             "capture_ops": self.capture_ops,
             "collect_modules": collect_modules,

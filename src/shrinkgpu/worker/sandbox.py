@@ -19,12 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
 
+from shrinkgpu.inputs import encode_source
+
 # Directories that are never part of what a script needs at run time.
 SKIP_DIRS = frozenset(
     {".git", ".hg", ".svn", "__pycache__", ".venv", "venv", ".tox", ".nox", ".mypy_cache",
      ".pytest_cache", ".ruff_cache", ".hypothesis", "node_modules", ".ipynb_checkpoints"}
 )
 TEMPLATE_FILE_LIMIT = 20_000
+TEMPLATE_BYTES_LIMIT = 4 << 30
 
 
 class SandboxError(Exception):
@@ -98,10 +101,14 @@ class Sandbox:
         self._stats: dict[str, tuple[int, ...]] = {}
         self._dirs: list[str] = []
         self._links: dict[str, str] = {}
-        self._build_template()
+        try:
+            self._build_template()
+        except BaseException:
+            self.close()  # a refused or interrupted copy leaves nothing behind
+            raise
 
     def _build_template(self) -> None:
-        count = 0
+        count = size = 0
         for dirpath, dirnames, filenames in os.walk(self.root):
             here = Path(dirpath)
             rel_dir = here.relative_to(self.root)
@@ -131,11 +138,15 @@ class Sandbox:
                 if not src.is_file():
                     continue
                 count += 1
-                if count > TEMPLATE_FILE_LIMIT:
+                size += src.stat().st_size
+                if count > TEMPLATE_FILE_LIMIT or size > TEMPLATE_BYTES_LIMIT:
+                    what = (f"more than {TEMPLATE_FILE_LIMIT} files" if count > TEMPLATE_FILE_LIMIT
+                            else f"more than {TEMPLATE_BYTES_LIMIT >> 30} GiB")
                     raise SandboxError(
-                        f"{self.root} holds more than {TEMPLATE_FILE_LIMIT} files; every candidate "
-                        "runs in a copy of it. Point --root at a smaller directory that still "
-                        "holds what the script reads."
+                        f"{self.root} holds {what}; every candidate runs in a copy of it (copied "
+                        "once). Point --root at a smaller directory that still holds what the "
+                        "script reads, or link big data in (a symlinked directory is shared, "
+                        "not copied)."
                     )
                 dst = self.template / rel
                 shutil.copy2(src, dst)
@@ -162,7 +173,8 @@ class Sandbox:
         for rel, text in files.items():
             target = run.root / rel
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
+            # In the encoding the source declares: a latin-1 script's strings stay its own.
+            target.write_bytes(encode_source(text))
         return run
 
     def release(self, run: RunDir) -> None:
