@@ -277,6 +277,8 @@ def check_output(output: Path, spec: ScriptSpec, protected: Iterable[Path] = ())
     report = output.with_suffix(".md") if output.suffix == ".py" else output.with_name(output.name + ".md")
     guarded = {spec.script.resolve(), *(Path(p).resolve() for p in protected)}
     for path in (output, report, output.with_suffix("")):
+        if path.resolve() in (spec.script.resolve(), *(g for g in guarded if g.suffix == ".ipynb")):
+            raise ReduceError(f"refusing to write the output over the input {path}", exit_code=2)
         if path.resolve() in guarded:
             raise ReduceError(
                 f"refusing to write {path}: it is one of the script's own files (the input, a module it "
