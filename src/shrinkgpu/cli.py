@@ -6,6 +6,7 @@ One table of exit codes for every command (README.md, "Exit codes"):
     1    something went wrong in shrinkgpu or the script could not be run at all
     2    bad usage: an option, a missing or unreadable script, an output path refused
     3    run: the script did not fail; reduce: it did not fail, or not with the error to keep
+    4    verify: a check still fails, fails differently, or a warning (fewer items) was raised
     129  SIGHUP, 130 SIGINT (Ctrl-C), 143 SIGTERM: the best result so far is written,
          marked partial (``--resume`` continues from it)
 
@@ -36,6 +37,7 @@ EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_NOT_REPRODUCED = 3
+EXIT_STILL_FAILING = 4
 SIGNAL_EXITS = {signal.SIGHUP: 129, signal.SIGINT: 130, signal.SIGTERM: 143}
 # How long an open stdin (ssh, docker exec -i, CI) may stay silent before the script is
 # given what arrived so far.
@@ -308,9 +310,11 @@ def run(script, script_args, module, timeout, isolation, root, stdin_file, sync_
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary at the end (and on every error).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress.")
 @click.option("-v", "--verbose", is_flag=True, help="A line for every accepted edit.")
+@click.option("--emit-test", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write a pytest file that fails while the minimal case still reproduces the bug.")
 def reduce_cmd(script, script_args, module, keep_error, family_name, output, resume, timeout, isolation, strictness,
                confirm, hash_seed, max_tests, max_time, verify_runs, search, jobs, gpus, root, stdin_file,
-               sync_launches, keep_temp, as_json, quiet, verbose) -> None:
+               sync_launches, keep_temp, as_json, quiet, verbose, emit_test) -> None:
     """Reduce SCRIPT while its first error still matches --keep-error (or --family).
 
     Options come before SCRIPT; arguments after `--` are passed to the script. SCRIPT
@@ -362,8 +366,14 @@ def reduce_cmd(script, script_args, module, keep_error, family_name, output, res
         if progress is not None:
             progress.close()
     code = _interrupt_code() if result.stopped == "interrupted" else EXIT_OK
+    test_file = None
+    if emit_test is not None and result.output is not None:
+        from shrinkgpu.verify import write_regression_test
+
+        test_file = write_regression_test(result.output, emit_test)
     if as_json:
-        _emit_json({**result.to_json(), "notes": notes + result.notes, "error": None, "exit_code": code})
+        _emit_json({**result.to_json(), "notes": notes + result.notes, "error": None, "exit_code": code,
+                    "regression_test": str(test_file) if test_file else None})
     else:
         ratio = 100 * result.tokens_after / result.tokens_before if result.tokens_before else 0
         partial = " (partial: not verified)" if result.verified[1] == 0 else ""
@@ -379,10 +389,63 @@ def reduce_cmd(script, script_args, module, keep_error, family_name, output, res
             )
         if result.stopped:
             click.echo(f"stopped early: {result.stopped}")
+        if test_file is not None:
+            click.echo(f"regression test: {test_file}")
     sys.exit(code)
 
 
 reduce_cmd.name = "reduce"
+
+
+@cli.command("verify")
+@click.argument("result", type=click.Path(path_type=Path))
+@click.option("--original/--no-original", default=True, show_default=True,
+              help="Also run the original script (with its arguments) from the case file.")
+@click.option("--command", "command", default=None, metavar="CMD",
+              help="A shell command that runs a representative part of the flow; it must exit 0.")
+@click.option("--count", default=None, metavar="REGEX",
+              help="Count processed items in the original's output (the largest number the regex's group "
+                   "captures, or its matches) and warn if the fixed original processes fewer than when it failed.")
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=None, help="Seconds per run.")
+@click.option("--emit-test", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write a pytest file that fails while the minimal case still reproduces the bug.")
+@click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
+def verify_cmd(result, original, command, count, timeout, emit_test, as_json) -> None:
+    """After a fix, check RESULT (the x.min.py reduce wrote) in fresh interpreters.
+
+    Runs the minimal case, its neighbours (the failing index at -1, 0, C-1, C and
+    ignore_index; a short and the last batch of a loader), the extracted call, the
+    original script and --command, without diagnostic variables. Each is fixed,
+    rejected (by the program's own check), still failing or failing differently.
+    Exits 0 when every check passes, 4 otherwise.
+    """
+    from shrinkgpu.verify import CaseError, verify, write_regression_test
+
+    def show(check) -> None:
+        if not as_json:
+            mark = "ok  " if check.ok else "FAIL"
+            detail = f": {check.detail}" if check.detail else ""
+            click.echo(f"{mark} {check.name}: {check.outcome} (expected {check.expectation}){detail}")
+
+    try:
+        report = verify(result, original=original, command=command, count=count, timeout=timeout, on_check=show)
+        test_file = write_regression_test(result, emit_test) if emit_test is not None else None
+    except CaseError as exc:
+        _fail(str(exc), EXIT_USAGE, as_json)
+    except KeyboardInterrupt:
+        _fail("interrupted", _interrupt_code(), as_json)
+    code = EXIT_OK if report.ok else EXIT_STILL_FAILING
+    if as_json:
+        _emit_json({**report.to_json(), "regression_test": str(test_file) if test_file else None,
+                    "exit_code": code, "error": None if report.ok else "not every check passed"})
+    else:
+        for warning in report.warnings:
+            click.echo(f"WARN {warning}")
+        failing = [c.name for c in report.checks if not c.ok]
+        click.echo("all checks pass" if report.ok else "not fixed: " + ("; ".join(failing) or "see the warnings"))
+        if test_file is not None:
+            click.echo(f"regression test: {test_file}")
+    sys.exit(code)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -111,6 +111,8 @@ class Oracle:
         self._cache: dict[tuple, Verdict] = {}
         self._lock = threading.Lock()
         self.last_other: Observation | None = None
+        # Files the latest fresh check of the result read: what it needs beside it.
+        self.verified_reads: tuple[str, ...] = ()
         # For candidates that reproduced: what their run showed (call chain, argparse
         # results), which passes need once the candidate becomes the new original.
         self.reproduced: dict[tuple, Observation] = {}
@@ -245,6 +247,8 @@ class Oracle:
         if obs.infra_error and not self.runner.alive:
             self.runner.restart()
             obs = self.runner.run(files, timeout=limit, isolation=isolation, env=env)
+        if isolation is Isolation.FRESH and self.target.matches(obs.signature):
+            self.verified_reads = obs.reads
         self.stats.runs += 1
         self.stats.run_seconds += obs.wall
         return obs

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import sys
 import re
 import time
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ from shrinkgpu.core.rates import RateTest, describe_rate
 from shrinkgpu.oracle import Oracle, OracleStats, Target
 from shrinkgpu.passes import PASSES
 from shrinkgpu.inputs import InputError, module_file, notebook_to_script, read_source, script_for_notebook
-from shrinkgpu.report import BestSoFar, PartialWriter, Stage, read_partial, write_outputs
+from shrinkgpu.report import BestSoFar, CollectEnv, PartialWriter, Stage, read_partial, write_outputs
 from shrinkgpu.families import Family, family_matches, is_asynchronous
 from shrinkgpu.signature import Signature, Strictness
 from shrinkgpu.syntax import Candidate, Facts, ParseRecord, Program
@@ -134,6 +135,12 @@ class ReductionResult:
     launch_env: dict = field(default_factory=dict)  # {"CUDA_LAUNCH_BLOCKING": "1"} with --sync-launches
     surfaced: Signature | None = None  # where an asynchronous error surfaced without synchronous launches
     original_rate: tuple[int, int] = (1, 1)  # (reproduced, runs) of the original in fresh interpreters
+    collect_env: str | None = None  # torch.utils.collect_env, run once in a fresh process
+    needs: tuple[str, ...] = ()  # files beside it the result read in its verified runs
+    in_place: str | None = None  # how the result ran where it was written, when that is elsewhere
+    loops: tuple[tuple[str, int, int], ...] = ()  # (file, loop header line, iteration) of the failure
+    extracted: object | None = None  # the failing call alone (extraction), when made
+    case: dict = field(default_factory=dict)  # what `verify` needs: how the original ran, what to keep
 
     def to_json(self) -> dict:
         return {
@@ -166,6 +173,8 @@ class ReductionResult:
             "launch_env": self.launch_env,
             "surfaced_signature": self.surfaced.to_json() if self.surfaced else None,
             "original_rate": {"reproduced": self.original_rate[0], "runs": self.original_rate[1]},
+            "needs": list(self.needs),
+            "verified_where_written": self.in_place,
         }
 
 
@@ -590,6 +599,7 @@ def reduce(config: ReduceConfig, on_event: Callable[[object], None] | None = Non
         output, spec,
         [*([Path(config.script).resolve()] if config.module is None else []), *imported_files(spec, config)],
     )
+    versions = CollectEnv(sys.executable, spec.env) if config.write else None
     if config.write:
         # The best program so far is on disk at every moment: nothing is lost to an
         # interrupt, a SIGTERM or a crash.
@@ -607,16 +617,18 @@ def reduce(config: ReduceConfig, on_event: Callable[[object], None] | None = Non
     except SandboxError as exc:
         raise ReduceError(str(exc), exit_code=2) from None
     try:
-        return _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats)
+        return _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats, versions)
     except BaseException:
         if config.write:
             partial.flush()  # whatever was found last, before the error or the signal
         raise
     finally:
         sandbox.close()
+        if versions is not None:
+            versions.close()
 
 
-def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats) -> ReductionResult:
+def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats, versions=None) -> ReductionResult:
     deadline = None if config.max_time is None else started + config.max_time
 
     def left() -> float | None:
@@ -911,11 +923,61 @@ def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats) -
         },
         surfaced=initial_run.surfaced,
         original_rate=original_rate,
+        needs=tuple(sorted(set(oracle.verified_reads) - set(best.files))),
+        case={
+            "keep_error": config.keep_error,
+            "family": config.family.key if config.family else None,
+            "strictness": config.strictness.value,
+            "script": str(spec.script),
+            "args": list(spec.args),
+            "cwd": str(spec.cwd),
+            "root": str(spec.root_dir),
+            "module": spec.module,
+            "argv0": spec.argv0,
+            "original_output": first.stdout[-16384:],
+            "timeout_fresh": oracle.fresh_timeout,
+        },
+        loops=tuple(first.loops),
         passes=pass_stats.to_json(),
     )
     if config.write:
+        result.collect_env = versions.result() if versions is not None else None
         write_outputs(result, output, spec)
+        if verified[1] and _written_elsewhere(result.output, spec):
+            result.in_place = _run_where_written(result, spec, target, oracle.fresh_timeout)
+            write_outputs(result, output, spec)  # the report says how that went
     return result
+
+
+def _written_elsewhere(written: Path, spec: ScriptSpec) -> bool:
+    """Whether the result sits where the verification did not run it: another directory
+    than the script's (the checks ran it in a copy of the script's directory)."""
+    directory = written if written.is_dir() else written.parent
+    return directory.resolve() != spec.script.parent.resolve()
+
+
+def _run_where_written(result: ReductionResult, spec: ScriptSpec, target: Target, timeout: float) -> str:
+    """Run the written result once, fresh, from its own directory (in a copy of it), as
+    the report's reproduce line does; say whether it reproduced there."""
+    written = result.output
+    if written.is_dir():
+        script, root, cwd = written / result.main, written, written
+    else:
+        script, root, cwd = written, written.parent, written.parent
+    here = ScriptSpec(script=script, args=spec.args, cwd=cwd, root=root, env=spec.env, stdin=spec.stdin,
+                      argv0=script.name if not written.is_dir() else result.main, module=spec.module)
+    try:
+        with Runner(here, isolation=Isolation.FRESH) as runner:
+            runner.start()
+            text = read_source(script)
+            obs = runner.run({here.script_rel: text}, timeout=timeout)
+    except (OSError, SandboxError, InputError) as exc:
+        return f"not checked ({exc})"
+    if target.matches(obs.signature):
+        return "reproduces there too"
+    missing = ", ".join(result.needs) if result.needs else "files the script reads"
+    return (f"does NOT reproduce there ({obs.describe()}); it needs beside it what the checks had: {missing} "
+            "(from the script's directory)")
 
 
 def _verify(

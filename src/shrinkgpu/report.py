@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import ast
+import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -14,8 +17,9 @@ from typing import TextIO
 
 from shrinkgpu.core import Improved, PassStarted, Tested
 from shrinkgpu.core.rates import describe_rate
-from shrinkgpu.families import advice_for
+from shrinkgpu.families import Family, advice_for
 from shrinkgpu.inputs import encode_source
+from shrinkgpu.privacy import Redactor
 from shrinkgpu.signature import Signature
 from shrinkgpu.worker import ScriptSpec
 
@@ -196,6 +200,50 @@ def write_outputs(result, output: Path, spec: ScriptSpec) -> None:
         raise OutputError(f"refusing to overwrite the user's file {report}")
     _atomic_write(report, render_report(result, spec, target).encode("utf-8"))
     result.report = report
+    if getattr(result, "case", None):
+        _atomic_write(case_path(target), json.dumps(_case(result, target), indent=2).encode("utf-8"))
+
+
+def case_path(target: Path) -> Path:
+    """The case file beside a result: what ``shrinkgpu verify`` and ``--emit-test`` read."""
+    base = target.with_suffix("") if target.suffix == ".py" else target
+    return base.with_name(base.name + ".json")
+
+
+def _case(result, target: Path) -> dict:
+    here = target.parent
+
+    def rel(path: str) -> str:
+        return os.path.relpath(path, here)
+
+    case = dict(result.case)
+    original = {
+        "script": rel(case.pop("script")), "args": case.pop("args"), "cwd": rel(case.pop("cwd")),
+        "root": rel(case.pop("root")), "module": case.pop("module"), "argv0": case.pop("argv0"),
+    }
+    extracted = getattr(result, "extracted", None)
+    return {
+        "shrinkgpu": _version(),
+        "case": target.name,
+        "main": result.main,
+        "module": original["module"],
+        "args": original["args"],
+        "original": original,
+        "signature": result.signature.to_json(),
+        "final_signature": result.final_signature.to_json() if result.final_signature else None,
+        "extracted": rel(str(extracted.path)) if extracted is not None else None,
+        "launch_env": dict(getattr(result, "launch_env", {})),
+        **case,
+    }
+
+
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("shrinkgpu")
+    except metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def _git_revision(directory: Path) -> str:
@@ -215,73 +263,84 @@ def _git_revision(directory: Path) -> str:
         return "unknown"
 
 
-def _signature_table(sig: Signature, final: Signature | None = None) -> list[str]:
-    advice = advice_for(sig.family)
-    lines = [
-        "| | |", "|---|---|", f"| error | `{sig.headline}` |", f"| family | {sig.family.value} |",
-        f"| first check | {advice.first_check} |", f"| do not conclude | {advice.avoid} |",
-    ]
-    if sig.op is not None:
-        lines.append(f"| operator | `{sig.op.name}` |")
-        for t in sig.op.tensors:
-            lines.append(f"| `{t.path}` | {t.describe().split(': ', 1)[1]} |")
-        for other in sig.op.others:
-            path, _, value = other.partition(" = ")
-            lines.append(f"| `{path}` | `{value}` |")
-        kept = ", ".join(f"`{a}`" for a in sig.op.arguments) or "all defaults"
-        lines.append(f"| arguments that differ from the defaults (original) | {kept} |")
-        if final is not None and final.op is not None:
-            now = ", ".join(f"`{a}`" for a in final.op.arguments) or "all defaults"
-            lines.append(f"| the same, in the reduced script | {now} |")
-    else:
-        lines.append("| operator | none: the error was not raised by a torch call |")
-    if sig.kernel_assertion:
-        lines.append(f"| kernel assertion | `{sig.kernel_assertion}` |")
-    return lines
+_RUN_DIR = re.compile(r"(?:/[^\s'\"`]*?)?/shrinkgpu-[\w-]+/run-\d+/root/?")
+_NTH = {1: "st", 2: "nd", 3: "rd"}
+
+
+def _ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else _NTH.get(n % 10, 'th')}"
 
 
 def render_report(result, spec: ScriptSpec, target: Path) -> str:
-    sig = result.signature
+    """The maintainer's report, shaped like PyTorch's bug template (describe the bug with
+    a minimal example, versions) so that it pastes as is, then how it was reduced.  The
+    error and the operator's table are the result's own (the script beside the report),
+    with the original's where they differ.  Nothing private: see ``privacy.Redactor``."""
+    original = result.signature
+    shown = result.final_signature or original
     env = result.environment or {}
-    script_name = spec.script.name
-    out = [f"# shrinkgpu: reduction of `{script_name}`", ""]
-    out += ["## First error", ""] + _signature_table(sig, result.final_signature) + [""]
+    out = [
+        f"# shrinkgpu: reduction of `{spec.script.name}`",
+        "",
+        "Paste from *Describe the bug* to the end of *Versions* into a bug report "
+        "(https://github.com/pytorch/pytorch/issues/new/choose, or your project's).",
+        "",
+        "### 🐛 Describe the bug",
+        "",
+    ]
+    op_name = f"`{shown.op.name}`" if shown.op else "The script"
+    out.append(f"{op_name} fails with `{shown.headline}` ({shown.family.value}).")
+    out.append("")
+    files = sorted(result.files.items(), key=lambda kv: kv[0] != result.main)
+    out.append(
+        f"Minimal example, `{target.name}`: the original script reduced by deleting and inlining code, so it "
+        "still shows where the bad values come from:"
+    )
+    out.append("")
+    for rel, text in files:
+        if len(files) > 1:
+            out.append(f"`{rel}`:")
+        out += ["```python", text.rstrip("\n"), "```", ""]
+    extracted = getattr(result, "extracted", None)
+    if extracted is not None:
+        out += [
+            f"The failing call alone, `{extracted.path.name}` (rebuilt from what was captured at the call: it "
+            "shows the operator's contract" + (f"; data in `{extracted.data.name}`" if extracted.data else "") + "):",
+            "",
+            "```python", extracted.text.rstrip("\n"), "```", "",
+        ]
+    out += ["The error:", "", "```", _verbatim(shown), "```", ""]
+    if shown is not original and shown.normalized == original.normalized and shown.message != original.message:
+        out += [f"(In the original script: `{original.headline}`.)", ""]
     surfaced = getattr(result, "surfaced", None)
     if surfaced is not None:
         where = f"`{surfaced.op.name}`" if surfaced.op else "a call that is not torch's"
         at = f" (`{surfaced.frame.file}:{surfaced.frame.line}`: `{surfaced.frame.source}`)" if surfaced.frame else ""
-        kernel = f"`{sig.op.name}`" if sig.op else "the failing kernel"
-        out.append(
-            f"Asynchronous: where Python saw it, without synchronous launches: {where}{at}. Where the kernel "
-            f"failed (synchronous launches): {kernel}, as in the table."
-        )
-        out.append("")
-    if sig.frame is not None:
-        out.append(f"In the original: `{sig.frame.file}:{sig.frame.line}` in `{sig.frame.function}`: `{sig.frame.source}`")
-    final = result.final_signature
-    if final is not None and final.frame is not None:
-        # Line numbers from the verified run; the layout was tidied since, so find it.
-        text = result.files.get(final.frame.file) or result.files.get(result.main, "")
-        lines = [i + 1 for i, line in enumerate(text.splitlines()) if line.strip() == final.frame.source]
-        where = f"line {lines[0]}" if lines else f"line {final.frame.line}"
-        out.append(f"In the reduced script: {where}: `{final.frame.source}`")
-    for note in sig.caught_earlier:
-        out.append(f"\nNote: the script caught an earlier torch error before this one: `{note}`")
+        out += [
+            f"Asynchronous: as the script runs, Python sees the error at {where}{at}; with synchronous launches "
+            f"(`{' '.join(f'{k}={v}' for k, v in sorted(result.launch_env.items()))}`) it is raised by "
+            f"{op_name}, whose kernel failed.",
+            "",
+        ]
+    out += _operator_table(result, shown, original) + [""]
+    advice = advice_for(shown.family)
+    out += [f"First check: {advice.first_check}. Do not conclude {advice.avoid}.", ""]
+    check = suggest_check(shown)
+    if check is not None:
+        out += ["A check that rejects such values where they enter, with the call filled in:", "",
+                "```python", check, "```", ""]
+    out += ["### Versions", "", "```", (getattr(result, "collect_env", None) or _short_versions(env)).rstrip(), "```", ""]
     launch = "".join(f"{k}={shlex.quote(str(v))} " for k, v in sorted(getattr(result, "launch_env", {}).items()))
-    out += ["", "## Reproduce", "", "```sh", f"{launch}{reproduce_command(spec, target, result.main)}", "```", ""]
-    for rel, text in sorted(result.files.items(), key=lambda kv: kv[0] != result.main):
-        out += [f"`{rel}`:" if len(result.files) > 1 else "", "```python", text.rstrip("\n"), "```", ""]
+    out += ["### How it was reduced (shrinkgpu)", "", "```sh", f"{launch}{reproduce_command(spec, target, result.main)}",
+            "```", ""]
+    needs = getattr(result, "needs", ())
+    if needs:
+        out.append("- needs beside it: " + ", ".join(f"`{n}`" for n in needs))
+    in_place = getattr(result, "in_place", None)
+    verified = f"- verified in fresh interpreters: {result.verified[0]} of {result.verified[1]} runs"
+    if in_place is not None:
+        verified += f"; where it is written: {in_place}"
     out += [
-        "## Environment",
-        "",
-        f"- Python {env.get('python', sys.version.split()[0])}, torch {env.get('torch', 'unknown')}",
-        f"- backend: CUDA {env.get('cuda') or 'none'}, HIP {env.get('hip') or 'none'}"
-        + (f", devices: {', '.join(env['devices'])}" if env.get("devices") else ""),
-        f"- platform: {env.get('platform', 'unknown')}",
-        f"- code revision: {_git_revision(spec.script.parent)}",
-        "",
-        "## Reduction",
-        "",
         f"- tokens: {result.tokens_before} -> {result.tokens_after}"
         + (f" ({100 * result.tokens_after / result.tokens_before:.1f}%)" if result.tokens_before else ""),
         f"- candidates tested: {result.candidates_tested} (runs: {result.oracle.runs}, cache hits: "
@@ -290,7 +349,10 @@ def render_report(result, spec: ScriptSpec, target: Path) -> str:
         f"- time: {result.seconds:.1f}s; isolation: {result.isolation.value}"
         + (f" ({result.preload_modules} modules preloaded)" if result.preload_modules else "")
         + f"; timeout per candidate {result.timeout:.1f}s",
-        f"- verified in fresh interpreters: {result.verified[0]} of {result.verified[1]} runs",
+        verified,
+        f"- backend: CUDA {env.get('cuda') or 'none'}, HIP {env.get('hip') or 'none'}"
+        + (f", devices: {', '.join(env['devices'])}" if env.get("devices") else ""),
+        f"- code revision: {_git_revision(spec.script.parent)}",
     ]
     rate = getattr(result, "original_rate", (1, 1))
     if rate[0] < rate[1]:
@@ -300,9 +362,151 @@ def render_report(result, spec: ScriptSpec, target: Path) -> str:
         )
     if result.stopped:
         out.append(f"- stopped early: {result.stopped} (the result is the best found so far)")
-    if result.notes:
-        out += ["", "## Notes", ""] + [f"- {n}" for n in result.notes]
-    return "\n".join(out) + "\n"
+    for note in original.caught_earlier:
+        out.append(f"- the original caught an earlier torch error before this one: `{note}`")
+    notes = list(result.notes)
+    text = "\n".join(out)
+    redactor = Redactor(project=spec.root_dir, env=spec.env if spec.env is not None else os.environ)
+    text = redactor(_RUN_DIR.sub("./", text))
+    notes_text = [redactor(_RUN_DIR.sub("./", n)) for n in notes]
+    if redactor.note():
+        notes_text.append(redactor.note())
+    if notes_text:
+        text += "\n\n### Notes\n\n" + "\n".join(f"- {n}" for n in notes_text)
+    return text + "\n"
+
+
+def _verbatim(sig: Signature) -> str:
+    lines = [f"{sig.type}: {sig.message.rstrip()}" if sig.message.strip() else sig.type]
+    if sig.kernel_assertion:
+        lines.append(sig.kernel_assertion)
+    return "\n".join(lines)
+
+
+def _short_versions(env: dict) -> str:
+    return (f"Python {env.get('python', sys.version.split()[0])}, torch {env.get('torch', 'unknown')}, "
+            f"CUDA {env.get('cuda') or 'none'}, HIP {env.get('hip') or 'none'}; {env.get('platform', '')}\n"
+            "(torch.utils.collect_env was not available)")
+
+
+def _operator_table(result, shown: Signature, original: Signature) -> list[str]:
+    lines = ["| | |", "|---|---|"]
+    if shown.op is None:
+        lines.append("| operator | none: the error was not raised by a torch call |")
+    else:
+        which = f"the {_ordinal(shown.call)} call of it in the run" if shown.call else "-"
+        loops = getattr(result, "loops", ())
+        if loops:
+            which += "; " + ", ".join(f"iteration {k} of the loop at `{f}:{n}`" for f, n, k in loops) + " (original)"
+        lines += [f"| operator | `{shown.op.name}` |", f"| which call | {which} |"]
+        for t in shown.op.tensors:
+            lines.append(f"| `{t.path}` | {t.describe().split(': ', 1)[1]} |")
+        kept = ", ".join(f"`{a}`" for a in shown.op.arguments) or "all defaults"
+        lines.append(f"| arguments that differ from the defaults | {kept} |")
+        if original.op is not None and original.op.arguments != shown.op.arguments:
+            was = ", ".join(f"`{a}`" for a in original.op.arguments) or "all defaults"
+            lines.append(f"| the same, in the original | {was} |")
+        if original.op is not None and original.op.tensors != shown.op.tensors:
+            lines.append("| tensors in the original | " + "; ".join(t.describe() for t in original.op.tensors) + " |")
+    if shown.kernel_assertion:
+        lines.append(f"| kernel assertion | `{shown.kernel_assertion}` |")
+    if shown.frame is not None:
+        lines.append(f"| where | `{shown.frame.file}:{shown.frame.line}` in `{shown.frame.function}`: `{shown.frame.source}` |")
+    return lines
+
+
+_CLASS_LOSSES = ("cross_entropy", "nll_loss")
+
+
+def suggest_check(sig: Signature) -> str | None:
+    """For an index error (on any device), the matching ``shrinkgpu.checks`` call with the
+    failing call's own arguments filled in, when the failing line is that call."""
+    if sig.op is None or sig.family not in (Family.INDEX, Family.DEVICE_ASSERT):
+        return None
+    name = sig.op.name.rsplit(".", 1)[-1]
+    call = _call_in(sig.frame.source if sig.frame else "", name)
+    args = dict(a.split("=", 1) for a in sig.op.arguments if "=" in a)
+    shapes = {t.path: t.shape for t in sig.op.tensors}
+
+    def arg(position: int, keyword: str, placeholder: str) -> str:
+        if call is not None:
+            if len(call.args) > position and not isinstance(call.args[position], ast.Starred):
+                return ast.unparse(call.args[position])
+            for kw in call.keywords:
+                if kw.arg == keyword:
+                    return ast.unparse(kw.value)
+        return placeholder
+
+    where = f"  # before {sig.frame.source}" if sig.frame and call is not None else ""
+    if name in _CLASS_LOSSES:
+        logits = shapes.get("args[0]") or shapes.get("kwargs['input']")
+        if not logits:
+            return None
+        classes = logits[1] if len(logits) > 1 else logits[0]
+        ignore = args.get("ignore_index")
+        extra = f", ignore_index={ignore}" if ignore is not None else ""
+        target = arg(1, "target", "target")
+        return f"from shrinkgpu.checks import validate_class_targets\nvalidate_class_targets({target}, {classes}{extra}){where}"
+    if name == "embedding":
+        weight = shapes.get("args[1]") or shapes.get("kwargs['weight']")
+        if not weight:
+            return None
+        padding = args.get("padding_idx")
+        extra = f", padding_idx={padding}" if padding not in (None, "None") else ""
+        return (f"from shrinkgpu.checks import validate_embedding_indices\n"
+                f"validate_embedding_indices({arg(0, 'input', 'indices')}, {weight[0]}{extra}){where}")
+    if name in ("gather", "index_select", "scatter", "scatter_add", "index_add", "index_add_", "scatter_", "index_copy"):
+        dim = args.get("dim") or args.get("args[1]") or "dim"
+        return (f"from shrinkgpu.checks import validate_index\n"
+                f"validate_index({arg(0, 'input', 'input')}, {dim}, {arg(2, 'index', 'index')}){where}")
+    return None
+
+
+def _call_in(source: str, name: str) -> ast.Call | None:
+    """The call of ``name`` (``F.cross_entropy``, ``torch.gather``) in a line of source."""
+    try:
+        tree = ast.parse(source.strip())
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+            if called == name:
+                return node
+    return None
+
+
+class CollectEnv:
+    """``torch.utils.collect_env`` in a fresh process of the user's Python, started at the
+    beginning of a reduction and read at its end, for the report's *Versions*."""
+
+    def __init__(self, python: str, env: dict | None):
+        env = {k: v for k, v in (env if env is not None else os.environ).items()
+               if k not in ("CUDA_LAUNCH_BLOCKING", "AMD_SERIALIZE_KERNEL")}
+        try:
+            self.proc: subprocess.Popen | None = subprocess.Popen(
+                [python, "-c", "from torch.utils.collect_env import main; main()"],
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True, env=env,
+            )
+        except OSError:
+            self.proc = None
+
+    def result(self, timeout: float = 120.0) -> str | None:
+        if self.proc is None:
+            return None
+        try:
+            out, _ = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.close()
+            return None
+        text = out.replace("Collecting environment information...\n", "").strip()
+        return text or None
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
 
 
 def reproduce_command(spec: ScriptSpec, target: Path, main: str) -> str:

@@ -120,10 +120,12 @@ class ExceptionRecord:
     op: OpRecord | None = None  # set when a torch call raised exactly this exception
     ident: int = 0  # identity inside the run, to relate chain members and torch errors
     stack: tuple[tuple[str, int], ...] = ()  # (file, line) of the user's frames, outermost first
+    call: int | None = None  # the N-th call of its operator in the run
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "ExceptionRecord":
         return cls(
+            call=data.get("call"),
             type=data["type"],
             message=data["message"],
             frame=Frame.from_json(data.get("frame")),
@@ -233,6 +235,7 @@ class Signature:
     # A death by signal: the last lines the process printed on stderr, normalised (what a
     # dying runtime says), compared when no kernel assertion identifies the crash.
     crash_tail: tuple[str, ...] = ()
+    call: int | None = field(default=None, compare=False)  # the N-th call of the operator (the report)
 
     @classmethod
     def from_record(
@@ -252,6 +255,7 @@ class Signature:
             family=classify_family(rec.type, rec.message, kernel),
             caught_earlier=tuple(caught_earlier),
             stack=rec.stack,
+            call=rec.call,
         )
 
     @classmethod
@@ -375,6 +379,7 @@ class Signature:
             caught_earlier=tuple(data.get("caught_earlier", ())),
             stack=tuple((f, int(n)) for f, n in data.get("stack", ())),
             crash_tail=tuple(data.get("crash_tail", ())),
+            call=data.get("call"),
         )
 
     def describe(self) -> str:

@@ -95,6 +95,9 @@ class ArgparseToNamespace(LevelZeroPass):
                 continue  # a value we cannot write as a literal
             owner = "argparse" if _binds_module(program.modules[record.file], "argparse") else '__import__("argparse")'
             namespace = f"{owner}.Namespace({', '.join(f'{k}={v}' for k, v in values)})"
+            if _binds_module(program.modules[record.file], "os"):
+                # a value read from the environment stays a read of it (worker: no private literal)
+                namespace = namespace.replace('__import__("os").', "os.")
             if finder.call.func.attr.value == "parse_known_args":
                 namespace = f"({namespace}, [])"
             replace = Edit("expr", node=program.node_index(finder.call), text=namespace)

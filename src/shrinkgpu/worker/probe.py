@@ -199,10 +199,11 @@ class _Recorder:
     def _frame(self, filename: str, line: int, function: str, source: str) -> dict[str, Any]:
         return {"file": self._rel(filename), "line": line, "function": function, "source": source.strip()}
 
-    def note(self, func, args, kwargs, exc: BaseException) -> None:
+    def note(self, func, args, kwargs, exc: BaseException, call: int | None = None) -> None:
         if id(exc) in self.by_id:
             return  # already seen at an outer call
         record = {
+            "call": call,
             "type": _qualified_type(exc),
             "message": _message(exc),
             "ident": id(exc),
@@ -393,11 +394,15 @@ def _make_mode(recorder: _Recorder):
         # what gets recorded is the outermost torch API call, the one the user wrote.
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
+            key = id(func)
+            calls[key] = calls.get(key, 0) + 1
             try:
                 return func(*args, **kwargs)
             except Exception as exc:
-                recorder.note(func, args, kwargs, exc)
+                recorder.note(func, args, kwargs, exc, call=calls[key])
                 raise
+
+    calls: dict[int, int] = {}  # the N-th call of each operator: which call failed
 
     return _WatchTorchCalls()
 
@@ -422,7 +427,7 @@ def _watch_argparse(recorder: _Recorder, parses: list[dict[str, Any]]) -> None:
                     {
                         "file": frame["file"],
                         "line": frame["line"],
-                        "values": {k: _literal(v) for k, v in vars(ns).items()},
+                        "values": {k: _private_literal(v) for k, v in vars(ns).items()},
                         "caller": frame["source"],
                     }
                 )
@@ -475,6 +480,31 @@ def _watch_seeding(recorder: _Recorder, sites: list[list[Any]]) -> None:
     np = sys.modules.get("numpy")
     if np is not None:
         wrap(np.random, "seed")
+
+
+# Environment values shorter than this are words ("cpu", "1"), not secrets.
+MIN_PRIVATE = 6
+
+
+def _private_literal(value: Any) -> str | None:
+    """Source text for a parsed value that never bakes a private value into a script: a
+    string read from the environment stays a read of the environment, an expanded ``~``
+    stays ``~``; a string that merely contains such a value has no literal (None)."""
+    if isinstance(value, str):
+        home = os.path.expanduser("~")
+        if home not in ("/", "") and (value == home or value.startswith(home + os.sep)):
+            return f'__import__("os").path.expanduser({("~" + value[len(home):])!r})'
+        for name, env_value in os.environ.items():
+            if len(env_value) < MIN_PRIVATE or name in ("PWD", "OLDPWD", "_"):
+                continue
+            if value == env_value:
+                return f'__import__("os").environ[{name!r}]'
+        if any(len(v) >= MIN_PRIVATE and v in value for v in os.environ.values()):
+            return None
+    elif isinstance(value, (list, tuple)):
+        if any(isinstance(v, str) and _private_literal(v) != _literal(v) for v in value):
+            return None
+    return _literal(value)
 
 
 def _literal(value: Any) -> str | None:
