@@ -397,6 +397,67 @@ def reduce_cmd(script, script_args, module, keep_error, family_name, output, res
 reduce_cmd.name = "reduce"
 
 
+@cli.command("extract")
+@script_argument
+@args_argument
+@module_option
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
+              help="Where to write (default: <stem>.extracted.py beside SCRIPT).")
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=None, help="Seconds per run.")
+@root_option
+@stdin_option
+@sync_option
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def extract_cmd(script, script_args, module, output, timeout, root, stdin_file, sync_launches, as_json) -> None:
+    """Write the failing call of SCRIPT alone: a standalone script that rebuilds its arguments.
+
+    Floating-point tensors are random with the same dtype, shape and strides, integer and
+    bool tensors exact; if that does not fail the same way, every tensor is loaded from a
+    .pt beside the script. The script is checked in a fresh interpreter.
+    """
+    from shrinkgpu.extract import ExtractionFailed, extract
+    from shrinkgpu.oracle import Target
+    from shrinkgpu.reducer import main_source, spec_for
+    from shrinkgpu.worker import Runner
+
+    notes: list[str] = []
+    try:
+        config = _config(script, script_args, module, timeout=timeout, root=root,
+                         stdin=_stdin_bytes(stdin_file, notes), sync_launches=sync_launches)
+        first = run_observed(config, collect=False)
+    except ReduceError as exc:
+        _fail(str(exc), exc.exit_code, as_json)
+    obs = first.observation
+    if obs.infra_error:
+        _fail(f"could not run the script: {obs.infra_error}", EXIT_ERROR, as_json)
+    if obs.signature is None:
+        _fail(f"the script did not fail: {obs.describe()}", EXIT_NOT_REPRODUCED, as_json)
+    spec = spec_for(first.config)
+    text, _ = main_source(first.config, spec)
+    stem = Path(output).with_suffix("") if output else spec.script.with_name(spec.script.stem)
+    if output and Path(output).name.endswith(".extracted.py"):
+        stem = Path(output).with_name(Path(output).name[: -len(".extracted.py")])
+    limit = timeout or max(30.0, 10 * obs.wall + 5)
+    try:
+        with Runner(spec, isolation=Isolation.FRESH) as runner:
+            runner.start()
+            result = extract(runner, {spec.script_rel: text}, Target(obs.signature), stem.resolve(), limit,
+                             env=first.config.env)
+    except ExtractionFailed as exc:
+        _fail(f"not extracted: {exc.reason}", EXIT_NOT_REPRODUCED, as_json,
+              signature=obs.signature.to_json())
+    if as_json:
+        _emit_json({"output": str(result.path), "data": str(result.data) if result.data else None,
+                    "level": result.level, "lines": result.lines, "note": result.note,
+                    "signature": result.signature.to_json(), "error": None, "exit_code": EXIT_OK})
+    else:
+        click.echo(f"wrote {result.path}" + (f" and {result.data.name}" if result.data else "")
+                   + f" ({result.lines} lines, {result.level}): {result.signature.headline}")
+        if result.note:
+            click.echo(f"note: {result.note}")
+    sys.exit(EXIT_OK)
+
+
 @cli.command("verify")
 @click.argument("result", type=click.Path(path_type=Path))
 @click.option("--original/--no-original", default=True, show_default=True,

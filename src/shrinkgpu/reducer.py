@@ -32,6 +32,7 @@ from shrinkgpu.oracle import Oracle, OracleStats, Target
 from shrinkgpu.passes import PASSES
 from shrinkgpu.inputs import InputError, module_file, notebook_to_script, read_source, script_for_notebook
 from shrinkgpu.report import BestSoFar, CollectEnv, PartialWriter, Stage, read_partial, write_outputs
+from shrinkgpu.extract import ExtractionFailed, extract
 from shrinkgpu.families import Family, family_matches, is_asynchronous
 from shrinkgpu.signature import Signature, Strictness
 from shrinkgpu.syntax import Candidate, Facts, ParseRecord, Program
@@ -91,6 +92,7 @@ class ReduceConfig:
     hash_seed: int | str | None = None  # PYTHONHASHSEED for every run; "original": one drawn for all
     module: str | None = None  # run as ``python -m module`` from cwd (``script`` is then ignored)
     resume: bool = False  # start from the partial result at ``output``, if it still reproduces
+    extract: bool = True  # also write the failing call alone (<stem>.extracted.py)
     max_tests: int | None = None
     max_time: float | None = None
     keep_temp: bool = False
@@ -889,6 +891,18 @@ def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats, v
         except KeyboardInterrupt:
             notes.append("interrupted while the result was re-checked: it was not verified")
             best, verified, final_sig, stopped = outcome.history[-1], (0, 0), None, "interrupted"
+        extracted = None
+        if config.extract and config.write and stopped != "interrupted" and (deadline is None or time.monotonic() < deadline):
+            emit(Stage("extracting the failing call"))
+            try:
+                extracted = extract(runner, files, target, output.with_suffix("") if output.suffix == ".py" else output,
+                                    oracle.fresh_timeout, env=spec.env, on_event=lambda m: emit(Stage(m)))
+                if extracted.note:
+                    notes.append(f"the extracted call is {extracted.note}")
+            except ExtractionFailed as exc:
+                notes.append(f"the failing call was not extracted: {exc.reason}")
+            except KeyboardInterrupt:
+                notes.append("interrupted while the failing call was extracted")
     finally:
         runner.close()
 
@@ -924,6 +938,7 @@ def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats, v
         surfaced=initial_run.surfaced,
         original_rate=original_rate,
         needs=tuple(sorted(set(oracle.verified_reads) - set(best.files))),
+        extracted=extracted,
         case={
             "keep_error": config.keep_error,
             "family": config.family.key if config.family else None,

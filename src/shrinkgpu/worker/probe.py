@@ -259,6 +259,98 @@ def op_name(func) -> str:
     return qual
 
 
+INLINE_VALUES = 64  # integer/bool tensors up to this many elements are written inline
+
+
+def save_call(func, args, kwargs, path: str) -> None:
+    """Save a torch call as it is about to run: the operator's name, its arguments as a
+    structure whose leaves are literals or tensors, each tensor's metadata (dtype,
+    shape, stride, storage offset, device, requires_grad, which storage it shares), and
+    the tensors themselves (detached, on the CPU).  ``shrinkgpu extract`` rebuilds the
+    call from it."""
+    import torch
+
+    tensors: dict[str, Any] = {}
+    meta: dict[str, Any] = {}
+    storages: dict[int, str] = {}
+
+    def enc(value, where: str, depth: int = 0):
+        if isinstance(value, torch.Tensor):
+            with torch._C.DisableTorchFunctionSubclass():
+                t = value.detach()
+                try:
+                    key = t.untyped_storage().data_ptr()
+                except Exception:
+                    key = None
+                meta[where] = {
+                    "dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape),
+                    "stride": list(t.stride()) if t.layout == torch.strided else None,
+                    "offset": t.storage_offset() if t.layout == torch.strided else 0,
+                    "device": str(t.device), "requires_grad": bool(value.requires_grad),
+                    "shares_with": storages.get(key) if key else None,
+                    "parameter": isinstance(value, torch.nn.Parameter),
+                }
+                if key and key not in storages:
+                    storages[key] = where
+                tensors[where] = t if t.device.type == "cpu" else t.cpu()
+            return {"t": where}
+        if isinstance(value, (list, tuple)) and depth < 3 and not isinstance(value, torch.Size):
+            return {"seq": [enc(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)],
+                    "tuple": isinstance(value, tuple)}
+        if isinstance(value, dict) and depth < 3 and all(isinstance(k, str) for k in value):
+            return {"map": {k: enc(v, f"{where}[{k!r}]", depth + 1) for k, v in value.items()}}
+        text = _code_literal(value)
+        return {"lit": text} if text is not None else {"unknown": type(value).__name__}
+
+    try:  # the keywords the call set to other values than their defaults
+        nondefault = sorted({a.split("=", 1)[0] for a in _contract(func, args, kwargs)})
+    except Exception:
+        nondefault = sorted(kwargs)
+    record = {
+        "op": op_name(func),
+        "args": [enc(a, f"args[{i}]") for i, a in enumerate(args)],
+        "kwargs": {k: enc(v, f"kwargs[{k!r}]") for k, v in kwargs.items()},
+        "nondefault": nondefault,
+        "meta": meta,
+    }
+    # Small integer and bool tensors (labels, indices, masks) travel as values in the
+    # JSON sidecar, so that the script can hold them inline; every tensor is in the .pt.
+    for where, t in tensors.items():
+        if not t.dtype.is_floating_point and not t.dtype.is_complex and t.numel() <= INLINE_VALUES:
+            try:
+                meta[where]["values"] = t.tolist()
+            except Exception:
+                pass
+    try:
+        torch.save(tensors, path)
+    except Exception as exc:  # a tensor subclass torch cannot save: said, not raised
+        record["error"] = f"{type(exc).__name__}: {exc}"
+    with open(path + ".json", "w", encoding="utf-8") as fh:
+        json.dump(record, fh)
+
+
+def _code_literal(value) -> str | None:
+    """Python source for a non-tensor argument: plain literals, and torch's dtypes,
+    devices, sizes, layouts and memory formats (``torch.float32``)."""
+    text = _literal(value)
+    if text is not None:
+        return text
+    if isinstance(value, slice):
+        parts = [_code_literal(v) for v in (value.start, value.stop, value.step)]
+        return None if any(p is None for p in parts) else f"slice({', '.join(parts)})"
+    if value is Ellipsis:
+        return "..."
+    cls = type(value)
+    if cls.__module__.startswith("torch"):
+        if cls.__name__ in ("dtype", "layout", "memory_format"):
+            return str(value)
+        if cls.__name__ == "device":
+            return f"torch.device({str(value)!r})"
+        if cls.__name__ == "Size":
+            return f"torch.Size({list(value)!r})"
+    return None
+
+
 def _safe_op_record(func, args, kwargs) -> dict[str, Any] | None:
     """The call's record, read with tensor subclasses' ``__torch_function__`` off: a
     subclass may run Python (and raise again) on ``.stride()`` or ``.dtype``, and a note
@@ -386,7 +478,7 @@ def _short_repr(value) -> str:
     return text if len(text) <= REPR_LIMIT else text[: REPR_LIMIT - 3] + "..."
 
 
-def _make_mode(recorder: _Recorder):
+def _make_mode(recorder: _Recorder, capture: dict[str, Any] | None = None):
     from torch.overrides import TorchFunctionMode
 
     class _WatchTorchCalls(TorchFunctionMode):
@@ -396,6 +488,11 @@ def _make_mode(recorder: _Recorder):
             kwargs = kwargs or {}
             key = id(func)
             calls[key] = calls.get(key, 0) + 1
+            if capture is not None and calls[key] == capture["call"] and not capture.get("done"):
+                if op_name(func) == capture["op"]:
+                    # Before the call: on a GPU the values cannot be read after a failed kernel.
+                    capture["done"] = True
+                    save_call(func, args, kwargs, capture["path"])
             try:
                 return func(*args, **kwargs)
             except Exception as exc:
@@ -708,7 +805,7 @@ def run(req: dict[str, Any], *, forked: bool) -> int:
         if req.get("capture_ops", True):
             import torch  # noqa: F401  (the mode needs it; the script imports it anyway)
 
-            mode = _make_mode(recorder)
+            mode = _make_mode(recorder, req.get("capture"))
         else:
             mode = None
         parses: list[dict[str, Any]] = []

@@ -248,6 +248,7 @@ class Runner:
         collect_env: bool = False,
         count_loops: bool = False,
         env: Mapping[str, str] | None = None,
+        capture: Mapping[str, object] | None = None,
     ) -> Future:
         """Run ``files`` (path relative to root -> source); the future yields an Observation.
 
@@ -280,6 +281,8 @@ class Runner:
             "collect_modules": collect_modules,
             "collect_env": collect_env,
             "count_loops": count_loops,
+            # {"op": name, "call": N, "path": file}: save that call's arguments before it runs
+            "capture": dict(capture) if capture else None,
         }
         extra = {"TMPDIR": str(run.tmp), **self.thread_env(), **(env or {})}
         if mode is Isolation.FRESH:

@@ -1,0 +1,243 @@
+"""The failing call alone: a standalone script that rebuilds its arguments and makes it.
+
+Deletion keeps the program's own way to the bug, which shows where the bad values come
+from.  A maintainer also wants the operator's contract on its own: ``F.cross_entropy``
+with a ``float32[32, 4]`` input and an ``int64[32]`` target holding a 4.  Extraction
+runs the original once more with the probe told to save the N-th call of the failing
+operator just before it runs (on a GPU its values cannot be read after the kernel
+failed), then writes scripts with the least data that still fails, each checked in a
+fresh interpreter against the signature:
+
+1. **metadata**: floating-point tensors random, of the same dtype, shape, strides,
+   storage offset and device (tensors that shared a storage share one again); integer
+   and bool tensors (labels, indices, masks) exact, inline when small, else from the
+   ``.pt`` beside the script.  An index is never replaced by made-up values.
+2. **exact**: every tensor from the ``.pt``.
+
+The first that reproduces the same bug is kept, as ``<stem>.extracted.py`` (with
+``<stem>.extracted.pt`` when it reads one).  A failure that its arguments cannot carry
+(in ``backward``, the autograd graph; a call on an object that is not a tensor) is
+said, with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from shrinkgpu.oracle import Target
+from shrinkgpu.signature import Signature
+from shrinkgpu.worker import Isolation, Observation, Runner, ScriptSpec
+
+MAX_LINES = 8  # beyond imports: what a maintainer reads at a glance
+
+
+class ExtractionFailed(Exception):
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Extraction:
+    path: Path  # the script
+    data: Path | None  # the tensors it loads, when it loads any
+    text: str
+    level: str  # "metadata" or "exact"
+    lines: int  # lines beyond the imports
+    signature: Signature  # its first error, from a fresh interpreter
+    note: str | None = None  # why it is longer than MAX_LINES
+
+
+def capture_call(runner: Runner, files: dict[str, str], sig: Signature, where: Path, timeout: float,
+                 env: dict | None = None) -> dict:
+    """Run ``files`` once with the failing call saved before it runs; its record."""
+    if sig.op is None:
+        raise ExtractionFailed("the first error was not raised by a torch call: there is no call to extract")
+    if sig.op.name.endswith("backward"):
+        raise ExtractionFailed(
+            f"the error is raised in {sig.op.name}: it depends on the autograd graph that produced the tensor, "
+            "which the call's arguments do not carry; the minimal example keeps that graph"
+        )
+    path = where / "call.pt"
+    capture = {"op": sig.op.name, "call": sig.call or 1, "path": str(path)}
+    obs = runner.run(files, timeout=timeout, capture=capture, env=env or {})
+    sidecar = Path(str(path) + ".json")
+    if not sidecar.is_file():
+        raise ExtractionFailed(f"the call was not reached in the capture run ({obs.describe()})")
+    record = json.loads(sidecar.read_text(encoding="utf-8"))
+    if record.get("error"):
+        raise ExtractionFailed(f"its tensors could not be saved: {record['error']}")
+    record["_data"] = str(path)
+    return record
+
+
+def _name(where: str) -> str:
+    """A variable name for an argument's place: args[0] -> x0, kwargs['weight'] -> weight."""
+    if where.startswith("args["):
+        inner = where[5:].replace("][", "_").replace("]", "").replace("[", "_").replace("'", "")
+        return "x" + inner
+    inner = where[len("kwargs['"):].replace("']", "").replace("[", "_").replace("]", "").replace("'", "")
+    return inner if inner.isidentifier() else "k_" + "".join(c if c.isalnum() else "_" for c in inner)
+
+
+def _contiguous(shape: list[int]) -> list[int]:
+    stride, out = 1, []
+    for size in reversed(shape):
+        out.append(stride)
+        stride *= max(size, 1)
+    return list(reversed(out))
+
+
+def _extent(meta: dict) -> int:
+    if not meta["shape"] or 0 in meta["shape"]:
+        return meta["offset"] + 1
+    return meta["offset"] + sum((s - 1) * st for s, st in zip(meta["shape"], meta["stride"])) + 1
+
+
+def render(record: dict, level: str, data_name: str) -> tuple[str, bool, int]:
+    """The script for a captured call at ``level``; (text, whether it loads the data
+    file, lines beyond imports)."""
+    meta: dict[str, dict] = record["meta"]
+    body: list[str] = []
+    loads = False
+    bases: dict[str, str] = {}  # storage group root -> its base variable
+    names: dict[str, str] = {}
+    for where, m in meta.items():
+        name = _name(where)
+        names[where] = name
+        device = "" if m["device"] == "cpu" else f".to({m['device']!r})"
+        floating = m["dtype"].startswith(("float", "bfloat", "complex")) or m["dtype"] in ("half", "double")
+        strided = m["stride"] is not None
+        if level == "exact" or (not floating and "values" not in m) or not strided:
+            loads = True
+            expr = f"data[{where!r}]{device}"
+        elif not floating:
+            if m["stride"] != _contiguous(m["shape"]) or m["offset"]:
+                loads = True
+                expr = f"data[{where!r}]{device}"
+            else:
+                expr = f"torch.tensor({m['values']!r}, dtype=torch.{m['dtype']}){device}"
+        else:
+            root = m.get("shares_with") or where
+            group = [w for w, mm in meta.items() if (mm.get("shares_with") or w) == root]
+            size = max(_extent(meta[w]) for w in group)
+            dtype = "" if m["dtype"] == "float32" else f", dtype=torch.{m['dtype']}"
+            plain = len(group) == 1 and m["stride"] == _contiguous(m["shape"]) and not m["offset"]
+            if plain:  # a contiguous tensor of its own: no storage to share
+                expr = f"torch.randn({', '.join(map(str, m['shape']))}{dtype}){device}"
+                if m.get("requires_grad"):
+                    expr = f"{expr}.requires_grad_()"
+                body.append(f"{name} = {expr}")
+                continue
+            if root not in bases:
+                bases[root] = f"base{len(bases)}"
+                body.append(f"{bases[root]} = torch.randn({size}{dtype}){device}")
+            if m["shape"] == [size] and m["stride"] == [1] and not m["offset"]:
+                expr = bases[root]
+            else:
+                expr = f"{bases[root]}.as_strided({tuple(m['shape'])!r}, {tuple(m['stride'])!r}, {m['offset']})"
+        if floating and m.get("requires_grad"):
+            expr = f"{expr}.detach().requires_grad_()"
+        elif m.get("requires_grad") and level == "exact":
+            expr = f"{expr}.requires_grad_()"
+        body.append(f"{name} = {expr}")
+
+    def code(node: dict) -> str:
+        if "t" in node:
+            return names[node["t"]]
+        if "lit" in node:
+            return node["lit"]
+        if "seq" in node:
+            items = [code(n) for n in node["seq"]]
+            if node.get("tuple"):
+                return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+            return f"[{', '.join(items)}]"
+        if "map" in node:
+            return "{" + ", ".join(f"{k!r}: {code(v)}" for k, v in node["map"].items()) + "}"
+        raise ExtractionFailed(f"an argument of type {node.get('unknown')} has no source form")
+
+    args = [code(a) for a in record["args"]]
+    # The keywords a wrapper passed on at their defaults say nothing: the ones the call
+    # set are kept (reduction='none', ignore_index=255), and every tensor.
+    nondefault = set(record.get("nondefault", record["kwargs"]))
+    kwargs = [f"{k}={code(v)}" for k, v in record["kwargs"].items() if k in nondefault or "lit" not in v]
+    op = record["op"]
+    if op.startswith("Tensor."):
+        if not args:
+            raise ExtractionFailed(f"{op} was called without its tensor")
+        method = op.split(".", 1)[1]
+        call = f"{args[0]}.{method}({', '.join(args[1:] + kwargs)})"
+    else:
+        call = f"{op}({', '.join(args + kwargs)})"
+    lines = body + [call]
+    head = ["import torch", ""]
+    if loads:
+        head += [f"data = torch.load({data_name!r})"]
+        lines_count = len(lines) + 1
+    else:
+        lines_count = len(lines)
+    return "\n".join(head + lines) + "\n", loads, lines_count
+
+
+def _check(text: str, data: Path | None, loads: bool, target: Target, timeout: float, env: dict | None,
+           stem: str) -> tuple[Observation, Path]:
+    work = Path(tempfile.mkdtemp(prefix="shrinkgpu-extract-"))
+    script = work / f"{stem}.extracted.py"
+    script.write_text(text, encoding="utf-8")
+    if loads and data is not None:
+        shutil.copy(data, work / f"{stem}.extracted.pt")
+    try:
+        spec = ScriptSpec(script=script, cwd=work, root=work, env=env, argv0=script.name)
+        with Runner(spec, isolation=Isolation.FRESH) as runner:
+            runner.start()
+            obs = runner.run({script.name: text}, timeout=timeout)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return obs, script
+
+
+def extract(runner: Runner, files: dict[str, str], target: Target, output_stem: Path, timeout: float,
+            env: dict | None = None, on_event: Callable[[str], None] | None = None) -> Extraction:
+    """Capture the failing call in a run of ``files`` and write the smallest standalone
+    script that reproduces ``target`` beside ``output_stem`` (``<dir>/<stem>``)."""
+    sig = target.signature
+    say = on_event or (lambda _m: None)
+    work = Path(tempfile.mkdtemp(prefix="shrinkgpu-capture-"))
+    try:
+        record = capture_call(runner, files, sig, work, timeout, env)
+        data = Path(record["_data"])
+        stem = output_stem.name
+        data_name = f"{stem}.extracted.pt"
+        reasons = []
+        for level in ("metadata", "exact"):
+            text, loads, lines = render(record, level, data_name)
+            obs, _ = _check(text, data, loads, target, timeout, env, stem)
+            if target.matches(obs.signature):
+                say(f"extracted the failing call ({level}): {lines} lines")
+                path = output_stem.with_name(f"{stem}.extracted.py")
+                out_data = output_stem.with_name(data_name) if loads else None
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text, encoding="utf-8")
+                if out_data is not None:
+                    shutil.copy(data, out_data)
+                note = None
+                if lines > MAX_LINES:
+                    note = (f"{lines} lines: the call has {len(record['meta'])} tensor arguments, one line each "
+                            f"(more than {MAX_LINES})")
+                return Extraction(path, out_data, text, level, lines, obs.signature, note)
+            reasons.append(f"{level}: {obs.describe()}")
+        raise ExtractionFailed(
+            "the call alone did not fail the same way (" + "; ".join(reasons) + "): the bug needs state its "
+            "arguments do not carry (a generator, a module's hooks, the order of earlier calls)"
+        )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+__all__ = ["Extraction", "ExtractionFailed", "capture_call", "extract", "render"]
+
