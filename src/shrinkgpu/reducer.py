@@ -35,7 +35,7 @@ from shrinkgpu.report import BestSoFar, CollectEnv, PartialWriter, Stage, read_p
 from shrinkgpu.extract import ExtractionFailed, extract
 from shrinkgpu.families import Family, family_matches, is_asynchronous
 from shrinkgpu.signature import Signature, Strictness
-from shrinkgpu.syntax import Candidate, Facts, ParseRecord, Program
+from shrinkgpu.syntax import Candidate, CutRecord, Facts, ParseRecord, Program
 from shrinkgpu.syntax.program import loop_facts
 from shrinkgpu.worker import (
     ForkUnavailable,
@@ -93,6 +93,7 @@ class ReduceConfig:
     module: str | None = None  # run as ``python -m module`` from cwd (``script`` is then ignored)
     resume: bool = False  # start from the partial result at ``output``, if it still reproduces
     extract: bool = True  # also write the failing call alone (<stem>.extracted.py)
+    cut_library: bool = True  # offer a candidate that calls back the user object a library called
     max_tests: int | None = None
     max_time: float | None = None
     keep_temp: bool = False
@@ -142,6 +143,7 @@ class ReductionResult:
     in_place: str | None = None  # how the result ran where it was written, when that is elsewhere
     loops: tuple[tuple[str, int, int], ...] = ()  # (file, loop header line, iteration) of the failure
     extracted: object | None = None  # the failing call alone (extraction), when made
+    data_files: dict = field(default_factory=dict)  # file name -> path: written beside the result
     case: dict = field(default_factory=dict)  # what `verify` needs: how the original ran, what to keep
 
     def to_json(self) -> dict:
@@ -378,6 +380,7 @@ def run_observed(
     count_loops: bool = False,
     sandbox: Sandbox | None = None,
     limit: float | None = None,
+    cut: str | None = None,
 ) -> FirstRun:
     """``run_once``, then, when launches must be synchronous (always, or by default when
     the first error is an asynchronous GPU error), a second run with the backend's
@@ -386,7 +389,7 @@ def run_observed(
     (``loss.item()``), and only the synchronous run names the operator whose kernel
     failed."""
     obs, spec = run_once(
-        config, isolation=isolation, collect=collect, count_loops=count_loops, sandbox=sandbox, limit=limit
+        config, isolation=isolation, collect=collect, count_loops=count_loops, sandbox=sandbox, limit=limit, cut=cut
     )
     mode = launch_mode(config)
     if mode == "never" or obs.infra_error:
@@ -400,7 +403,8 @@ def run_observed(
             return FirstRun(obs, spec, config)  # the user's own environment already has it
     synced_config, variable = with_sync_launches(config, obs.environment)
     synced, spec = run_once(
-        synced_config, isolation=isolation, collect=collect, count_loops=count_loops, sandbox=sandbox, limit=limit
+        synced_config, isolation=isolation, collect=collect, count_loops=count_loops, sandbox=sandbox, limit=limit,
+        cut=cut,
     )
     if mode == "always" or synced.infra_error:
         return FirstRun(synced, spec, synced_config, variable) if not synced.infra_error else FirstRun(obs, spec, config)
@@ -426,6 +430,7 @@ def run_once(
     count_loops: bool = False,
     sandbox: Sandbox | None = None,
     limit: float | None = None,
+    cut: str | None = None,
 ) -> tuple[Observation, ScriptSpec]:
     """Run the script once, in a worker, and observe it (``shrinkgpu run``)."""
     spec = spec_for(config)
@@ -437,7 +442,9 @@ def run_once(
         except ForkUnavailable as exc:
             raise ReduceError(f"--isolation fork is not possible here: {exc.reason}. {FORK_ADVICE}") from None
         timeout = min(config.timeout or DEFAULT_FRESH_TIMEOUT, limit or DEFAULT_FRESH_TIMEOUT)
-        obs = runner.run(files, timeout=timeout, collect_modules=collect, collect_env=True, count_loops=count_loops)
+        obs = runner.run(
+            files, timeout=timeout, collect_modules=collect, collect_env=True, count_loops=count_loops, cut=cut
+        )
     return obs, spec
 
 
@@ -642,8 +649,10 @@ def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats, v
         emit(Stage(note))
     emit(Stage("running the original in a fresh interpreter"))
     # The first run also counts loop iterations (a line tracer: this run only).
+    saved_call = sandbox.session / "call.pt"
     observe_first = functools.partial(
-        run_observed, isolation=Isolation.FRESH, collect=True, count_loops=True, sandbox=sandbox
+        run_observed, isolation=Isolation.FRESH, collect=True, count_loops=True, sandbox=sandbox,
+        cut=str(saved_call) if config.cut_library else None,
     )
     initial_run = observe_first(config, limit=left())
     attempts = [initial_run.observation]
@@ -690,7 +699,8 @@ def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats, v
     # them may be the output.
     check_output(output, spec, [spec.root_dir / rel for rel in (*files, *first.reads)])
     loops = loop_facts(files, first.loops)
-    program = Program(files, spec.script_rel, facts=dataclasses.replace(facts_of(first), loops=loops))
+    cut, data_files = _library_cut(first, spec, sandbox, saved_call)
+    program = Program(files, spec.script_rel, facts=dataclasses.replace(facts_of(first), loops=loops, cut=cut))
     notes: list[str] = list(input_notes)
     if initial_run.surfaced is not None:
         where = initial_run.surfaced.op.name if initial_run.surfaced.op else "a call that is not torch's"
@@ -851,13 +861,13 @@ def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats, v
             files = cand.files
             emit(BestSoFar(dict(files), program.main, cand.size))
             facts = facts_of(oracle.reproduced.get(cand.key))
-            rebased = Program(files, program.main, facts=dataclasses.replace(facts, loops=loops))
+            rebased = Program(files, program.main, facts=dataclasses.replace(facts, loops=loops, cut=cut))
             if rebased.loop_iterations and _loop_around_failure(rebased):
                 # Shrinking the data moves the failing item: count again, on this program.
                 counted = runner.run(files, timeout=timeout, count_loops=True)
                 if target.matches(counted.signature):
                     fresh = loop_facts(files, counted.loops)
-                    rebased = Program(files, program.main, facts=dataclasses.replace(facts, loops=fresh))
+                    rebased = Program(files, program.main, facts=dataclasses.replace(facts, loops=fresh, cut=cut))
             return rebased.initial()
 
         initial = program.initial()
@@ -895,7 +905,9 @@ def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats, v
         if config.extract and config.write and stopped != "interrupted" and (deadline is None or time.monotonic() < deadline):
             emit(Stage("extracting the failing call"))
             try:
-                extracted = extract(runner, files, target, output.with_suffix("") if output.suffix == ".py" else output,
+                stem = output.with_suffix("") if output.suffix == ".py" else output
+                stem = stem.with_name(stem.name.removesuffix(".min"))  # train.min.py -> train.extracted.py
+                extracted = extract(runner, files, target, stem,
                                     oracle.fresh_timeout, env=spec.env, on_event=lambda m: emit(Stage(m)))
                 if extracted.note:
                     notes.append(f"the extracted call is {extracted.note}")
@@ -939,6 +951,8 @@ def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats, v
         original_rate=original_rate,
         needs=tuple(sorted(set(oracle.verified_reads) - set(best.files))),
         extracted=extracted,
+        data_files={name: str(path) for name, path in data_files.items()
+                    if any(name in text for text in best.files.values())},
         case={
             "keep_error": config.keep_error,
             "family": config.family.key if config.family else None,
@@ -1050,6 +1064,55 @@ def _verify(
         else:
             hi = mid
     return history[lo], counted, sig
+
+
+def _library_cut(first: Observation, spec: ScriptSpec, sandbox: Sandbox, saved: Path):
+    """The first run's library cut as a fact for passes, its saved call beside the file
+    that will load it (in every run's copy, and beside the result)."""
+    cut = first.cut
+    if not cut or not saved.is_file() or not cut.get("source"):
+        return None, {}
+    obj, setup = cut["object"], ""
+    if obj.startswith("arg:"):
+        # passed to the library without a name: its expression in the user's call
+        _, position, param = obj.split(":", 2)
+        expr = _argument_text(cut["source"], cut.get("entry", ""), int(position), param)
+        if expr is None:
+            return None, {}
+        obj, setup = "_obj", f"_obj = {expr}\n"
+    name = f"{spec.script.stem}.call.pt"
+    rel = str(Path(cut["file"]).parent / name) if Path(cut["file"]).parent != Path(".") else name
+    sandbox.add_file(rel, saved)
+    call = f"{obj}.{cut['method']}" if cut.get("method") else obj
+    replacement = (
+        "import pathlib\nimport torch\n" + setup
+        + f"_call = torch.load(pathlib.Path(__file__).with_name({name!r}), weights_only=False)\n"
+        f"{call}(*_call['args'], **_call['kwargs'])\n"
+    )
+    return CutRecord(cut["file"], cut["source"], replacement, cut.get("library", "")), {name: saved}
+
+
+def _argument_text(source: str, function: str, position: int, keyword: str) -> str | None:
+    """The text of the argument at ``position`` (or ``keyword=``) of the call of
+    ``function`` in a statement's source."""
+    import ast
+
+    try:
+        tree = ast.parse(source.strip())
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            if called != function:
+                continue
+            if position < len(node.args) and not isinstance(node.args[position], ast.Starred):
+                return ast.get_source_segment(source.strip(), node.args[position])
+            for kw in node.keywords:
+                if kw.arg == keyword:
+                    return ast.get_source_segment(source.strip(), kw.value)
+    return None
 
 
 def missing_file_hint(sig: Signature, spec: ScriptSpec) -> str:

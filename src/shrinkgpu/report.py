@@ -195,6 +195,10 @@ def write_outputs(result, output: Path, spec: ScriptSpec) -> None:
             shutil.rmtree(stale, ignore_errors=True)
     _write_files(paths, target)
     result.output = target
+    # Data the result loads beside itself (a library call's saved arguments).
+    beside = target if target.suffix != ".py" else target.parent
+    for name, source in getattr(result, "data_files", {}).items():
+        shutil.copy2(source, beside / name)
     report = target.with_suffix(".md") if target.suffix == ".py" else target.with_name(target.name + ".md")
     if report.resolve() in protected:
         raise OutputError(f"refusing to overwrite the user's file {report}")

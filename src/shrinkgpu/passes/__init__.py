@@ -15,6 +15,7 @@ from shrinkgpu.passes.definitions import DeleteDefinitions, PruneImports
 from shrinkgpu.passes.expressions import SimplifyExpressions
 from shrinkgpu.passes.files import DropFiles, InlineModules
 from shrinkgpu.passes.inline import InlineBindings, InlineCalls, InlineExpressions
+from shrinkgpu.passes.library import CallPastTheLibrary
 from shrinkgpu.passes.records import AppendLoopToList, DropEnumerate, SplitRecords
 from shrinkgpu.passes.loops import LoopToFailingIteration, LoopToFirstIteration, WhileToBody
 from shrinkgpu.passes.statements import DeleteStatements, SliceToFailure
@@ -25,6 +26,9 @@ from shrinkgpu.passes.statements import DeleteStatements, SliceToFailure
 # Within a tier, large removals come first; order affects speed, not minimality.
 STRUCTURE: tuple[EditPass, ...] = (
     SliceToFailure(),
+    # after the slice: what ran after the failure (``trainer.evaluate()``) reads the
+    # trainer too, and would keep it alive
+    CallPastTheLibrary(),
     ArgparseToNamespace(),
     DeleteDefinitions(),
     DeleteStatements(),
@@ -58,6 +62,7 @@ __all__ = [
     "PASSES",
     "STRUCTURE",
     "AppendLoopToList",
+    "CallPastTheLibrary",
     "ArgparseToNamespace",
     "PropagateConstants",
     "PruneImports",

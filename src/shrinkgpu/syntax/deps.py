@@ -400,11 +400,13 @@ class Dependencies:
         return frozenset(deleted)
 
     def dead_binders(
-        self, cand: "Candidate", deleted: frozenset[int], still_read: Iterable[str] = ()
+        self, cand: "Candidate", deleted: frozenset[int], still_read: Iterable[str] = (), pure_only: bool = True
     ) -> frozenset[int]:
         """Statements that only bind names no surviving statement reads once ``deleted``
         is gone (``DEFAULTS = {...}`` after the parser that read it): plain bindings of
-        literals, functions, classes and imports, whose removal cannot change behaviour."""
+        literals, functions, classes and imports, whose removal cannot change behaviour.
+        With ``pure_only=False`` any binding (``trainer = Trainer(...)``) counts: for a
+        unit whose test decides whether its side effects mattered."""
         live = cand.live
         stmts = self.program.stmts
         dead: set[int] = set()
@@ -417,7 +419,7 @@ class Dependencies:
             for s in list(gone):
                 for group in self.needs[s]:
                     for p in group:
-                        if p in gone or p in kept or p not in live or not _pure_binder(stmts[p].node):
+                        if p in gone or p in kept or p not in live or (pure_only and not _pure_binder(stmts[p].node)):
                             continue
                         # Readers inside the binder (a def reading its own parameters)
                         # do not keep it alive; one outside must exist and be gone.

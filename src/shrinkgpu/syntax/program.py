@@ -129,6 +129,17 @@ class Facts:
     # (file, header text, iteration) of the ``for`` loops around the failing line in the
     # original run: by text, since lines move as the program shrinks
     loops: tuple[tuple[str, str, int], ...] = ()
+    # The statement where the user's code handed control to a library that called back
+    # into a user object, and the text that calls that object directly (passes/library.py)
+    cut: "CutRecord | None" = None
+
+
+@dataclass(frozen=True)
+class CutRecord:
+    file: str
+    source: str  # the statement's text as written (``trainer.fit(model, dm)``)
+    replacement: str  # statements that call the object with the saved arguments
+    library: str = ""  # what the statement called (``Trainer.fit``)
 
 
 def loop_header(node: cst.CSTNode) -> str:

@@ -37,6 +37,9 @@ class Observation:
     loops: tuple[tuple[str, int, int], ...] = field(default=(), compare=False, repr=False)
     # files under the run's root the script opened (relative): its data, never overwritten
     reads: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    # where the user's code called a library that called back into a user object, with
+    # that call's arguments saved (``probe.library_cut``): only from runs asked for it
+    cut: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
     @property
     def failed(self) -> bool:
@@ -105,6 +108,7 @@ class Observation:
             seed_sites=tuple((f, int(n), bool(i)) for f, n, i in (data or {}).get("seed_sites", ())),
             loops=_loops(data or {}),
             reads=tuple((data or {}).get("reads", ())),
+            cut=(data or {}).get("cut"),
         )
 
     def describe(self) -> str:

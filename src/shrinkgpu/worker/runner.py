@@ -249,6 +249,7 @@ class Runner:
         count_loops: bool = False,
         env: Mapping[str, str] | None = None,
         capture: Mapping[str, object] | None = None,
+        cut: str | None = None,
     ) -> Future:
         """Run ``files`` (path relative to root -> source); the future yields an Observation.
 
@@ -283,6 +284,8 @@ class Runner:
             "count_loops": count_loops,
             # {"op": name, "call": N, "path": file}: save that call's arguments before it runs
             "capture": dict(capture) if capture else None,
+            # a path: where a library called back into a user object, save that call
+            "cut": cut,
         }
         extra = {"TMPDIR": str(run.tmp), **self.thread_env(), **(env or {})}
         if mode is Isolation.FRESH:

@@ -152,6 +152,18 @@ class Sandbox:
                 shutil.copy2(src, dst)
                 self._stats[rel] = _fingerprint(dst)
 
+    def add_file(self, rel: str, source: Path) -> None:
+        """A file every later run has beside the program (a call's saved arguments)."""
+        dst = self.template / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        parts = Path(rel).parts[:-1]
+        for i in range(1, len(parts) + 1):
+            d = str(Path(*parts[:i]))
+            if d not in self._dirs:
+                self._dirs.append(d)
+        shutil.copy2(source, dst)
+        self._stats[rel] = _fingerprint(dst)
+
     def prepare(self, files: Mapping[str, str], omit: Iterable[str] = ()) -> RunDir:
         """A fresh run directory holding ``files`` (path relative to root -> text) and a
         link to every other file of the template but those in ``omit`` (the program's
