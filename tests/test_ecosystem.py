@@ -37,13 +37,32 @@ def assert_forked_with_everything_preloaded(result) -> None:
 
 
 @pytest.mark.slow
-def test_a_lightning_training_step_reduces_in_the_fork_server(tmp_path):
+def test_a_lightning_training_step_reduces_in_the_fork_server_without_the_trainer(tmp_path):
     pytest.importorskip("pytorch_lightning")
-    result = reduce_copy("pl_train.py", tmp_path, max_tests=25)
+    result = reduce_copy("pl_train.py", tmp_path, max_tests=60)
     assert_forked_with_everything_preloaded(result)
     assert result.signature.type == "IndexError"
     assert result.signature.op.name == "torch.nn.functional.cross_entropy"
     assert result.signature.frame.function == "training_step"
+    # The library is cut out of the stack: the training step is called directly.
+    text = result.output.read_text()
+    assert "Trainer" not in text and ".fit(" not in text
+    assert ".training_step(" in text
+    assert result.final_signature is not None and result.signature.same_bug(result.final_signature)
+    assert (tmp_path / "pl_train.call.pt").is_file()  # the saved call, beside the result
+    assert "pl_train.call.pt" in result.needs
+
+
+@pytest.mark.slow
+def test_a_transformers_trainer_is_cut_out_and_the_model_called_directly(tmp_path):
+    pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    result = reduce_copy("hf_trainer.py", tmp_path, max_tests=80)
+    assert_forked_with_everything_preloaded(result)
+    assert result.signature.message == "Target 3 is out of bounds."
+    text = result.output.read_text()
+    assert "Trainer" not in text and "TrainingArguments" not in text
+    assert result.final_signature is not None and result.signature.same_bug(result.final_signature)
 
 
 @pytest.mark.slow

@@ -523,3 +523,41 @@ def test_propagate_constants_reads_sizes_off_a_tensor_factory():
 def test_simplify_expressions_splits_a_nested_tuple_assignment():
     cand = start("step, (x, y) = (0, (a[:2], b[:2]))\nf(x, y)\n")
     assert each(SimplifyExpressions(), cand, 0)[0] == "x = a[:2]\ny = b[:2]\nf(x, y)\n"
+
+
+# -- cut-library --------------------------------------------------------------------------------
+def test_cut_library_replaces_the_library_call_and_deletes_what_only_it_read():
+    from shrinkgpu.passes.library import CallPastTheLibrary
+    from shrinkgpu.syntax import CutRecord, Facts, Program
+
+    source = (
+        "import torch\n"
+        "import framework\n"
+        "class Net:\n"
+        "    def step(self, batch):\n"
+        "        return batch\n"
+        "model = Net()\n"
+        "loader = framework.Loader(size=8)\n"
+        "trainer = framework.Trainer(epochs=1)\n"
+        "trainer.fit(model, loader)\n"
+    )
+    replacement = "import torch\n_call = torch.load('s.call.pt')\nmodel.step(*_call['args'])\n"
+    cut = CutRecord("s.py", "trainer.fit(model, loader)", replacement, "Trainer.fit")
+    program = Program({"s.py": source}, "s.py", facts=Facts(cut=cut))
+    cand = program.initial()
+    units = CallPastTheLibrary().units(cand, 0)
+    assert len(units) == 1
+    # the framework's import goes too: nothing reads it once the trainer and loader are gone
+    assert CallPastTheLibrary().apply(cand, [units[0]]).files["s.py"] == (
+        "import torch\n"
+        "class Net:\n"
+        "    def step(self, batch):\n"
+        "        return batch\n"
+        "model = Net()\n"
+        "import torch\n"
+        "_call = torch.load('s.call.pt')\n"
+        "model.step(*_call['args'])\n"
+    )
+    assert CallPastTheLibrary().units(cand, 1) is None
+    # without the fact, nothing is offered
+    assert CallPastTheLibrary().units(Program({"s.py": source}, "s.py").initial(), 0) == []

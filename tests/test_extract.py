@@ -1,0 +1,84 @@
+"""Extraction: the failing call alone, rebuilt from what was saved just before it ran,
+checked in a fresh interpreter; with real processes and real torch."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+EXE = [sys.executable, "-m", "shrinkgpu"]
+
+
+def extract(tmp_path: Path, source: str, *extra):
+    (tmp_path / "s.py").write_text(textwrap.dedent(source))
+    return subprocess.run([*EXE, "extract", "s.py", "--json", *extra], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_floats_are_random_with_their_metadata_and_labels_exact(tmp_path):
+    done = extract(tmp_path, """\
+        import torch
+        import torch.nn.functional as F
+        torch.manual_seed(0)
+        model = torch.nn.Linear(8, 4)
+        labels = [1, 2, 3, 4, 2]
+        logits = model(torch.randn(5, 8))
+        print("training")
+        loss = F.cross_entropy(logits, torch.tensor(labels), reduction="none", ignore_index=255)
+        """)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["level"] == "metadata" and data["data"] is None and data["lines"] <= 8
+    assert (tmp_path / "s.extracted.py").read_text() == (
+        "import torch\n\n"
+        "x0 = torch.randn(5, 4).requires_grad_()\n"
+        "x1 = torch.tensor([1, 2, 3, 4, 2], dtype=torch.int64)\n"
+        "torch.nn.functional.cross_entropy(x0, x1, ignore_index=255, reduction='none')\n"
+    )
+    plain = subprocess.run([sys.executable, "s.extracted.py"], cwd=tmp_path, capture_output=True, text=True)
+    assert "IndexError: Target 4 is out of bounds." in plain.stderr
+
+
+def test_strides_and_shared_storage_are_rebuilt(tmp_path):
+    done = extract(tmp_path, """\
+        import torch
+        x = torch.randn(4, 6, 8)
+        y = x.permute(0, 2, 1)
+        y.view(4, 48)
+        """)
+    assert done.returncode == 0, done.stderr
+    text = (tmp_path / "s.extracted.py").read_text()
+    assert ".as_strided((4, 8, 6), (48, 1, 8), 0)" in text and "x0.view(4, 48)" in text
+
+
+def test_a_large_index_is_kept_exact_in_a_data_file(tmp_path):
+    done = extract(tmp_path, """\
+        import torch
+        table = torch.nn.Embedding(100, 16)
+        ids = torch.arange(200) % 101
+        table(ids)
+        """)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["data"] == str(tmp_path / "s.extracted.pt")
+    text = (tmp_path / "s.extracted.py").read_text()
+    assert "data = torch.load('s.extracted.pt')" in text and "data['args[0]']" in text
+    assert "torch.randn(100, 16)" in text  # the weights need not be the model's
+
+
+def test_a_failure_in_backward_says_why_it_cannot_be_extracted(tmp_path):
+    done = extract(tmp_path, """\
+        import torch
+        w = torch.randn(3, requires_grad=True)
+        h = torch.sigmoid(w)
+        h += 1
+        h.sum().backward()
+        """)
+    assert done.returncode == 3
+    assert "autograd graph" in json.loads(done.stdout)["error"]
+    assert not (tmp_path / "s.extracted.py").exists()
