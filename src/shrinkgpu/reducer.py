@@ -1042,10 +1042,14 @@ def _verify(
         return ok, n, sig
 
     def good(ok: int, n: int) -> bool:
+        if not failures and ok == n and n:
+            return True  # cut short by --max-time after reproducing every time it ran
         return ok == runs if not flaky else RateTest.judge(oracle.rate, ok, n)
 
     ok, n, sig = check(history[-1])
     if good(ok, n):
+        if n < runs and not flaky:
+            notes.append(f"--max-time cut the check short: the result reproduced in the {n} fresh run(s) made")
         return history[-1], (ok, n), sig
     notes.append(
         f"the smallest candidate reproduced in {ok} of {n} fresh runs ({failures[0]}); "

@@ -548,9 +548,7 @@ def _render_all(cand: Candidate) -> dict[str, str]:
     order = sorted(program.modules, key=lambda p: (p == program.main, p))
     trees: dict[str, cst.Module] = {}
     texts: dict[str, str] = {}
-    # Files that others inline are rendered first; one level of inlining is supported.
-    inline_sources = {e.file for e in cand.edits if e.op == "inline"}
-    for path in sorted(order, key=lambda p: p not in inline_sources):
+    for path in _inline_order(cand, order):
         module = program.modules[path]
         file_dirty = dirty.get(path, frozenset())
         if not file_dirty:
@@ -561,6 +559,23 @@ def _render_all(cand: Candidate) -> dict[str, str]:
         trees[path] = tree
         texts[path] = _module_code(program, module, tree)
     return {p: texts[p] for p in program.modules}
+
+
+def _inline_order(cand: Candidate, order: list[str]) -> list[str]:
+    """Files in an order where each comes after the files it inlines, at any depth (a
+    package's ``__init__`` inlining its modules, inlined in turn by the script)."""
+    from graphlib import CycleError, TopologicalSorter
+
+    graph: dict[str, set[str]] = {p: set() for p in order}
+    for e in cand.edits:
+        if e.op == "inline" and e.file in graph:
+            graph[cand.program.stmts[e.stmt].file].add(e.file)
+    try:
+        ranked = {p: i for i, p in enumerate(TopologicalSorter(graph).static_order())}
+    except CycleError:  # files inlining each other: what the first sweep got, one level
+        sources = {e.file for e in cand.edits if e.op == "inline"}
+        return sorted(order, key=lambda p: p not in sources)
+    return sorted(order, key=lambda p: ranked.get(p, len(ranked)))
 
 
 def _dirty_statements(cand: Candidate) -> dict[str, frozenset[int]]:
@@ -746,7 +761,8 @@ class _Renderer(cst.CSTTransformer):
         if tree is None:
             return updated
         body = [s for s in tree.body if not _is_main_guard(s) and not _is_future_import(s)]
-        body += _alias_assignments(self.program.stmts[edit.stmt].node)
+        stmt = self.program.stmts[edit.stmt]
+        body += _alias_assignments(stmt.node, stmt.file)
         return cst.FlattenSentinel(body) if body else cst.RemoveFromParent()
 
 
@@ -819,11 +835,13 @@ def _is_future_import(stmt: cst.CSTNode) -> bool:
     )
 
 
-def import_targets(node: cst.CSTNode) -> tuple[str, list[tuple[str, str | None]]] | None:
+def import_targets(node: cst.CSTNode, file: str | None = None) -> tuple[str, list[tuple[str, str | None]]] | None:
     """For a line holding one plain import: (module, [(name, alias)]); else None.
 
     ``import mod`` gives ("mod", []); ``from mod import a, b as c`` gives ("mod",
     [("a", None), ("b", "c")]); ``from mod import *`` gives ("mod", [("*", None)]).
+    A relative import (``from .models import Net`` in ``pkg/train.py``) is resolved
+    against ``file``'s package: ("pkg.models", [("Net", None)]).
     """
     if not isinstance(node, cst.SimpleStatementLine) or len(node.body) != 1:
         return None
@@ -833,16 +851,32 @@ def import_targets(node: cst.CSTNode) -> tuple[str, list[tuple[str, str | None]]
             return None
         return _dotted(imp.names[0].name), []
     if isinstance(imp, cst.ImportFrom):
-        if imp.relative or imp.module is None:
-            return None
+        if imp.module is None:
+            return None  # ``from . import mod``: modules as attributes, not rewritten
+        module = _dotted(imp.module)
+        if imp.relative:
+            package = _package_of(file, len(imp.relative)) if file is not None else None
+            if package is None:
+                return None
+            module = f"{package}.{module}" if package else module
         if isinstance(imp.names, cst.ImportStar):
-            return _dotted(imp.module), [("*", None)]
+            return module, [("*", None)]
         names = []
         for alias in imp.names:
             asname = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else None
             names.append((_dotted(alias.name), asname))
-        return _dotted(imp.module), names
+        return module, names
     return None
+
+
+def _package_of(file: str, level: int) -> str | None:
+    """The package a relative import of ``level`` dots in ``file`` starts from
+    (``pkg/__init__.py``, 1 -> ``pkg``; ``pkg/sub/m.py``, 2 -> ``pkg``)."""
+    parts = file.split("/")[:-1]  # the directories: the file's own package
+    up = level - 1
+    if up > len(parts) or not parts:
+        return None
+    return ".".join(parts[: len(parts) - up])
 
 
 _EMPTY_MODULE = cst.Module(body=[])
@@ -868,8 +902,8 @@ def _module_aliases(node: cst.CSTNode) -> set[str]:
     return set()
 
 
-def _alias_assignments(node: cst.CSTNode) -> list[cst.BaseStatement]:
-    target = import_targets(node)
+def _alias_assignments(node: cst.CSTNode, file: str | None = None) -> list[cst.BaseStatement]:
+    target = import_targets(node, file)
     if target is None:
         return []
     out = []
@@ -886,7 +920,7 @@ def inline_candidates(cand: Candidate) -> list[tuple[Stmt, str]]:
     for s in cand.editable():
         if s.kind != "simple":
             continue
-        target = import_targets(s.node)
+        target = import_targets(s.node, s.file)
         if target is None:
             continue
         module, names = target
