@@ -11,6 +11,7 @@ from shrinkgpu.passes.base import EditPass
 from shrinkgpu.passes.batches import FirstBatch
 from shrinkgpu.passes.branches import HoistElse, HoistThen, TryToBody, UnwrapWith
 from shrinkgpu.passes.constants import ArgparseToNamespace, PropagateConstants, ScalarizeAttributes
+from shrinkgpu.passes.decorators import StripDecorators
 from shrinkgpu.passes.definitions import DeleteDefinitions, PruneImports
 from shrinkgpu.passes.expressions import SimplifyExpressions
 from shrinkgpu.passes.files import DropFiles, InlineModules
@@ -44,6 +45,7 @@ STRUCTURE: tuple[EditPass, ...] = (
     SplitRecords(),
     PropagateConstants(),
     ScalarizeAttributes(),
+    StripDecorators(),
     InlineCalls(),
     InlineExpressions(),
     InlineModules(),
@@ -83,6 +85,7 @@ __all__ = [
     "WhileToBody",
     "SliceToFailure",
     "SplitRecords",
+    "StripDecorators",
     "TryToBody",
     "ScalarizeAttributes",
     "SimplifyExpressions",

@@ -1,0 +1,115 @@
+"""Decorators out of the way.
+
+A timing or logging wrapper (``@timed("fit")``, ``@log_call``, any ``functools.wraps``
+wrapper), a cache, ``@torch.no_grad()``: each stands between a call and the code it
+runs, and a decorated function is not inlined.  Each decorator is a unit of its own:
+without it the function is called directly, and the test says whether the decorator
+mattered.  ``@property`` is the one a plain removal always breaks (``self.flat_dim``
+becomes a bound method), so its unit also turns every read of that attribute into a
+call (``self.flat_dim()``); the method can then be inlined like any other.  A
+``@dataclass`` config made with no arguments reads its defaults as class attributes
+once the decorator is gone, so its unit also turns ``field(default_factory=Sub)`` into
+``Sub()`` and ``field(default=v)`` into ``v``.  Decorators
+that only wrapped are left unused, and ``delete-definitions`` removes them.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from shrinkgpu.passes.base import LevelZeroPass, Unit
+from shrinkgpu.syntax.program import Candidate, Edit
+from shrinkgpu.syntax.program import code_of as _code
+
+
+class _Reads(cst.CSTVisitor):
+    """Every ``<expr>.name`` read (not assigned) in a tree."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.found: list[cst.Attribute] = []
+        self.assigned = False  # ``x.name = ...`` somewhere: not only a property
+        self._targets: set[int] = set()
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        self._targets.add(id(node.target))
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._targets.add(id(node.target))
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if node.attr.value != self.name:
+            return
+        if id(node) in self._targets:
+            self.assigned = True
+        else:
+            self.found.append(node)
+
+
+class StripDecorators(LevelZeroPass):
+    """``@timed("fit")\\ndef fit(...)`` -> ``def fit(...)``; ``@property`` reads become calls."""
+
+    name = "strip-decorators"
+
+    def edits(self, cand: Candidate) -> list[Unit]:
+        program = cand.program
+        out: list[Unit] = []
+        for s in cand.editable():
+            node = s.node
+            if not isinstance(node, (cst.FunctionDef, cst.ClassDef)) or not node.decorators:
+                continue
+            for dec in node.decorators:
+                remove = Edit("remove", node=program.node_index(dec))
+                text = _code(dec.decorator)
+                if text == "property" and isinstance(node, cst.FunctionDef):
+                    calls = self._property_reads(cand, node.name.value)
+                    if calls is None:
+                        continue
+                    out.append((remove, *calls))
+                elif text.split("(")[0] in ("dataclass", "dataclasses.dataclass") and isinstance(node, cst.ClassDef):
+                    out.append((remove, *self._plain_fields(program, node)))
+                else:
+                    out.append((remove,))
+        return out
+
+    def _plain_fields(self, program, node: cst.ClassDef) -> list[Edit]:
+        """A dataclass without its decorator keeps its fields as class attributes, which
+        an instance made with no arguments reads: ``field(default_factory=Sub)`` must
+        then be ``Sub()`` and ``field(default=v)`` be ``v``."""
+        edits = []
+        for stmt in node.body.body if isinstance(node.body, cst.IndentedBlock) else ():
+            if not isinstance(stmt, cst.SimpleStatementLine):
+                continue
+            for small in stmt.body:
+                value = getattr(small, "value", None)
+                if not isinstance(small, cst.AnnAssign) or not isinstance(value, cst.Call):
+                    continue
+                if _code(value.func).split(".")[-1] != "field":
+                    continue
+                for arg in value.args:
+                    if arg.keyword is None:
+                        continue
+                    if arg.keyword.value == "default_factory":
+                        edits.append(Edit("expr", node=program.node_index(value), text=f"{_code(arg.value)}()"))
+                    elif arg.keyword.value == "default":
+                        edits.append(Edit("expr", node=program.node_index(value), text=_code(arg.value)))
+        return edits
+
+    def _property_reads(self, cand: Candidate, name: str) -> list[Edit] | None:
+        """``x.name`` -> ``x.name()`` wherever the program reads that attribute; None if
+        it is also set somewhere (a setter, an instance attribute of that name)."""
+        program = cand.program
+        edits: list[Edit] = []
+        for path, module in program.modules.items():
+            if path in cand.dropped_files:
+                continue
+            reads = _Reads(name)
+            module.visit(reads)
+            if reads.assigned:
+                return None
+            for attr in reads.found:
+                edits.append(Edit("expr", node=program.node_index(attr), text=f"{_code(attr)}()"))
+            setter = f"@{name}.setter"
+            if setter in program.texts[path]:
+                return None
+        return edits
