@@ -8,9 +8,17 @@ Unit = tuple[Edit, ...]  # edits that only make sense together (a statement and 
 
 
 class EditPass:
-    """A pass whose units are groups of edits: applying units adds their edits."""
+    """A pass whose units are groups of edits: applying units adds their edits.
+
+    ``needs_rebased``: the pass builds its edits from statements' original texts, which
+    are stale in a candidate that already carries edits; it proposes nothing there and
+    waits for the next rebase (the reducer re-parses every accepted candidate)."""
 
     name = "edit"
+    needs_rebased = False
+
+    def waits(self, cand: Candidate) -> bool:
+        return self.needs_rebased and bool(cand.edits)
 
     def units(self, cand: Candidate, level: int) -> Sequence[Unit] | None:
         raise NotImplementedError
@@ -86,6 +94,8 @@ class LevelZeroPass(EditPass):
     def units(self, cand: Candidate, level: int) -> Sequence[Unit] | None:
         if level > 0:
             return None
+        if self.waits(cand):
+            return []
         return dedupe(self.edits(cand))
 
     def edits(self, cand: Candidate) -> list[Unit]:
@@ -148,8 +158,8 @@ def bound_sequence(program, node, kinds=None) -> bool:
     )
 
 
-def lone_assignment(node) -> "cst.Assign | None":
-    """The ``Assign`` of a line that is one assignment to one target (``x = v``,
+def lone_assignment(node):
+    """The ``cst.Assign`` of a line that is one assignment to one target (``x = v``,
     ``self.rows = []``), else None."""
     import libcst as cst
 

@@ -29,10 +29,9 @@ from __future__ import annotations
 import libcst as cst
 
 from shrinkgpu.passes.base import EditPass, Unit, bound_sequence, dedupe, deletion_unit, lone_assignment
-from shrinkgpu.passes.expressions import _module_names
-from shrinkgpu.passes.inline import _first_param, _instance_class, _method, _Substitute
 from shrinkgpu.syntax.program import Candidate, Edit
 from shrinkgpu.syntax.program import code_of as _code
+from shrinkgpu.syntax.queries import Substitute, instance_class, method_of, module_names
 
 # DataLoader keywords that do not change which items form the first batch, or how they
 # are put together: workers, pinning and prefetching move the same items around.
@@ -170,13 +169,13 @@ def _item_expression(fn: cst.FunctionDef) -> tuple[cst.BaseExpression, str, str]
         if k == len(body) - 1:
             if not isinstance(small, cst.Return) or small.value is None:
                 return None
-            return small.value.visit(_Substitute(values)), self_name, index
+            return small.value.visit(Substitute(values)), self_name, index
         if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)):
             return None
         name = small.targets[0].target.value
         if name in (self_name, index):
             return None
-        value = small.value.visit(_Substitute(values))
+        value = small.value.visit(Substitute(values))
         values[name] = f"({_code(value)})" if not isinstance(value, (cst.Name, cst.Attribute, cst.Subscript, cst.Call)) else _code(value)
     return None
 
@@ -201,10 +200,10 @@ def _first_batch(cand: Candidate, dataset: cst.BaseExpression, batch: str) -> li
         value = node.body[0].value
         if isinstance(value, cst.Call) and _code(value.func).split(".")[-1] == "TensorDataset":
             return _first_batch(cand, value, batch)
-    cls_sid = _instance_class(cand, binder)
+    cls_sid = instance_class(cand, binder)
     if cls_sid is None:
         return None
-    method = _method(cand, cls_sid, "__getitem__")
+    method = method_of(cand, cls_sid, "__getitem__")
     if method is None:
         return None
     found = _item_expression(method[1])
@@ -216,12 +215,12 @@ def _first_batch(cand: Candidate, dataset: cst.BaseExpression, batch: str) -> li
     reads = _Reads(index)
     sliced.visit(reads)
     if slicer.sliced and not reads.count and slicer.ok:
-        return [_code(sliced.visit(_Substitute({self_name: dataset.value})))]
+        return [_code(sliced.visit(Substitute({self_name: dataset.value})))]
     # Not rows of fields (``self.rows[i]["x"]``, ``self.tf(self.paths[i])``): each part
     # of the item becomes the list of its values over the first items, collated.
-    if index == dataset.value or "torch" not in _module_names(program):
+    if index == dataset.value or "torch" not in module_names(program):
         return None
-    return _collated(expr.visit(_Substitute({self_name: dataset.value})), index, batch)
+    return _collated(expr.visit(Substitute({self_name: dataset.value})), index, batch)
 
 
 # How ``default_collate`` puts one part of the items together, by the part's type:
@@ -291,11 +290,11 @@ class FirstBatch(EditPass):
     site never meet in one candidate."""
 
     name = "first-batch"
+    needs_rebased = True
 
     def units(self, cand: Candidate, level: int) -> list[Unit] | None:
-        if cand.edits:
-            # The texts below are the original's; wait for the next rebase.  (A guess
-            # taken at an earlier level has edited the candidate: no more levels.)
+        if self.waits(cand):
+            # (A guess taken at an earlier level has edited the candidate: no more levels.)
             return [] if level == 0 else None
         sites = self._sites(cand)
         if level > 0 and all(len(guesses) <= level for guesses in sites):
@@ -366,12 +365,12 @@ def _unused_item_methods(cand: Candidate, dataset: cst.BaseExpression, users: se
     (binder,) = binders
     if program.deps.readers(binder, dataset.value) != users:
         return []
-    cls_sid = _instance_class(cand, binder)
+    cls_sid = instance_class(cand, binder)
     if cls_sid is None:
         return []
     edits = []
     for name in ("__getitem__", "__len__"):
-        method = _method(cand, cls_sid, name)
+        method = method_of(cand, cls_sid, name)
         if method is not None:
             edits.append(Edit("delete", method[0]))
     return edits

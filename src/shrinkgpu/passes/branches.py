@@ -1,56 +1,65 @@
+"""Branches and blocks unwrapped: one pass class, four instances.
+
+Each keeps one path through a compound statement and drops the rest: ``if`` -> its
+then-branch or its ``else``, ``try`` -> the path without an exception, ``with`` -> its
+body.  A unit never removes a protected (seeding) statement.
+"""
+
 from __future__ import annotations
 
 from shrinkgpu.passes.base import LevelZeroPass, Unit, drops_protected
 from shrinkgpu.syntax.program import BODY_BRANCHES, Candidate, Edit
 
+
+class Unwrap(LevelZeroPass):
+    """Statements of ``kinds`` -> the part ``op`` keeps (``body``, or ``else``)."""
+
+    def __init__(self, name: str, kinds: tuple[str, ...], op: str, doc: str, needs_else: bool = False):
+        self.name = name
+        self.kinds = kinds
+        self.op = op
+        self.needs_else = needs_else
+        self.__doc__ = doc
+
+    def edits(self, cand: Candidate) -> list[Unit]:
+        out: list[Unit] = []
+        for s in cand.editable():
+            if s.kind not in self.kinds:
+                continue
+            if self.needs_else and s.node.orelse is None:
+                continue
+            dropped = _ELSE if self.op == "else" else BODY_BRANCHES.get(s.kind, frozenset())
+            if s.kind != "with" and drops_protected(cand, s.id, dropped):
+                continue
+            out.append((Edit(self.op, s.id),))
+        return out
+
+
 _ELSE = frozenset({"orelse"})
 
 
-class HoistThen(LevelZeroPass):
-    """``if c: A else: B`` -> ``A`` (the condition and the other branch go)."""
-
-    name = "if-to-then"
-
-    def edits(self, cand: Candidate) -> list[Unit]:
-        return [
-            (Edit("body", s.id),)
-            for s in cand.editable()
-            if s.kind in ("if", "elif") and not drops_protected(cand, s.id, BODY_BRANCHES[s.kind])
-        ]
+def HoistThen() -> Unwrap:
+    return Unwrap("if-to-then", ("if", "elif"), "body", "``if c: A else: B`` -> ``A`` (the condition and the other branch go).")
 
 
-class HoistElse(LevelZeroPass):
-    """``if c: A else: B`` -> ``B``; ``if c: A elif d: B`` -> ``if d: B``."""
-
-    name = "if-to-else"
-
-    def edits(self, cand: Candidate) -> list[Unit]:
-        return [
-            (Edit("else", s.id),)
-            for s in cand.editable()
-            if s.kind in ("if", "elif") and s.node.orelse is not None and not drops_protected(cand, s.id, _ELSE)
-        ]
+def HoistElse() -> Unwrap:
+    return Unwrap(
+        "if-to-else", ("if", "elif"), "else", "``if c: A else: B`` -> ``B``; ``if c: A elif d: B`` -> ``if d: B``.",
+        needs_else=True,
+    )
 
 
-class TryToBody(LevelZeroPass):
-    """``try: A except: H else: E finally: F`` -> ``A E F``: the path without an
-    exception, with the handlers that could have swallowed or re-wrapped the error gone."""
-
-    name = "try-to-body"
-
-    def edits(self, cand: Candidate) -> list[Unit]:
-        return [
-            (Edit("body", s.id),)
-            for s in cand.editable()
-            if s.kind == "try" and not drops_protected(cand, s.id, BODY_BRANCHES["try"])
-        ]
+def TryToBody() -> Unwrap:
+    return Unwrap(
+        "try-to-body", ("try",), "body",
+        "``try: A except: H else: E finally: F`` -> ``A E F``: the path without an exception, with the handlers "
+        "that could have swallowed or re-wrapped the error gone.",
+    )
 
 
-class UnwrapWith(LevelZeroPass):
-    """``with ctx() as x: A`` -> ``A``: temporary directories, ``no_grad``, profilers and
-    timers that the failure does not need."""
-
-    name = "unwrap-with"
-
-    def edits(self, cand: Candidate) -> list[Unit]:
-        return [(Edit("body", s.id),) for s in cand.editable() if s.kind == "with"]
+def UnwrapWith() -> Unwrap:
+    return Unwrap(
+        "unwrap-with", ("with",), "body",
+        "``with ctx() as x: A`` -> ``A``: temporary directories, ``no_grad``, profilers and timers that the "
+        "failure does not need.",
+    )

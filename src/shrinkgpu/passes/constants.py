@@ -444,10 +444,9 @@ class ScalarizeAttributes(LevelZeroPass):
     ever used through its attributes becomes plain variables."""
 
     name = "scalarize-attributes"
+    needs_rebased = True
 
     def edits(self, cand: Candidate) -> list[Unit]:
-        if cand.edits:
-            return []
         program = cand.program
         deps = program.deps
         out: list[Unit] = []

@@ -18,6 +18,7 @@ import libcst as cst
 from shrinkgpu.passes.base import EditPass, Unit
 from shrinkgpu.syntax.program import Candidate, Edit
 from shrinkgpu.syntax.program import code_of as _code
+from shrinkgpu.syntax.queries import header_parts, module_names
 
 _SIMPLE = (cst.Call, cst.Name, cst.Attribute, cst.Subscript)
 # Allocators of uninitialised memory: ``torch.empty(n).uniform_(a, b)`` must not become
@@ -203,20 +204,6 @@ def _truth(node: cst.BaseExpression) -> bool | None:
     return None
 
 
-def _header_parts(node: cst.CSTNode) -> list[cst.CSTNode]:
-    """What of a statement is its own: all of a simple line, the header of a compound."""
-    if isinstance(node, cst.SimpleStatementLine):
-        return [node]
-    parts: list[cst.CSTNode] = []
-    for field in ("test", "iter", "items"):
-        part = getattr(node, field, None)
-        if isinstance(part, cst.CSTNode):
-            parts.append(part)
-        elif isinstance(part, (list, tuple)):
-            parts.extend(part)
-    return parts
-
-
 def alternatives(stmt: cst.CSTNode, sizes: Sequence[int] = ()) -> list[tuple[cst.CSTNode, list[tuple[str, str]]]]:
     """(node, [(op, text)...]) in priority order, for the expressions of one statement;
     one entry per node, so a node's alternatives are spread over levels and never meet.
@@ -230,7 +217,7 @@ def alternatives(stmt: cst.CSTNode, sizes: Sequence[int] = ()) -> list[tuple[cst
 
 def _alternatives(stmt: cst.CSTNode, sizes: Sequence[int] = ()) -> list[tuple[cst.CSTNode, list[tuple[str, str]]]]:
     collect = _Collect()
-    for part in _header_parts(stmt):
+    for part in header_parts(stmt):
         part.visit(collect)
     out: list[tuple[cst.CSTNode, list[tuple[str, str]]]] = []
     if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
@@ -315,20 +302,6 @@ def _alternatives(stmt: cst.CSTNode, sizes: Sequence[int] = ()) -> list[tuple[cs
         if len(elements) > 1:
             for el in elements:
                 out.append((el, [("remove", "")]))
-    return out
-
-
-def _module_names(program) -> set[str]:
-    """Names the program binds to imported modules (``torch``, ``nn``, ``F``, ``np``)."""
-    out: set[str] = set()
-    for module in program.modules.values():
-        for stmt in module.body:
-            if isinstance(stmt, cst.SimpleStatementLine):
-                for small in stmt.body:
-                    if isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(small.names, cst.ImportStar):
-                        for alias in small.names:
-                            bound = alias.asname.name if alias.asname else alias.name
-                            out.add(_code(bound).split(".")[0])
     return out
 
 
@@ -421,15 +394,16 @@ def _paired(target: cst.BaseExpression, value: cst.BaseExpression) -> list[tuple
 
 class SimplifyExpressions(EditPass):
     name = "simplify-expressions"
+    needs_rebased = True
 
     def units(self, cand: Candidate, level: int) -> Sequence[Unit] | None:
-        if level == 0 and cand.edits:
-            return []  # texts below are the original's; wait for the next rebase
+        if level == 0 and self.waits(cand):
+            return []
         program = cand.program
         protected = program.seeding
         chain = program.protected  # calls on the way to a seeding call
         edited = cand.expr_of
-        modules = _module_names(program)
+        modules = module_names(program)
         sizes = _integer_literals(program)
         units: list[Unit] = []
         deepest = 0

@@ -18,9 +18,9 @@ from __future__ import annotations
 import libcst as cst
 
 from shrinkgpu.passes.base import LevelZeroPass, Unit, deletion_unit, single_bindings
-from shrinkgpu.passes.expressions import _module_names
 from shrinkgpu.syntax.program import Candidate, Edit
 from shrinkgpu.syntax.program import code_of as _code
+from shrinkgpu.syntax.queries import Substitute, assigned_names, first_param, instance_class, method_of, module_names
 
 
 
@@ -251,10 +251,9 @@ def _compose(
 
 class InlineCalls(LevelZeroPass):
     name = "inline-calls"
+    needs_rebased = True
 
     def edits(self, cand: Candidate) -> list[Unit]:
-        if cand.edits:
-            return []  # the texts below are the original's; wait for the next rebase
         program = cand.program
         deps = program.deps
         stmts = program.stmts
@@ -289,7 +288,7 @@ class InlineCalls(LevelZeroPass):
             if constructing:
                 if target is None or returned is not None:
                     continue
-                self_name = _first_param(fn)
+                self_name = first_param(fn)
                 if self_name is None:
                     continue
                 # ``model = nn.Module()``, then __init__'s body on ``self = model``.
@@ -301,7 +300,7 @@ class InlineCalls(LevelZeroPass):
                     out.append(tuple(unit))
                 continue
             if self_text is not None:
-                self_name = _first_param(fn)
+                self_name = first_param(fn)
                 if self_name is None:
                     continue
                 if self_text != self_name:
@@ -361,9 +360,9 @@ class InlineCalls(LevelZeroPass):
             node = stmts[b].node
             if isinstance(node, cst.FunctionDef) and b in cand.live and not _is_method(stmts, b):
                 return b, node, None
-            cls_sid = _instance_class(cand, b)
+            cls_sid = instance_class(cand, b)
             if cls_sid is not None:
-                method = _method(cand, cls_sid, "forward")  # ``model(x)`` runs forward
+                method = method_of(cand, cls_sid, "forward")  # ``model(x)`` runs forward
                 return None if method is None else (*method, func.value)
             if isinstance(node, cst.ClassDef) and b in cand.live:
                 return self._constructor(cand, b, node)
@@ -372,16 +371,16 @@ class InlineCalls(LevelZeroPass):
             owner = func.value
             # ``self.helper(x)`` inside a method: the method's own class.
             method_sid = _enclosing_method(stmts, sid)
-            if method_sid is not None and _first_param(stmts[method_sid].node) == owner.value:
+            if method_sid is not None and first_param(stmts[method_sid].node) == owner.value:
                 cls_sid = stmts[method_sid].parent
-                method = _method(cand, cls_sid, func.attr.value)
+                method = method_of(cand, cls_sid, func.attr.value)
                 return None if method is None else (*method, owner.value)
             # ``trainer.fit(...)`` where ``trainer = Trainer(...)``
             binders = deps.binders(owner)
             if len(binders) == 1:
-                cls_sid = _instance_class(cand, next(iter(binders)))
+                cls_sid = instance_class(cand, next(iter(binders)))
                 if cls_sid is not None:
-                    method = _method(cand, cls_sid, func.attr.value)
+                    method = method_of(cand, cls_sid, func.attr.value)
                     return None if method is None else (*method, owner.value)
         return None
 
@@ -409,13 +408,13 @@ def _list_backed(program, cls: cst.ClassDef, methods: list[int]) -> cst.Function
     if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
         return None
     target = assign.targets[0].target
-    self_name = _first_param(init)
+    self_name = first_param(init)
     if not (isinstance(target, cst.Attribute) and _code(target.value) == self_name):
         return None
     attr = target.attr.value
     if _code(assign.value).replace(" ", "").count(f"{self_name}.") or self_name in _code(assign.value).split():
         return None
-    len_ok = _single_return(defs["__len__"]) == f"len({_first_param(defs['__len__'])}.{attr})"
+    len_ok = _single_return(defs["__len__"]) == f"len({first_param(defs['__len__'])}.{attr})"
     item = defs["__getitem__"]
     params = list(item.params.params)
     if len(params) != 2:
@@ -458,48 +457,12 @@ def _is_method(stmts, sid: int) -> bool:
     return parent is not None and stmts[parent].kind == "class"
 
 
-def _first_param(fn: cst.FunctionDef) -> str | None:
-    params = list(fn.params.posonly_params) + list(fn.params.params)
-    return params[0].name.value if params else None
-
-
 def _enclosing_method(stmts, sid: int) -> int | None:
     cur = stmts[sid].parent
     while cur is not None:
         if stmts[cur].kind == "def":
             return cur if _is_method(stmts, cur) else None
         cur = stmts[cur].parent
-    return None
-
-
-def _instance_class(cand: Candidate, binder: int) -> int | None:
-    """The local class of ``x`` when ``binder`` is ``x = LocalClass(...)``."""
-    program = cand.program
-    node = program.stmts[binder].node
-    if not isinstance(node, cst.SimpleStatementLine) or len(node.body) != 1:
-        return None
-    assign = node.body[0]
-    if not isinstance(assign, cst.Assign) or not isinstance(assign.value, cst.Call):
-        return None
-    if not isinstance(assign.value.func, cst.Name):
-        return None
-    classes = program.deps.binders(assign.value.func)
-    if len(classes) != 1:
-        return None
-    (cls_sid,) = classes
-    if program.stmts[cls_sid].kind != "class" or cls_sid not in cand.live:
-        return None
-    return cls_sid
-
-
-def _method(cand: Candidate, cls_sid: int, name: str) -> tuple[int, cst.FunctionDef] | None:
-    program = cand.program
-    for child in program.children.get(cls_sid, ()):
-        node = program.stmts[child].node
-        if isinstance(node, cst.FunctionDef) and node.name.value == name and child in cand.live:
-            if any(_code(d.decorator) in ("staticmethod", "classmethod", "property") for d in node.decorators):
-                return None
-            return child, node
     return None
 
 
@@ -510,64 +473,6 @@ def _is_inside(stmts, sid: int, ancestor: int) -> bool:
             return True
         cur = stmts[cur].parent
     return False
-
-
-class _Substitute(cst.CSTTransformer):
-    """Parameters -> argument texts, for names that are reads of a parameter only: not
-    attribute names (``x.mean``), keywords (``norm(p=p)``) or names a lambda or
-    comprehension binds for itself."""
-
-    def __init__(self, values: dict[str, str]):
-        self.values = values
-        self.shadowed: list[set[str]] = []
-
-    def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute):
-        # The attribute name went through leave_Name too: put the original back.
-        return updated_node.with_changes(attr=original_node.attr)
-
-    def leave_Arg(self, original_node: cst.Arg, updated_node: cst.Arg):
-        return updated_node.with_changes(keyword=original_node.keyword)
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        self.shadowed.append({p.name.value for p in node.params.params})
-        return True
-
-    def leave_Lambda(self, original_node, updated_node):
-        self.shadowed.pop()
-        return updated_node
-
-    def _comp_enter(self, node) -> bool:
-        names: set[str] = set()
-        comp = node.for_in
-        while comp is not None:
-            for target in _targets(comp.target):
-                names.add(target)
-            comp = comp.inner_for_in
-        self.shadowed.append(names)
-        return True
-
-    def _comp_leave(self, original_node, updated_node):
-        self.shadowed.pop()
-        return updated_node
-
-    visit_ListComp = visit_SetComp = visit_GeneratorExp = visit_DictComp = _comp_enter
-    leave_ListComp = leave_SetComp = leave_GeneratorExp = leave_DictComp = _comp_leave
-
-    def leave_Name(self, original_node: cst.Name, updated_node: cst.Name):
-        text = self.values.get(original_node.value)
-        if text is None or any(original_node.value in names for names in self.shadowed):
-            return updated_node
-        from shrinkgpu.syntax.program import parse_expression
-
-        return parse_expression(text)
-
-
-def _targets(node: cst.BaseExpression) -> list[str]:
-    if isinstance(node, cst.Name):
-        return [node.value]
-    if isinstance(node, (cst.Tuple, cst.List)):
-        return [n for el in node.elements for n in _targets(el.value)]
-    return []
 
 
 class _NameCount(cst.CSTVisitor):
@@ -589,10 +494,9 @@ class InlineExpressions(LevelZeroPass):
     value (``collate_fn=collate``) stays."""
 
     name = "inline-expressions"
+    needs_rebased = True
 
     def edits(self, cand: Candidate) -> list[Unit]:
-        if cand.edits:
-            return []
         program = cand.program
         deps = program.deps
         stmts = program.stmts
@@ -628,7 +532,7 @@ class InlineExpressions(LevelZeroPass):
                 ):
                     edits = []
                     break  # an argument would be evaluated twice
-                text = _code(returned.visit(_Substitute(values)))
+                text = _code(returned.visit(Substitute(values)))
                 edits.append(Edit("expr", node=program.node_index(call), text=text))
             if not edits:
                 continue
@@ -736,16 +640,15 @@ class InlineBindings(LevelZeroPass):
     statements in between mattered (a random draw, say) is the oracle's to say."""
 
     name = "inline-bindings"
+    needs_rebased = True
 
     def edits(self, cand: Candidate) -> list[Unit]:
-        if cand.edits:
-            return []  # the texts below are the original's; wait for the next rebase
         program = cand.program
         deps = program.deps
         stmts = program.stmts
         live = cand.live
         protected = program.protected
-        modules = _module_names(program)
+        modules = module_names(program)
         out: list[Unit] = []
         deleted: set[int] = set()  # bindings offered for removal in this round
         hosts: set[int] = set()  # statements a value is pasted into in this round
@@ -795,7 +698,7 @@ def _outside_names(value: cst.BaseExpression) -> set[str]:
 
     class Bound(cst.CSTVisitor):
         def visit_CompFor(self, node: cst.CompFor) -> None:
-            inner.update(_targets(node.target))
+            inner.update(assigned_names(node.target))
 
         def visit_Lambda(self, node: cst.Lambda) -> None:
             inner.update(p.name.value for p in node.params.params)

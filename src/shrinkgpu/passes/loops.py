@@ -86,10 +86,9 @@ def nth_item(iterable: cst.BaseExpression, n: int, program=None) -> tuple[str, s
 class LoopToFirstIteration(LevelZeroPass):
     name = "loop-to-first-iteration"
     nth = False  # the failing iteration instead (LoopToFailingIteration)
+    needs_rebased = True
 
     def edits(self, cand: Candidate) -> list[Unit]:
-        if cand.edits:
-            return []  # the text below is the original's; wait for the next rebase
         program = cand.program
         out: list[Unit] = []
         for s in cand.editable():

@@ -29,10 +29,9 @@ import re
 import libcst as cst
 
 from shrinkgpu.passes.base import LevelZeroPass, Unit, lone_assignment, names_read, single_bindings
-from shrinkgpu.passes.expressions import _header_parts
-from shrinkgpu.passes.inline import _Substitute, _targets
 from shrinkgpu.syntax.program import Candidate, Edit
 from shrinkgpu.syntax.program import code_of as _code
+from shrinkgpu.syntax.queries import Substitute, assigned_names, header_parts
 
 
 def _enumerate_parts(target: cst.BaseExpression, iterable: cst.BaseExpression):
@@ -97,10 +96,9 @@ def _names_besides(comp: cst.CSTNode, clause: cst.CompFor) -> set[str]:
 
 class DropEnumerate(LevelZeroPass):
     name = "drop-enumerate"
+    needs_rebased = True
 
     def edits(self, cand: Candidate) -> list[Unit]:
-        if cand.edits:
-            return []  # the texts below are the original's; wait for the next rebase
         program = cand.program
         deps = program.deps
         out: list[Unit] = []
@@ -114,7 +112,7 @@ class DropEnumerate(LevelZeroPass):
                     out.append((Edit("replace", s.id, text=_code(new)),))
                     continue  # the body's comprehensions: after the rebase
             finder = _Comprehensions()
-            for part in _header_parts(node):
+            for part in header_parts(node):
                 part.visit(finder)
             for comp, clause in finder.found:
                 parts = _enumerate_parts(clause.target, clause.iter)
@@ -178,14 +176,11 @@ class AppendLoopToList(LevelZeroPass):
     value is read once."""
 
     name = "append-loop-to-list"
+    needs_rebased = True
 
     def edits(self, cand: Candidate) -> list[Unit]:
-        if cand.edits:
-            return []  # the texts below are the original's; wait for the next rebase
         program = cand.program
         deps = program.deps
-        stmts = program.stmts
-        live = cand.live
         out: list[Unit] = []
         editable = cand.editable()
         for s in editable:
@@ -212,7 +207,7 @@ class AppendLoopToList(LevelZeroPass):
             if any(b in cand.edit_of for b in range(loop.id, program.last[loop.id] + 1)):
                 continue
             values: dict[str, str] = {}
-            names = set(_targets(node.target))
+            names = set(assigned_names(node.target))
             ok = len(names) > 0
             for line in body[:-1]:
                 small = line.body[0] if len(line.body) == 1 else None
@@ -220,7 +215,7 @@ class AppendLoopToList(LevelZeroPass):
                     ok = False
                     break
                 name = small.targets[0].target.value
-                values[name] = _code(small.value.visit(_Substitute(values)))
+                values[name] = _code(small.value.visit(Substitute(values)))
                 if not isinstance(small.value, (cst.Name, cst.Attribute, cst.Subscript, cst.Call)):
                     values[name] = f"({values[name]})"
                 names.add(name)
@@ -237,7 +232,7 @@ class AppendLoopToList(LevelZeroPass):
             binders = inside
             if any(deps.readers(b, n) - inside for b in binders for n in names):
                 continue
-            elt = element.visit(_Substitute(values))
+            elt = element.visit(Substitute(values))
             comp = f"[{_code(elt)} for {_code(node.target)} in {_code(node.iter)}]"
             text = f"{target} = {comp}\n"
             out.append((Edit("delete", s.id), Edit("replace", loop.id, text=text)))
@@ -327,10 +322,9 @@ class SplitRecords(LevelZeroPass):
     ``C`` is never computed."""
 
     name = "split-records"
+    needs_rebased = True
 
     def edits(self, cand: Candidate) -> list[Unit]:
-        if cand.edits:
-            return []  # the texts below are the original's; wait for the next rebase
         program = cand.program
         deps = program.deps
         out: list[Unit] = []

@@ -1,0 +1,31 @@
+"""Source text of libcst nodes, and expressions that stand in any position."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+__all__ = ["code_of", "parse_expression"]
+
+
+_EMPTY_MODULE = cst.Module(body=[])
+
+
+def code_of(node: cst.CSTNode) -> str:
+    """Source text of any node, with the default formatting of an empty module."""
+    return _EMPTY_MODULE.code_for_node(node)
+
+
+_ATOMS = (
+    cst.Name, cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString,
+    cst.FormattedString, cst.Call, cst.Attribute, cst.Subscript, cst.List, cst.Dict, cst.Set,
+    cst.Ellipsis, cst.ListComp, cst.SetComp, cst.DictComp,
+)
+
+
+def parse_expression(text: str) -> cst.BaseExpression:
+    """The expression for ``text``, parenthesised unless it is an atom, so it can stand
+    in any position without changing how the code around it parses."""
+    expr = cst.parse_expression(text)
+    if isinstance(expr, _ATOMS) or getattr(expr, "lpar", None):
+        return expr
+    return cst.parse_expression(f"({text})")

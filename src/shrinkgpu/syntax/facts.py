@@ -1,0 +1,62 @@
+"""What a run of a program showed, for passes that use more than syntax."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+import libcst as cst
+
+from shrinkgpu.syntax.code import code_of
+
+__all__ = ["CutRecord", "Facts", "ParseRecord", "loop_facts", "loop_header"]
+
+
+@dataclass(frozen=True)
+class ParseRecord:
+    """An ``argparse`` parse seen at run time: where it was called and what it returned."""
+
+    file: str
+    line: int
+    values: tuple[tuple[str, str | None], ...]  # name -> repr of a literal, None if not one
+    known_args: bool = False  # parse_known_args: the call returns (namespace, rest)
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What a run of this exact program showed, for passes that use more than syntax."""
+
+    stack: tuple[tuple[str, int], ...] = ()  # (file, line) of the first error's user frames, outermost first
+    parses: tuple[ParseRecord, ...] = ()
+    # (file, line, innermost) of each user frame on the call chain of a seeding call
+    seed_sites: tuple[tuple[str, int, bool], ...] = ()
+    # (file, header text, iteration) of the ``for`` loops around the failing line in the
+    # original run: by text, since lines move as the program shrinks
+    loops: tuple[tuple[str, str, int], ...] = ()
+    # The statement where the user's code handed control to a library that called back
+    # into a user object, and the text that calls that object directly (passes/library.py)
+    cut: "CutRecord | None" = None
+
+
+@dataclass(frozen=True)
+class CutRecord:
+    file: str
+    source: str  # the statement's text as written (``trainer.fit(model, dm)``)
+    replacement: str  # statements that call the object with the saved arguments
+    library: str = ""  # what the statement called (``Trainer.fit``)
+
+
+def loop_header(node: cst.CSTNode) -> str:
+    """The first line of a ``for`` statement as written (comments above it left out)."""
+    code = code_of(node.with_changes(leading_lines=())) if hasattr(node, "leading_lines") else code_of(node)
+    return code.strip().splitlines()[0].strip() if code.strip() else ""
+
+
+def loop_facts(files: Mapping[str, str], seen: Iterable[tuple[str, int, int]]) -> tuple[tuple[str, str, int], ...]:
+    """(file, header text, iteration) for the (file, line, iteration) a run counted."""
+    out = []
+    for file, line, iteration in seen:
+        lines = files.get(file, "").splitlines()
+        if 1 <= line <= len(lines):
+            out.append((file, lines[line - 1].strip(), iteration))
+    return tuple(out)
