@@ -157,6 +157,10 @@ def run_shrinkgpu(setup: common.OracleSetup, work: Path, cap: float, jobs: int, 
         tokens_before=data.get("tokens_before"), tokens_reported=data.get("tokens_after"),
         verdicts=data.get("verdicts"), verified=data.get("verified"), isolation=data.get("isolation"),
         timeout=data.get("timeout"), notes=data.get("notes"),
+        # candidates lost to another error, by class (as the peers' rows count them)
+        error_types=data.get("other_errors") or {},
+        # (seconds since start, tokens) at each accepted reduction
+        trace=data.get("trace") or [],
     )
     output = Path(data["output"])
     overlay = None

@@ -179,6 +179,7 @@ def reductions_table(results: dict) -> str:
     rows = []
     fx = results.get("fixtures", {})
     order = {"shrinkgpu": 0, "pysource-minimize": 1, "picire": 2, "lithium": 3, "shrinkray": 4}
+    ours = {r.get("fixture"): r for r in results.get("reductions", []) if r.get("tool") == "shrinkgpu"}
     for row in sorted(results.get("reductions", []), key=lambda r: (r.get("fixture", ""), order.get(r.get("tool"), 9))):
         f = fx.get(row.get("fixture"), {})
         if row.get("error") and row.get("tokens") is None:
@@ -199,19 +200,45 @@ def reductions_table(results: dict) -> str:
             f"{'yes' if _repro_ok(row) else 'no'} ({row.get('reproduce', '-')})",
             "yes" if row.get("capped") else "no",
             _waste(row),
+            _reached(ours.get(row.get("fixture")), row),
             _oneline(_note(row), 160),
         ])
     return _table(
         ["fixture", "tool", "jobs", "wall s", "calls", "tokens (of original)", "vs ideal", "reproduce", "hit cap",
-         "calls lost to Name/Unbound/ImportError", "notes"],
+         "calls lost to Name/Unbound/ImportError", "shrinkgpu at this size after", "notes"],
         rows,
     )
+
+
+def reached_at(trace: list, tokens: int | None) -> float | None:
+    """Seconds after which shrinkgpu's best program first had at most ``tokens`` tokens
+    (its own trace: the start of the search and each accepted reduction), or None."""
+    if tokens is None:
+        return None
+    for seconds, size in trace or ():
+        if size <= tokens:
+            return float(seconds)
+    return None
+
+
+def _reached(ours: dict | None, row: dict) -> str:
+    """For a peer's row: when shrinkgpu got as small as the peer's final output, and how
+    many times sooner than the peer's wall time that was (peers rarely finish, so "faster"
+    is decided at the same size)."""
+    if row.get("tool") == "shrinkgpu" or ours is None or row.get("tokens") is None:
+        return "-"
+    at = reached_at(ours.get("trace"), row["tokens"])
+    if at is None:
+        return "never"
+    wall = row.get("wall")
+    ratio = f" ({wall / at:.0f}x sooner)" if wall and at > 0 else ""
+    return f"{at:.0f} s{ratio}"
 
 
 def _waste(row: dict) -> str:
     et = row.get("error_types") or {}
     calls = row.get("calls")
-    if row.get("tool") == "shrinkgpu" or not calls:
+    if not calls:
         return "-"
     lost = sum(v for k, v in et.items() if k in ("NameError", "UnboundLocalError", "ImportError",
                                                     "ModuleNotFoundError"))
@@ -607,13 +634,15 @@ def corpus_table(results: dict) -> str:
             "met" if share is not None and share <= CORPUS_TARGET else "missed",
             _s(r.get("wall")) + (" (capped)" if r.get("capped") else ""),
             str(r.get("calls", "-")),
+            _waste(r),
             f"{'yes' if _repro_ok(r) else 'no'} ({r.get('reproduce', '-')})",
             "-" if not b or b.get("tokens") is None else
             f"{b['tokens']} ({100 * b['tokens'] / total:.0f}%), {_s(b.get('wall'))} s" if total else str(b.get("tokens")),
             _oneline(r.get("error") or ("; ".join(r.get("notes") or []) if r.get("notes") else ""), 300) or "-",
         ])
     head = ["script", "tokens", "ideal cut", "shrinkgpu tokens", "vs ideal", f"<= {CORPUS_TARGET:.0%}",
-            "wall s", "candidates", "reproduce", "before tuning (tokens, s)", "notes"]
+            "wall s", "candidates", "lost to Name/Unbound/ImportError", "reproduce", "before tuning (tokens, s)",
+            "notes"]
     text = _table(head, rows)
     if base:
         text += (f"\n\nBefore tuning: recorded {base.get('recorded')} by `{base.get('command')}` at revision "

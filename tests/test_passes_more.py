@@ -637,3 +637,19 @@ def test_a_dataclass_config_becomes_a_plain_class_with_its_defaults():
         "    lr: float = 0.1\n"
         "print(Config().data.batch)\n"
     )
+
+
+def test_a_comprehension_over_literals_folds_to_its_value():
+    from shrinkgpu.passes.expressions import fold_comprehension
+    import libcst as cst
+
+    def folded(text):
+        return fold_comprehension(cst.parse_expression(text))
+
+    assert folded('{k: v for k, v in {"name": "tcn", "hidden": [32], "k": 5}.items() if k != "name"}') == "{'hidden': [32], 'k': 5}"
+    assert folded("[x * 2 for x in [1, 2, 3]]") == "[2, 4, 6]"
+    assert folded("[f(x) for x in [1, 2]]") is None  # a call
+    assert folded("[x for x in data]") is None  # a name the comprehension does not bind
+    assert folded("[x for x in ().__class__.__subclasses__()]") is None
+    cand = start('make(**{k: v for k, v in {"name": "tcn", "k": 5}.items() if k != "name"})\n')
+    assert "make(**{'k': 5})\n" in each(SimplifyExpressions(), cand, 0)

@@ -484,7 +484,7 @@ def verify_cmd(result, original, command, count, timeout, emit_test, as_json) ->
 
     def show(check) -> None:
         if not as_json:
-            mark = "ok  " if check.ok else "FAIL"
+            mark = "info" if check.informative else ("ok  " if check.ok else "FAIL")
             detail = f": {check.detail}" if check.detail else ""
             click.echo(f"{mark} {check.name}: {check.outcome} (expected {check.expectation}){detail}")
 

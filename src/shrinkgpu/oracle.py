@@ -77,6 +77,9 @@ class OracleStats:
     invalid: int = 0
     by_verdict: dict[str, int] = field(default_factory=dict)
     run_seconds: float = 0.0
+    # candidates that failed with another error, by the error's class (``NameError``:
+    # a pass proposed something that could not run; the peers' tables count the same)
+    other_errors: dict[str, int] = field(default_factory=dict)
 
 
 class Oracle:
@@ -152,7 +155,7 @@ class Oracle:
         for i, obs in zip(order, observed):
             first[i] = classify(obs, self.target)
             if first[i] is Verdict.OTHER_ERROR:
-                self.last_other = obs
+                self._other(obs)
             elif first[i] is Verdict.REPRODUCED:
                 confirm.append(i)
                 self.reproduced[keys[i]] = _facts_only(obs)
@@ -190,7 +193,7 @@ class Oracle:
                 verdict = classify(obs, self.target)
                 if verdict in (Verdict.OTHER_ERROR, Verdict.TIMEOUT, Verdict.CRASHED):
                     if verdict is Verdict.OTHER_ERROR:
-                        self.last_other = obs
+                        self._other(obs)
                     judged[i] = verdict
                     continue
                 test = tests[i]
@@ -208,6 +211,12 @@ class Oracle:
             if verdict is not Verdict.REPRODUCED:
                 self.reproduced.pop(keys[i], None)
         return judged
+
+    def _other(self, obs: Observation) -> None:
+        self.last_other = obs
+        kind = obs.signature.type if obs.signature is not None else (obs.status or "unknown")
+        with self._lock:
+            self.stats.other_errors[kind] = self.stats.other_errors.get(kind, 0) + 1
 
     def _store(self, key: tuple, verdict: Verdict) -> Verdict:
         with self._lock:

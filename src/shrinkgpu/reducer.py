@@ -31,11 +31,11 @@ from shrinkgpu.core.rates import RateTest, describe_rate
 from shrinkgpu.oracle import Oracle, OracleStats, Target
 from shrinkgpu.passes import PASSES
 from shrinkgpu.inputs import InputError, module_file, notebook_to_script, read_source, script_for_notebook
-from shrinkgpu.report import BestSoFar, CollectEnv, PartialWriter, Stage, read_partial, write_outputs
+from shrinkgpu.report import BestSoFar, CollectEnv, PartialWriter, Reducing, Stage, read_partial, write_outputs
 from shrinkgpu.extract import ExtractionFailed, extract
 from shrinkgpu.families import Family, family_matches, is_asynchronous
 from shrinkgpu.signature import Signature, Strictness
-from shrinkgpu.syntax import Candidate, CutRecord, Facts, ParseRecord, Program
+from shrinkgpu.syntax import Candidate, CutRecord, Facts, LoadRecord, ParseRecord, Program
 from shrinkgpu.syntax.program import loop_facts
 from shrinkgpu.worker import (
     ForkUnavailable,
@@ -145,6 +145,7 @@ class ReductionResult:
     extracted: object | None = None  # the failing call alone (extraction), when made
     data_files: dict = field(default_factory=dict)  # file name -> path: written beside the result
     case: dict = field(default_factory=dict)  # what `verify` needs: how the original ran, what to keep
+    trace: tuple[tuple[float, int], ...] = ()  # (seconds, tokens) at each accepted reduction
 
     def to_json(self) -> dict:
         return {
@@ -158,6 +159,7 @@ class ReductionResult:
             "cache_hits": self.oracle.cache_hits,
             "invalid_skipped": self.oracle.invalid,
             "verdicts": dict(self.oracle.by_verdict),
+            "other_errors": dict(self.oracle.other_errors),
             "seconds": round(self.seconds, 3),
             "stopped_early": self.stopped is not None,
             "stop_reason": self.stopped,
@@ -179,6 +181,9 @@ class ReductionResult:
             "original_rate": {"reproduced": self.original_rate[0], "runs": self.original_rate[1]},
             "needs": list(self.needs),
             "verified_where_written": self.in_place,
+            # (seconds since the start, tokens) at the start of the search and at each
+            # accepted reduction: when each size was reached
+            "trace": [list(point) for point in self.trace],
         }
 
 
@@ -482,7 +487,14 @@ def facts_of(obs: Observation | None) -> Facts:
             )
         except (KeyError, TypeError, ValueError):
             continue
-    return Facts(stack=tuple(stack), parses=tuple(parses), seed_sites=tuple(obs.seed_sites))
+    loads = []
+    for rec in obs.loads:
+        try:
+            if rec.get("literal"):
+                loads.append(LoadRecord(rec["file"], int(rec["line"]), str(rec["function"]), str(rec["literal"])))
+        except (KeyError, TypeError, ValueError, AttributeError):
+            continue
+    return Facts(stack=tuple(stack), parses=tuple(parses), loads=tuple(loads), seed_sites=tuple(obs.seed_sites))
 
 
 def _loop_around_failure(program: Program) -> bool:
@@ -498,6 +510,25 @@ def _loop_around_failure(program: Program) -> bool:
 
 
 CALIBRATION_RUNS = 3
+# An original that runs this long gets one calibration run, not CALIBRATION_RUNS: its
+# timing is stable enough, and three more runs of a two-minute script are six minutes.
+SLOW_ORIGINAL = 5.0
+# Loops are counted again at a rebase only while a run of the program takes at most this.
+RECOUNT_MAX_SECONDS = 5.0
+# The search starts with loops that took this share of an original's run, when the run
+# took at least HOT_MIN_SECONDS (below that, order hardly matters).
+HOT_SHARE = 0.25
+HOT_MIN_SECONDS = 1.0
+
+
+def hot_loops(files: Mapping[str, str], loop_time) -> tuple[tuple[str, str, float], ...]:
+    """(file, header text, share) of the loops that took at least HOT_SHARE of the run."""
+    out = []
+    for file, line, share in loop_time:
+        lines = files.get(file, "").splitlines()
+        if share >= HOT_SHARE and 1 <= line <= len(lines):
+            out.append((file, lines[line - 1].strip(), share))
+    return tuple(out)
 FLAKY_SAMPLE = 10  # fresh runs that measure how often a flaky original fails
 FLAKY_LANES = 4  # fork servers with their own hash seeds when the original is flaky
 
@@ -517,14 +548,14 @@ def _runs(
 
 
 def _calibrate(
-    runner: Runner, files, target: Target, rate: float, env: Mapping[str, str]
+    runner: Runner, files, target: Target, rate: float, env: Mapping[str, str], slow: bool = False
 ) -> tuple[list[float], str | None]:
     """Run the original where candidates will run: its wall times, and why forking is not
     faithful for it (None when it is).  A deterministic original must reproduce every
     time; a flaky one at its own rate (the sequential test)."""
     walls: list[float] = []
     if rate >= 1.0:
-        for _ in range(CALIBRATION_RUNS):
+        for _ in range(1 if slow else CALIBRATION_RUNS):
             forked = runner.run(files, timeout=DEFAULT_FRESH_TIMEOUT, env=env)
             if not target.matches(forked.signature):
                 return walls, f"the original failed differently in a forked worker ({forked.describe()})"
@@ -700,8 +731,12 @@ def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats, v
     check_output(output, spec, [spec.root_dir / rel for rel in (*files, *first.reads)])
     loops = loop_facts(files, first.loops)
     cut, data_files = _library_cut(first, spec, sandbox, saved_call)
-    program = Program(files, spec.script_rel, facts=dataclasses.replace(facts_of(first), loops=loops, cut=cut))
+    hot = hot_loops(files, first.loop_time) if first.wall >= HOT_MIN_SECONDS else ()
+    program = Program(
+        files, spec.script_rel, facts=dataclasses.replace(facts_of(first), loops=loops, cut=cut, hot_loops=hot)
+    )
     notes: list[str] = list(input_notes)
+    trace: list[tuple[float, int]] = []
     if initial_run.surfaced is not None:
         where = initial_run.surfaced.op.name if initial_run.surfaced.op else "a call that is not torch's"
         notes.append(
@@ -806,9 +841,10 @@ def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats, v
         if runner.isolation is Isolation.FORK:
             # Time the original where candidates will run, pinned as they will be: the same
             # bug (at the same rate), or forking (or pinning) is not faithful here.
-            walls, why = _calibrate(runner, files, target, rate, pin0)
+            slow = first.wall >= SLOW_ORIGINAL
+            walls, why = _calibrate(runner, files, target, rate, pin0, slow)
             if why is not None and pin0:
-                unpinned, why_unpinned = _calibrate(runner, files, target, rate, {})
+                unpinned, why_unpinned = _calibrate(runner, files, target, rate, {}, slow)
                 if why_unpinned is None:
                     say(
                         f"pinned to one GPU the original failed differently ({why}); the script needs more "
@@ -860,14 +896,21 @@ def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats, v
                 return cand
             files = cand.files
             emit(BestSoFar(dict(files), program.main, cand.size))
+            trace.append((round(time.monotonic() - started, 3), cand.size))
             facts = facts_of(oracle.reproduced.get(cand.key))
-            rebased = Program(files, program.main, facts=dataclasses.replace(facts, loops=loops, cut=cut))
-            if rebased.loop_iterations and _loop_around_failure(rebased):
-                # Shrinking the data moves the failing item: count again, on this program.
+            seen = oracle.reproduced.get(cand.key)
+            # A loop stays worth cutting first while runs are still long.
+            still_slow = seen is None or seen.wall >= HOT_MIN_SECONDS
+            carried = dict(loops=loops, cut=cut, hot_loops=hot if still_slow else ())
+            rebased = Program(files, program.main, facts=dataclasses.replace(facts, **carried))
+            quick = seen is not None and seen.wall <= RECOUNT_MAX_SECONDS
+            if quick and rebased.loop_iterations and _loop_around_failure(rebased):
+                # Shrinking the data moves the failing item: count again, on this program
+                # (a traced run: only while runs are short, or it costs more than it saves).
                 counted = runner.run(files, timeout=timeout, count_loops=True)
                 if target.matches(counted.signature):
-                    fresh = loop_facts(files, counted.loops)
-                    rebased = Program(files, program.main, facts=dataclasses.replace(facts, loops=fresh, cut=cut))
+                    carried["loops"] = loop_facts(files, counted.loops)
+                    rebased = Program(files, program.main, facts=dataclasses.replace(facts, **carried))
             return rebased.initial()
 
         initial = program.initial()
@@ -880,6 +923,8 @@ def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats, v
                 say(f"resumed from the partial result at {output.name} ({resumed.size} tokens)")
                 initial = resumed
         emit(Stage(f"reducing {initial.size} tokens (timeout {timeout:.1f}s per candidate)"))
+        emit(Reducing(dict(initial.files), program.main, initial.size))
+        trace.append((round(time.monotonic() - started, 3), initial.size))
         outcome = reduce_to_fixpoint(
             initial, PASSES, test, lambda c: c.order, budget=budget, on_event=emit, normalize=rebase,
             test_many=test_many, jobs=jobs, search=config.search,
@@ -951,6 +996,7 @@ def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats, v
         original_rate=original_rate,
         needs=tuple(sorted(set(oracle.verified_reads) - set(best.files))),
         extracted=extracted,
+        trace=tuple(trace),
         data_files={name: str(path) for name, path in data_files.items()
                     if any(name in text for text in best.files.values())},
         case={
@@ -1146,9 +1192,6 @@ def _resume_from(output: Path, program: Program, spec: ScriptSpec, runner: Runne
     return Program(files, program.main, facts=facts).initial()
 
 
-def _tokens(size) -> int:
-    return size[0] if isinstance(size, tuple) else size
-
 
 class PassStats:
     """Tests and tokens removed per pass: where the time goes, for the report."""
@@ -1158,9 +1201,10 @@ class PassStats:
         self.tests: dict[str, int] = {}
         self.accepted: dict[str, int] = {}
         self.removed: dict[str, int] = {}
+        self.tokens: int | None = None
 
     def __call__(self, event: object) -> None:
-        from shrinkgpu.core import Improved, PassStarted, Tested
+        from shrinkgpu.core import PassStarted, Tested
 
         if isinstance(event, PassStarted):
             self.current = event.name
@@ -1168,9 +1212,14 @@ class PassStats:
             self.tests[self.current] = self.tests.get(self.current, 0) + 1
             if event.verdict.interesting:
                 self.accepted[self.current] = self.accepted.get(self.current, 0) + 1
-        elif isinstance(event, Improved):
-            before, after = _tokens(event.before), _tokens(event.size)
-            self.removed[event.name] = self.removed.get(event.name, 0) + before - after
+        elif isinstance(event, Reducing):
+            self.tokens = event.tokens
+        elif isinstance(event, BestSoFar):
+            # Tokens of the programs, counted as people count them: the search's own
+            # size is a weighted cost (blocks and loops cost extra), not tokens.
+            if self.tokens is not None:
+                self.removed[self.current] = self.removed.get(self.current, 0) + self.tokens - event.tokens
+            self.tokens = event.tokens
 
     def to_json(self) -> dict:
         names = sorted(set(self.tests) | set(self.removed), key=lambda n: -self.tests.get(n, 0))

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from shrinkgpu.core import Improved, PassStarted, Tested
+from shrinkgpu.core import PassStarted, Tested
 from shrinkgpu.core.rates import describe_rate
 from shrinkgpu.families import Family, advice_for
 from shrinkgpu.inputs import encode_source
@@ -75,6 +75,15 @@ def tidy_layout(text: str) -> str:
 
 
 PARTIAL_MARK = "# shrinkgpu: partial result"
+
+
+@dataclass(frozen=True)
+class Reducing:
+    """The search starts on a program of this many tokens (an event)."""
+
+    files: dict
+    main: str
+    tokens: int
 
 
 @dataclass(frozen=True)
@@ -560,8 +569,9 @@ class ProgressPrinter:
             if self.verbose and before is not None:
                 self._print(f"{self.pass_name}: {before} -> {event.tokens} tokens ({self.tested} candidates)")
             self.tick()
-        elif isinstance(event, Improved) and self.tokens is None:
-            self.tokens = _tokens(event.before)
+        elif isinstance(event, Reducing):
+            self.tokens = self.tokens_start = event.tokens
+            self.lines = sum(text.count("\n") for text in event.files.values())
 
     def status(self) -> str:
         elapsed = time.monotonic() - self.started
@@ -621,7 +631,3 @@ def _clock(seconds: float) -> str:
     hours, minutes = divmod(minutes, 60)
     return f"{hours}:{minutes:02d}:{sec:02d}"
 
-
-def _tokens(size) -> int:
-    """Sizes in core events are (cost, magnitude) pairs; the cost is not tokens."""
-    return size[0] if isinstance(size, tuple) else size

@@ -10,11 +10,13 @@ tests/test_passes.py.  See docs/passes.md.
 from shrinkgpu.passes.base import EditPass
 from shrinkgpu.passes.batches import FirstBatch
 from shrinkgpu.passes.branches import HoistElse, HoistThen, TryToBody, UnwrapWith
+from shrinkgpu.passes.configs import ConfigToLiteral
 from shrinkgpu.passes.constants import ArgparseToNamespace, PropagateConstants, ScalarizeAttributes
 from shrinkgpu.passes.decorators import StripDecorators
 from shrinkgpu.passes.definitions import DeleteDefinitions, PruneImports
 from shrinkgpu.passes.expressions import SimplifyExpressions
 from shrinkgpu.passes.files import DropFiles, InlineModules
+from shrinkgpu.passes.hot import CutHotLoops
 from shrinkgpu.passes.inline import InlineBindings, InlineCalls, InlineExpressions
 from shrinkgpu.passes.library import CallPastTheLibrary
 from shrinkgpu.passes.records import AppendLoopToList, DropEnumerate, SplitRecords
@@ -26,11 +28,14 @@ from shrinkgpu.passes.statements import DeleteStatements, SliceToFailure
 # second works on single expressions and only runs on what the first could not shrink.
 # Within a tier, large removals come first; order affects speed, not minimality.
 STRUCTURE: tuple[EditPass, ...] = (
+    # first: while a loop takes most of each run, every other candidate pays for it
+    CutHotLoops(),
     SliceToFailure(),
     # after the slice: what ran after the failure (``trainer.evaluate()``) reads the
     # trainer too, and would keep it alive
     CallPastTheLibrary(),
     ArgparseToNamespace(),
+    ConfigToLiteral(),
     DeleteDefinitions(),
     DeleteStatements(),
     HoistThen(),
@@ -66,6 +71,8 @@ __all__ = [
     "AppendLoopToList",
     "CallPastTheLibrary",
     "ArgparseToNamespace",
+    "ConfigToLiteral",
+    "CutHotLoops",
     "PropagateConstants",
     "PruneImports",
     "DeleteDefinitions",

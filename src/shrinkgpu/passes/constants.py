@@ -177,6 +177,48 @@ def _indexed(program, deps, name: cst.Name) -> tuple[cst.Subscript, int] | None:
     return found[0] if found else None
 
 
+def _registry(node: cst.BaseExpression) -> dict[object, str] | None:
+    """``{key: text}`` for a dict literal of constant keys whose values are names,
+    attribute chains or constants (``{"tcn": TCN, "adam": torch.optim.Adam}``)."""
+    if not isinstance(node, cst.Dict) or not node.elements:
+        return None
+    out: dict[object, str] = {}
+    for el in node.elements:
+        if not isinstance(el, cst.DictElement) or not isinstance(el.key, (cst.SimpleString, cst.Integer)):
+            return None
+        value = el.value
+        plain = isinstance(value, (cst.Name, cst.Attribute)) and all(
+            isinstance(part, (cst.Name, cst.Attribute)) for part in (value, getattr(value, "value", value))
+        )
+        text = _code(value) if plain else _constant_text(value)
+        if text is None:
+            return None
+        import ast
+
+        out[ast.literal_eval(_code(el.key))] = text
+    return out
+
+
+def _keyed(program, deps, name: cst.Name) -> tuple[cst.Subscript, object] | None:
+    """(``name[k]``, k) when the read ``name`` is subscripted by a constant."""
+    import ast
+
+    sid = deps.enclosing(name)
+    if sid is None:
+        return None
+    found: list[tuple[cst.Subscript, object]] = []
+
+    class Find(cst.CSTVisitor):
+        def visit_Subscript(self, node: cst.Subscript) -> None:
+            if node.value is name and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+                key = node.slice[0].slice.value
+                if isinstance(key, (cst.SimpleString, cst.Integer)):
+                    found.append((node, ast.literal_eval(_code(key))))
+
+    program.stmts[sid].node.visit(Find())
+    return found[0] if found else None
+
+
 def _namespace_values(node: cst.BaseExpression) -> dict[str, str] | None:
     """``{k: literal}`` for ``argparse.Namespace(k=literal, ...)`` (any spelling of the owner)."""
     if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Attribute):
@@ -402,6 +444,17 @@ class PropagateConstants(LevelZeroPass):
                         edits.append(Edit("expr", node=program.node_index(sub[0]), text=items[sub[1]]))
                     else:
                         edits.append(Edit("expr", node=program.node_index(n), text=constant))
+            elif (registry := _registry(value)) is not None:
+                # ``MODELS = {"tcn": TCN}``; ``MODELS["tcn"]`` -> ``TCN``: a registry read
+                # with a key the program spells.
+                if deps.mutated(s.file, name):
+                    continue
+                for n, _ in readers:
+                    found = _keyed(program, deps, n)
+                    if found is None or found[1] not in registry:
+                        complete = False
+                    else:
+                        edits.append(Edit("expr", node=program.node_index(found[0]), text=registry[found[1]]))
             elif (shape := _factory_shape(value)) is not None:
                 # ``p = torch.randn(4, 32)``; ``p.shape[1]`` -> ``32``: once nothing
                 # else reads ``p``, its draw can go (a second unit keeps it, in case

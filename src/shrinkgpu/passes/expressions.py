@@ -91,6 +91,56 @@ def fold(node: cst.BaseExpression) -> str | None:
     return text if len(text) < len(source) or isinstance(value, bool) else None
 
 
+_COMPREHENSION_NODES = None
+
+
+def fold_comprehension(node: cst.BaseExpression) -> str | None:
+    """The value of a comprehension over literals (``{k: v for k, v in {"a": 1, "name":
+    "x"}.items() if k != "name"}`` -> ``{'a': 1}``), as source, when it is shorter; None
+    when it reads any name but its own targets or calls anything but ``.items()``,
+    ``.keys()``, ``.values()`` of a literal (a restricted evaluation: no builtins)."""
+    import ast
+
+    global _COMPREHENSION_NODES
+    if _COMPREHENSION_NODES is None:
+        _COMPREHENSION_NODES = (
+            ast.Expression, ast.DictComp, ast.ListComp, ast.SetComp, ast.comprehension, ast.Dict, ast.List,
+            ast.Tuple, ast.Set, ast.Constant, ast.Name, ast.Load, ast.Store, ast.Compare, ast.BoolOp, ast.UnaryOp,
+            ast.BinOp, ast.IfExp, ast.Subscript, ast.Slice, ast.Call, ast.Attribute, ast.cmpop, ast.boolop,
+            ast.unaryop, ast.operator,
+        )
+    source = _code(node).strip()
+    try:
+        tree = ast.parse(source, mode="eval")
+    except SyntaxError:
+        return None
+    bound = {n.id for c in ast.walk(tree) if isinstance(c, ast.comprehension) for n in ast.walk(c.target)
+             if isinstance(n, ast.Name)}
+    for n in ast.walk(tree):
+        if not isinstance(n, _COMPREHENSION_NODES) or isinstance(n, ast.Pow):
+            return None
+        if isinstance(n, ast.Name) and n.id not in bound:
+            return None
+        if isinstance(n, ast.Call):
+            if n.args or n.keywords or not isinstance(n.func, ast.Attribute):
+                return None
+            if n.func.attr not in ("items", "keys", "values") or not isinstance(n.func.value, ast.Dict):
+                return None
+        if isinstance(n, ast.Attribute) and not any(isinstance(c, ast.Call) and c.func is n for c in ast.walk(tree)):
+            return None
+    try:
+        value = eval(compile(tree, "<fold>", "eval"), {"__builtins__": {}}, {})
+    except Exception:  # whatever the literal evaluation raises, there is no value to paste
+        return None
+    text = repr(value)
+    try:
+        if ast.literal_eval(text) != value:
+            return None
+    except (ValueError, SyntaxError):
+        return None
+    return text if len(text) < len(source) else None
+
+
 class _Collect(cst.CSTVisitor):
     def __init__(self):
         self.calls: list[cst.Call] = []
@@ -140,8 +190,14 @@ class _Collect(cst.CSTVisitor):
             return self._fold(node)
         return True
 
-    def _fold(self, node) -> bool:
-        text = fold(node)
+    def visit_DictComp(self, node) -> bool:
+        return self._fold(node, fold_comprehension)
+
+    def visit_ListComp(self, node) -> bool:
+        return self._fold(node, fold_comprehension)
+
+    def _fold(self, node, how=fold) -> bool:
+        text = how(node)
         if text is not None:
             self.foldable.append((node, text))
             return False

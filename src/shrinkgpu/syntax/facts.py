@@ -9,7 +9,7 @@ import libcst as cst
 
 from shrinkgpu.syntax.code import code_of
 
-__all__ = ["CutRecord", "Facts", "ParseRecord", "loop_facts", "loop_header"]
+__all__ = ["CutRecord", "Facts", "LoadRecord", "ParseRecord", "loop_facts", "loop_header"]
 
 
 @dataclass(frozen=True)
@@ -23,11 +23,23 @@ class ParseRecord:
 
 
 @dataclass(frozen=True)
+class LoadRecord:
+    """A configuration read (``yaml.safe_load(f)``, ``json.load(f)``) seen at run time:
+    where the user's code called it and the value it returned, as source text."""
+
+    file: str
+    line: int
+    function: str  # the loader the run saw (``yaml.safe_load``)
+    literal: str
+
+
+@dataclass(frozen=True)
 class Facts:
     """What a run of this exact program showed, for passes that use more than syntax."""
 
     stack: tuple[tuple[str, int], ...] = ()  # (file, line) of the first error's user frames, outermost first
     parses: tuple[ParseRecord, ...] = ()
+    loads: tuple[LoadRecord, ...] = ()
     # (file, line, innermost) of each user frame on the call chain of a seeding call
     seed_sites: tuple[tuple[str, int, bool], ...] = ()
     # (file, header text, iteration) of the ``for`` loops around the failing line in the
@@ -36,6 +48,9 @@ class Facts:
     # The statement where the user's code handed control to a library that called back
     # into a user object, and the text that calls that object directly (passes/library.py)
     cut: "CutRecord | None" = None
+    # (file, header text, share of the original's run time) of the loops where most of
+    # that time went, when it was long enough to matter (passes/hot.py cuts them first)
+    hot_loops: tuple[tuple[str, str, float], ...] = ()
 
 
 @dataclass(frozen=True)

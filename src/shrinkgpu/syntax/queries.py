@@ -12,7 +12,10 @@ import libcst as cst
 from shrinkgpu.syntax.program import Candidate
 from shrinkgpu.syntax.program import code_of as _code
 
-__all__ = ["Substitute", "assigned_names", "first_param", "header_parts", "instance_class", "method_of", "module_names"]
+__all__ = [
+    "Substitute", "assigned_names", "first_item", "first_param", "header_parts", "instance_class", "method_of",
+    "module_names", "nth_item", "one_iteration", "runs_once",
+]
 
 
 def header_parts(node: cst.CSTNode) -> list[cst.CSTNode]:
@@ -141,3 +144,110 @@ def assigned_names(node: cst.BaseExpression) -> list[str]:
     if isinstance(node, (cst.Tuple, cst.List)):
         return [n for el in node.elements for n in assigned_names(el.value)]
     return []
+
+
+class _LoopExits(cst.CSTVisitor):
+    """``break``/``continue`` that belong to this loop (not to loops nested in it)."""
+
+    def __init__(self):
+        self.found = False
+
+    def visit_Break(self, node: cst.Break) -> None:
+        self.found = True
+
+    def visit_Continue(self, node: cst.Continue) -> None:
+        self.found = True
+
+    def visit_For(self, node: cst.For) -> bool:
+        return False
+
+    def visit_While(self, node: cst.While) -> bool:
+        return False
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        return False
+
+
+def first_item(iterable: cst.BaseExpression) -> str:
+    """Source for the first item of ``iterable``: ``range(1, 5)`` -> ``1``, otherwise
+    ``next(iter(...))``."""
+    if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value == "range":
+        args = [a for a in iterable.args if a.keyword is None and not a.star]
+        if len(args) == len(iterable.args) and len(args) in (1, 2):
+            return "0" if len(args) == 1 else _code(args[0].value)
+    return f"next(iter({_code(iterable)}))"
+
+
+def nth_item(iterable: cst.BaseExpression, n: int, program=None) -> tuple[str, str | None]:
+    """(source for item ``n`` of ``iterable``, a module to import for it or None):
+    ``range(1, 5)``, 2 -> ``3``; ``items`` bound to a list -> ``items[2]``; otherwise
+    ``next(itertools.islice(..., n, None))``, which skips the first items without running
+    the loop body on them."""
+    if isinstance(iterable, cst.Name) and program is not None:
+        if _bound_sequence(program, iterable):
+            return f"{iterable.value}[{n}]", None
+    if (
+        isinstance(iterable, cst.Call)
+        and isinstance(iterable.func, cst.Name)
+        and iterable.func.value == "enumerate"
+        and len(iterable.args) == 1
+        and iterable.args[0].keyword is None
+        and not iterable.args[0].star
+    ):
+        inner, module = nth_item(iterable.args[0].value, n, program)
+        return f"({n}, {inner})", module
+    if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value == "range":
+        args = [a for a in iterable.args if a.keyword is None and not a.star]
+        if len(args) == len(iterable.args) and len(args) in (1, 2):
+            if len(args) == 1:
+                return str(n), None
+            start = args[0].value
+            if isinstance(start, cst.Integer):
+                return str(int(start.value, 0) + n), None
+            return f"{_code(start)} + {n}", None
+    return f"next(itertools.islice({_code(iterable)}, {n}, None))", "itertools"
+
+
+def _bound_sequence(program, node: cst.Name) -> bool:
+    """Whether ``node`` is a name bound once to a list, tuple or list comprehension."""
+    binders = program.deps.binders(node)
+    if len(binders) != 1:
+        return False
+    stmt = program.stmts[next(iter(binders))].node
+    return (
+        isinstance(stmt, cst.SimpleStatementLine)
+        and len(stmt.body) == 1
+        and isinstance(stmt.body[0], cst.Assign)
+        and isinstance(stmt.body[0].value, (cst.List, cst.ListComp, cst.Tuple))
+    )
+
+
+def runs_once(loop: cst.CSTNode) -> bool:
+    """Whether a ``for``/``while`` body can stand alone as one pass through it: no
+    ``else``, no ``break``/``continue`` of its own, not ``async``."""
+    if getattr(loop, "orelse", None) is not None or getattr(loop, "asynchronous", None) is not None:
+        return False
+    body = getattr(loop, "body", None)
+    if not isinstance(body, cst.IndentedBlock):
+        return False
+    exits = _LoopExits()
+    for stmt in body.body:
+        stmt.visit(exits)
+    return not exits.found
+
+
+def one_iteration(loop: cst.CSTNode, iteration: int, program=None) -> str | None:
+    """Source for one pass through a ``for`` loop's body with its target bound to item
+    ``iteration`` (0: the first); None when the body cannot stand alone."""
+    if not isinstance(loop, cst.For) or not runs_once(loop):
+        return None
+    if iteration <= 0:
+        lines = [f"{_code(loop.target)} = {first_item(loop.iter)}\n"]
+    else:
+        item, module = nth_item(loop.iter, iteration, program)
+        lines = ([f"import {module}\n"] if module else []) + [f"{_code(loop.target)} = {item}\n"]
+    lines += [_code(stmt) for stmt in loop.body.body]
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)

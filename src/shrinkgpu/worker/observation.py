@@ -30,11 +30,16 @@ class Observation:
     infra_error: str | None = None
     environment: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     parses: tuple[dict[str, Any], ...] = field(default=(), compare=False, repr=False)  # argparse results
+    # configuration reads (json/yaml/toml) the user's code made: where and the value's literal
+    loads: tuple[dict[str, Any], ...] = field(default=(), compare=False, repr=False)
     # (file, line, innermost) of the user's frames at each seeding call
     seed_sites: tuple[tuple[str, int, bool], ...] = field(default=(), compare=False, repr=False)
     # (file, line of a ``for`` header, iteration) around the failing frames: only from
     # runs that counted loops (``count_loops``)
     loops: tuple[tuple[str, int, int], ...] = field(default=(), compare=False, repr=False)
+    # (file, line of a ``for``/``while`` header, share of the run's time inside it): only
+    # from runs that counted loops
+    loop_time: tuple[tuple[str, int, float], ...] = field(default=(), compare=False, repr=False)
     # files under the run's root the script opened (relative): its data, never overwritten
     reads: tuple[str, ...] = field(default=(), compare=False, repr=False)
     # where the user's code called a library that called back into a user object, with
@@ -105,8 +110,10 @@ class Observation:
             modules=tuple((m[0], m[1], m[2]) for m in (data or {}).get("modules", ())),
             environment=(data or {}).get("environment", {}),
             parses=tuple((data or {}).get("parses", ())),
+            loads=tuple((data or {}).get("loads", ())),
             seed_sites=tuple((f, int(n), bool(i)) for f, n, i in (data or {}).get("seed_sites", ())),
             loops=_loops(data or {}),
+            loop_time=_loop_time(data or {}),
             reads=tuple((data or {}).get("reads", ())),
             cut=(data or {}).get("cut"),
         )
@@ -178,6 +185,16 @@ def _tail(path: Path) -> str:
             return fh.read().decode("utf-8", errors="replace")
     except FileNotFoundError:
         return ""
+
+
+def _loop_time(data: dict[str, Any]) -> tuple[tuple[str, int, float], ...]:
+    out = []
+    for item in data.get("loop_time", ()) or ():
+        try:
+            out.append((str(item[0]), int(item[1]), float(item[2])))
+        except (TypeError, ValueError, IndexError):
+            continue
+    return tuple(out)
 
 
 def _loops(data: dict[str, Any]) -> tuple[tuple[str, int, int], ...]:

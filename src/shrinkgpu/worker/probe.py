@@ -123,6 +123,76 @@ class _LoopCounter:
         return out
 
 
+class _LoopClock:
+    """Where the run's time goes, by loop: a thread that looks at the main thread's stack
+    every few milliseconds and counts, for each ``for``/``while`` of the user's code that
+    a frame is inside, one sample.  On with ``count_loops`` only (the original's first
+    run), beside the line tracer: the shares are of a traced run, which slows Python-heavy
+    loops more than tensor-heavy ones; they rank loops, they are not timings.
+
+    A sampling thread rather than a profiling signal: a signal interrupts the script's own
+    system calls, which some C extensions do not retry."""
+
+    INTERVAL = 0.005
+
+    def __init__(self, roots: tuple[str, ...], rel):
+        import threading
+
+        self.roots = roots
+        self.rel = rel
+        self.samples = 0
+        self.hits: dict[tuple[str, int], int] = {}
+        self.spans: dict[str, list[tuple[int, int, int]]] = {}  # file -> (header, body start, end)
+        self._main = threading.main_thread().ident
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="shrinkgpu-loop-clock", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> list[list[Any]]:
+        """[file, header line, share of the samples] for loops that got any, largest first."""
+        self._stop.set()
+        self._thread.join(timeout=1.0)
+        if not self.samples:
+            return []
+        ranked = sorted(self.hits.items(), key=lambda kv: -kv[1])
+        return [[file, line, round(n / self.samples, 4)] for (file, line), n in ranked[:32]]
+
+    def _spans_of(self, filename: str) -> list[tuple[int, int, int]]:
+        found = self.spans.get(filename)
+        if found is None:
+            found = []
+            if _is_user_file(filename, self.roots):
+                import ast
+
+                try:
+                    tree = ast.parse(Path(filename).read_text(encoding="utf-8"))
+                except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+                    tree = None
+                for node in ast.walk(tree) if tree is not None else ():
+                    if isinstance(node, (ast.For, ast.While)) and node.body:
+                        found.append((node.lineno, node.body[0].lineno, node.end_lineno or node.lineno))
+            self.spans[filename] = found
+        return found
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.INTERVAL):
+            frame = sys._current_frames().get(self._main)
+            self.samples += 1
+            seen = set()
+            while frame is not None:
+                filename = frame.f_code.co_filename
+                line = frame.f_lineno
+                for header, body_start, end in self._spans_of(filename):
+                    if header <= line <= end:
+                        seen.add((self.rel(filename), header))
+                frame = frame.f_back
+            for key in seen:
+                self.hits[key] = self.hits.get(key, 0) + 1
+            del frame
+
+
 class _Recorder:
     """Collects torch calls that raised; lives for one run."""
 
@@ -332,6 +402,29 @@ def save_call(func, args, kwargs, path: str) -> None:
 _CALL_METHODS = ("__call__", "_call_impl", "_wrapped_call_impl")
 
 
+def _library_entry(frames: list[tuple[Any, int]], roots: tuple[str, ...]) -> int | None:
+    """The index of the user's frame that handed control to a library, skipping library
+    frames that only wrap the function the user's line names (a decorator such as
+    ``@torch.no_grad()`` around ``model.generate``: the line ``model.generate(...)``
+    calls ``generate``, the wrapper is no framework)."""
+    import re
+
+    i = 0
+    while i < len(frames) - 1:
+        here = _is_user_file(frames[i][0].f_code.co_filename, roots)
+        if here and not _is_user_file(frames[i + 1][0].f_code.co_filename, roots):
+            back = next((j for j in range(i + 1, len(frames)) if _is_user_file(frames[j][0].f_code.co_filename, roots)), None)
+            if back is None:
+                return i
+            line = linecache.getline(frames[i][0].f_code.co_filename, frames[i][1])
+            if not re.search(rf"\b{re.escape(frames[back][0].f_code.co_name)}\s*\(", line):
+                return i
+            i = back
+            continue
+        i += 1
+    return None
+
+
 def library_cut(exc: BaseException, roots: tuple[str, ...], path: str) -> dict[str, Any] | None:
     """Where the user's code handed control to a library that called back into an object
     of the user's: the statement (``trainer.fit(model, dm)``), the name that object has
@@ -348,13 +441,7 @@ def library_cut(exc: BaseException, roots: tuple[str, ...], path: str) -> dict[s
     while tb is not None:
         frames.append((tb.tb_frame, tb.tb_lineno))
         tb = tb.tb_next
-    outer = None
-    for i in range(len(frames) - 1):
-        if _is_user_file(frames[i][0].f_code.co_filename, roots) and not _is_user_file(
-            frames[i + 1][0].f_code.co_filename, roots
-        ):
-            outer = i
-            break
+    outer = _library_entry(frames, roots)
     if outer is None:
         return None
     user_frame, user_line = frames[outer]
@@ -624,6 +711,147 @@ def _watch_argparse(recorder: _Recorder, parses: list[dict[str, Any]]) -> None:
     argparse.ArgumentParser.parse_known_args = parse_known_args
 
 
+# Functions that turn a configuration file into plain values.  Wrapped where the module
+# is (or once it gets) imported, so a pass can put the values in place of the read.
+CONFIG_LOADERS = {
+    "json": ("load", "loads"),
+    "yaml": ("safe_load", "load", "full_load", "unsafe_load"),
+    "tomllib": ("load", "loads"),
+    "tomli": ("load", "loads"),
+}
+MAX_LOADS = 16
+MAX_CONFIG_TEXT = 8000  # longer is data, not a configuration
+
+
+def _watch_config_loads(recorder: _Recorder, loads: list[dict[str, Any]]) -> None:
+    """Record what each configuration read returned, as a literal, and where the user's
+    code called it; a call site that returned two different values has none."""
+    import functools
+
+    sites: dict[tuple[str, int], dict[str, Any]] = {}
+
+    def wrap(module) -> None:
+        for attr in CONFIG_LOADERS.get(module.__name__, ()):
+            original = getattr(module, attr, None)
+            if original is None or getattr(original, "_shrinkgpu_config_watch", False):
+                continue
+
+            def make(original, qualified):
+                @functools.wraps(original)
+                def loading(*args, **kwargs):
+                    value = original(*args, **kwargs)
+                    # Only reads the user's code made itself: a library reading its own
+                    # files (a model's config.json) is not the script's configuration.
+                    caller = sys._getframe(1).f_code.co_filename
+                    frame = recorder.user_frame_from_stack() if _is_user_file(caller, recorder.roots) else None
+                    if frame is not None:
+                        # Written now: the program may change the value later (overrides).
+                        _note_load(sites, loads, frame, qualified, value)
+                    return value
+
+                loading._shrinkgpu_config_watch = True
+                return loading
+
+            try:
+                setattr(module, attr, make(original, f"{module.__name__}.{attr}"))
+            except (AttributeError, TypeError):
+                pass
+
+    _after_import(tuple(CONFIG_LOADERS), wrap)
+
+
+def _note_load(sites, loads, frame, qualified: str, value) -> None:
+    key = (frame["file"], frame["line"])
+    text = _config_literal(value)
+    if text is not None and len(text) > MAX_CONFIG_TEXT:
+        text = None
+    known = sites.get(key)
+    if known is not None:
+        if known["literal"] != text:
+            known["literal"] = None  # a loop of reads: no single value stands for them
+        return
+    if len(loads) >= MAX_LOADS:
+        return
+    record = {"file": frame["file"], "line": frame["line"], "function": qualified, "literal": text}
+    sites[key] = record
+    loads.append(record)
+
+
+def _config_literal(value: Any, depth: int = 0) -> str | None:
+    """Source text for a loaded configuration (dicts, lists and scalars), strings from
+    the environment or the home directory written as reads of them; None otherwise."""
+    if depth > 16:
+        return None
+    if isinstance(value, dict):
+        parts = []
+        for k, v in value.items():
+            key, item = _config_literal(k, depth + 1), _config_literal(v, depth + 1)
+            if key is None or item is None or not isinstance(k, (str, int, float, bool)):
+                return None
+            parts.append(f"{key}: {item}")
+        return "{" + ", ".join(parts) + "}"
+    if isinstance(value, (list, tuple)):
+        parts = [_config_literal(v, depth + 1) for v in value]
+        if any(p is None for p in parts):
+            return None
+        if isinstance(value, tuple):
+            return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"  # type: ignore[arg-type]
+        return "[" + ", ".join(parts) + "]"  # type: ignore[arg-type]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return _private_literal(value)
+    return None  # dates, custom tags: no plain literal
+
+
+def _after_import(names: tuple[str, ...], callback) -> None:
+    """Call ``callback(module)`` for each of ``names`` now if it is imported, else right
+    after its first import (a finder in front of ``sys.meta_path`` that only wraps the
+    loader's ``exec_module``; nothing else about importing changes)."""
+    import importlib.abc
+
+    pending = set()
+    for name in names:
+        module = sys.modules.get(name)
+        if module is not None:
+            callback(module)
+        else:
+            pending.add(name)
+    if not pending:
+        return
+
+    class _Finder(importlib.abc.MetaPathFinder):
+        def find_spec(self, fullname, path=None, target=None):
+            if fullname not in pending:
+                return None
+            pending.discard(fullname)  # our own lookup below must not find us again
+            for finder in sys.meta_path:
+                if finder is self or not hasattr(finder, "find_spec"):
+                    continue
+                spec = finder.find_spec(fullname, path, target)
+                if spec is not None:
+                    break
+            else:
+                return None
+            loader = spec.loader
+            if loader is None or not hasattr(loader, "exec_module"):
+                return spec
+            original = loader.exec_module
+
+            def exec_module(module):
+                original(module)
+                try:
+                    callback(module)
+                except Exception:
+                    pass  # watching must never break the user's import
+
+            try:
+                loader.exec_module = exec_module
+            except (AttributeError, TypeError):
+                pass
+            return spec
+
+    sys.meta_path.insert(0, _Finder())
+
+
 def _watch_seeding(recorder: _Recorder, sites: list[list[Any]]) -> None:
     """Note the user's call chain at every call that seeds a global generator.
 
@@ -670,6 +898,9 @@ def _watch_seeding(recorder: _Recorder, sites: list[list[Any]]) -> None:
         wrap(np.random, "seed")
 
 
+# The run's root directories (set by ``run``): paths under them are the run's own copy.
+_RUN_ROOTS: tuple[str, ...] = ()
+
 # Environment values shorter than this are words ("cpu", "1"), not secrets.
 MIN_PRIVATE = 6
 
@@ -679,6 +910,13 @@ def _private_literal(value: Any) -> str | None:
     string read from the environment stays a read of the environment, an expanded ``~``
     stays ``~``; a string that merely contains such a value has no literal (None)."""
     if isinstance(value, str):
+        if _RUN_ROOTS and os.path.isabs(value) and _is_under(os.path.normpath(value), _RUN_ROOTS):
+            # A path into the run's own copy (``os.path.dirname(__file__)``): every run has
+            # its own copy, so only the path from the working directory means the same file.
+            try:
+                return repr(os.path.relpath(value, os.getcwd()))
+            except ValueError:
+                return None
         home = os.path.expanduser("~")
         if home not in ("/", "") and (value == home or value.startswith(home + os.sep)):
             return f'__import__("os").path.expanduser({("~" + value[len(home):])!r})'
@@ -887,6 +1125,8 @@ def run(req: dict[str, Any], *, forked: bool) -> int:
     started = time.perf_counter()
     obs: dict[str, Any] = {"status": "ok", "exit_code": 0, "chain": [], "torch_errors": []}
     roots = tuple(os.path.abspath(r) for r in req["roots"])
+    global _RUN_ROOTS
+    _RUN_ROOTS = roots
     recorder = _Recorder(roots)
     try:
         prepare_process(req, forked=forked)
@@ -901,12 +1141,17 @@ def run(req: dict[str, Any], *, forked: bool) -> int:
             mode = None
         parses: list[dict[str, Any]] = []
         seed_sites: list[list[Any]] = []
+        loads: list[dict[str, Any]] = []
         if req.get("watch_argparse", True):
             _watch_argparse(recorder, parses)
+            _watch_config_loads(recorder, loads)
         _watch_seeding(recorder, seed_sites)
+        clock = None
         if req.get("count_loops"):
             recorder.loops = _LoopCounter(roots)
             recorder.loops.install()
+            clock = _LoopClock(roots, recorder._rel)
+            clock.start()
     except BaseException as exc:  # the probe failed before the script ran
         traceback.print_exc()
         obs.update(status="probe-error", exit_code=EXIT_PROBE_FAILURE, chain=[])
@@ -941,9 +1186,12 @@ def run(req: dict[str, Any], *, forked: bool) -> int:
                 obs["cut"] = None
     if recorder.loops is not None:
         sys.settrace(None)
+    if clock is not None:
+        obs["loop_time"] = clock.stop()
     obs["exit_code"] = code
     obs["torch_errors"] = recorder.errors
     obs["parses"] = parses
+    obs["loads"] = loads
     obs["reads"] = sorted(set(reads))
     obs["seed_sites"] = sorted({(f, n, bool(inner)) for f, n, inner in seed_sites})
     obs["duration"] = time.perf_counter() - started

@@ -1,0 +1,134 @@
+"""What a run records for passes beyond syntax: configuration reads (config-to-literal),
+where the time went by loop (cut-hot-loops), and where a library called back into the
+user's code (cut-library).  Real worker processes, real torch."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from shrinkgpu.worker import Isolation, Runner, ScriptSpec
+
+ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/root"),
+       "DATA_ROOT": "/srv/datasets/har"}
+
+
+@pytest.fixture(scope="module")
+def runner(tmp_path_factory):
+    root = tmp_path_factory.mktemp("facts")
+    (root / "s.py").write_text("pass\n")
+    (root / "config.yaml").write_text("model:\n  in_channels: 3\n  hidden: [32, 64]\nseed: 1\n")
+    (root / "config.json").write_text('{"lr": 0.1, "root": "/srv/datasets/har"}')
+    spec = ScriptSpec(script=root / "s.py", cwd=root, env=ENV)
+    with Runner(spec, isolation=Isolation.FORK) as r:
+        r.start(["torch", "yaml", "json"])
+        yield r
+
+
+def run(runner, text: str, **kwargs):
+    return runner.run({"s.py": textwrap.dedent(text)}, timeout=60, **kwargs)
+
+
+def test_config_reads_are_recorded_as_literals_where_the_users_code_made_them(runner):
+    pytest.importorskip("yaml")
+    obs = run(runner, """\
+        import json, yaml
+        with open("config.yaml") as f:
+            cfg = yaml.safe_load(f)
+        cfg["seed"] = 2                      # changed after the read: the record is the read
+        opt = json.load(open("config.json"))
+        for text in ("1", "2"):
+            json.loads(text)                 # two values at one place: no literal
+        """)
+    loads = {(r["line"], r["function"]): r["literal"] for r in obs.loads}
+    assert loads[(3, "yaml.safe_load")] == "{'model': {'in_channels': 3, 'hidden': [32, 64]}, 'seed': 1}"
+    # a value from the environment stays a read of it
+    assert loads[(5, "json.load")] == "{'lr': 0.1, 'root': __import__(\"os\").environ['DATA_ROOT']}"
+    assert loads[(7, "json.loads")] is None
+
+
+def test_a_librarys_own_reads_are_not_the_scripts_configuration(runner):
+    obs = run(runner, """\
+        import json, torch
+        def helper_in_user_code(s):
+            return json.loads(s)
+        torch.nn.Linear(2, 2)
+        x = helper_in_user_code('{"a": 1}')
+        """)
+    # the user's helper is the caller: recorded at the helper's line, once
+    assert [(r["line"], r["literal"]) for r in obs.loads] == [(3, "{'a': 1}")]
+
+
+HOT = """\
+import time
+import torch
+for step in range(40):          # where the time goes
+    time.sleep(0.01)
+for i in range(3):
+    pass
+torch.nn.functional.embedding(torch.tensor([5]), torch.randn(4, 2))
+"""
+
+
+def test_the_first_run_samples_where_the_time_goes_by_loop(runner):
+    obs = run(runner, HOT, count_loops=True)
+    shares = {line: share for file, line, share in obs.loop_time if file == "s.py"}
+    assert shares.get(3, 0) > 0.5
+    assert shares.get(5, 0) < 0.1
+    # only runs that count loops pay for the sampler
+    assert run(runner, HOT).loop_time == ()
+
+
+def test_a_decorator_around_the_users_own_method_is_no_library_to_cut(runner, tmp_path):
+    obs = run(runner, """\
+        import torch
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.emb = torch.nn.Embedding(4, 2)
+            def forward(self, i):
+                return self.emb(i)
+            @torch.no_grad()
+            def generate(self, i):
+                for _ in range(3):
+                    self(i)
+                    i = i + 1
+        model = Net()
+        model.generate(torch.tensor([2]))
+        """, cut=str(tmp_path / "call.pt"))
+    assert obs.signature.type == "IndexError"
+    assert obs.cut is None
+    assert not (tmp_path / "call.pt").exists()
+
+
+def test_a_library_that_calls_back_into_the_users_object_is_cut(runner, tmp_path):
+    obs = run(runner, """\
+        import torch
+        from torch.utils.data import DataLoader
+        class Rows(torch.utils.data.Dataset):
+            def __len__(self):
+                return 4
+            def __getitem__(self, i):
+                return torch.nn.functional.embedding(torch.tensor([i + 2]), torch.randn(4, 2))
+        rows = Rows()
+        for batch in DataLoader(rows, batch_size=2):
+            pass
+        """, cut=str(tmp_path / "call.pt"))
+    assert obs.signature.type == "IndexError"
+    assert obs.cut is not None and obs.cut["object"] == "rows" and obs.cut["method"] == "__getitem__"
+    assert Path(tmp_path / "call.pt").is_file()
+
+
+def test_a_parsed_path_into_the_runs_own_copy_is_written_relative_to_the_working_directory(runner):
+    obs = run(runner, """\
+        import argparse, os
+        ap = argparse.ArgumentParser()
+        ap.add_argument("--config", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "config.yaml"))
+        ap.add_argument("--out", default="/definitely/elsewhere/out")
+        args = ap.parse_args([])
+        """)
+    [parse] = obs.parses
+    assert parse["values"] == {"config": "'config.yaml'", "out": "'/definitely/elsewhere/out'"}
