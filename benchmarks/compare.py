@@ -14,6 +14,8 @@ scaling    shrinkgpu on generated scripts of 100, 1,000 and 10,000 statements
 corpus     shrinkgpu on the scripts nobody here tuned on (corpus/), capped; set beside the
            figures recorded before any pass was tuned for them
            (benchmarks/baselines/corpus-before-tuning.json, ``--save-corpus-baseline``)
+search     the two search strategies (``--search probdd`` and ``--search ddmin``) side by
+           side on ``--search-fixtures``: candidates, tokens and time of each
 peers      pysource-minimize, picire, lithium and shrinkray, each in its own venv under
            bench-envs/, each calling the one shared oracle (benchmarks/oracle.py), one at
            a time, each killed (whole process tree) at the cap
@@ -38,7 +40,7 @@ from pathlib import Path
 from benchmarks import common, peers, report
 from benchmarks.common import BENCH_ENVS, PROJECT_PYTHON, REPO, count_tokens, median, program_tokens
 
-ALL_PARTS = ("cost", "shrinkgpu", "scaling", "corpus", "peers")
+ALL_PARTS = ("cost", "shrinkgpu", "scaling", "corpus", "search", "peers")
 CORPUS_BASELINE = Path(__file__).resolve().parent / "baselines" / "corpus-before-tuning.json"
 DEFAULT_CAP = 480.0
 SCALE_SIZES = (100, 1000, 10000)
@@ -122,7 +124,7 @@ def measure_cost(fx: common.Fixture, fresh_runs: int, fork_runs: int) -> list[di
 
 # -- part 3 (and 5): shrinkgpu ------------------------------------------------------------------
 def run_shrinkgpu(setup: common.OracleSetup, work: Path, cap: float, jobs: int, max_tests: int | None,
-                  recheck_runs: int, grace: float, label: str) -> dict:
+                  recheck_runs: int, grace: float, label: str, extra: tuple[str, ...] = ()) -> dict:
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
@@ -134,6 +136,7 @@ def run_shrinkgpu(setup: common.OracleSetup, work: Path, cap: float, jobs: int, 
            "--jobs", str(jobs), "--max-time", f"{cap:g}", "--json", "-q"]
     if max_tests:
         cmd += ["--max-tests", str(max_tests)]
+    cmd += list(extra)
     cmd.append(setup.script)
     if setup.args:
         cmd += ["--", *setup.args]
@@ -161,6 +164,8 @@ def run_shrinkgpu(setup: common.OracleSetup, work: Path, cap: float, jobs: int, 
         error_types=data.get("other_errors") or {},
         # (seconds since start, tokens) at each accepted reduction
         trace=data.get("trace") or [],
+        # the failing call alone: its lines beyond the imports, or why there is none
+        extracted=data.get("extracted"), extract_error=data.get("extract_error"),
     )
     output = Path(data["output"])
     overlay = None
@@ -243,6 +248,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--scale-cap", type=float, default=900.0, help="cap per generated script, seconds")
     ap.add_argument("--corpus", default=None, help="corpus scripts (comma-separated corpus/NAME; default: all)")
     ap.add_argument("--corpus-cap", type=float, default=600.0, help="shrinkgpu's cap per corpus script, seconds")
+    ap.add_argument("--search-fixtures", default="class_index,wrapped_shape",
+                    help="fixtures for the search part (comma-separated)")
     ap.add_argument("--save-corpus-baseline", action="store_true",
                     help=f"also record the corpus rows as the before-tuning figures ({CORPUS_BASELINE.name})")
     ap.add_argument("--python312", default=None, help="interpreter (>= 3.12) for shrinkray's venv")
@@ -302,7 +309,8 @@ def main(argv: list[str] | None = None) -> int:
                      "cost_fork_runs": ns.cost_fork_runs, "scale_cap": ns.scale_cap,
                      "corpus_cap": ns.corpus_cap},
         "machine": common.machine_info(),
-        "fixtures": {}, "peers": {}, "cost": [], "reductions": [], "scaling": [], "corpus": [], "errors": [],
+        "fixtures": {}, "peers": {}, "cost": [], "reductions": [], "scaling": [], "corpus": [], "search": [],
+        "errors": [],
     }
     if CORPUS_BASELINE.is_file():
         results["corpus_baseline"] = json.loads(CORPUS_BASELINE.read_text())
@@ -442,6 +450,21 @@ def main(argv: list[str] | None = None) -> int:
                     "rows": results["corpus"],
                 }, indent=2, default=str))
                 log(f"recorded the before-tuning figures in {CORPUS_BASELINE}")
+
+        if "search" in parts:
+            for name in (ns.search_fixtures.split(",") if ns.search_fixtures else []):
+                sfx = common.load_fixture(name.strip())
+                s = setup_for(sfx)
+                if s is None:
+                    continue
+                for strategy in ("probdd", "ddmin"):
+                    log(f"search: {sfx.name} --search {strategy} (--jobs {ns.jobs}, cap {ns.sg_cap or ns.cap:g}s)")
+                    row = run_shrinkgpu(s, work / sfx.name / f"search-{strategy}", ns.sg_cap or ns.cap, ns.jobs,
+                                        ns.max_tests, ns.recheck, ns.sg_grace, sfx.name, ("--search", strategy))
+                    row["search"] = strategy
+                    results["search"].append(row)
+                    log("  " + report.result_line(row, results["fixtures"].get(sfx.name, {})))
+                    save()
 
         if "peers" in parts:
             for fx in fixtures:

@@ -573,6 +573,15 @@ def render(results: dict) -> str:
         out.append("Not measured in this run.")
     out.append("")
 
+    # Search strategies
+    out.append("### 5. Search strategies side by side (`--search`)")
+    out.append("")
+    if results.get("search"):
+        out.append(search_table(results))
+    else:
+        out.append("Not measured in this run.")
+    out.append("")
+
     # Why
     out.append("### Missed targets: why, and what would close them")
     out.append("")
@@ -614,6 +623,33 @@ def render(results: dict) -> str:
 CORPUS_TARGET = 0.30  # issue 10: deletion result <= 30% of the tokens
 
 
+def search_table(results: dict) -> str:
+    """probdd and ddmin on the same fixtures: what each tested, kept and took."""
+    rows = []
+    fixtures = results.get("fixtures", {})
+    for r in results["search"]:
+        total = (fixtures.get(r["fixture"]) or {}).get("tokens")
+        tokens = r.get("tokens")
+        rows.append([
+            r["fixture"], r.get("search", "-"), str(r.get("calls", "-")), str(r.get("runs", "-")),
+            "-" if tokens is None else f"{tokens}" + (f" ({100 * tokens / total:.0f}%)" if total else ""),
+            _s(r.get("wall")) + (" (capped)" if r.get("capped") else ""),
+            f"{'yes' if _repro_ok(r) else 'no'} ({r.get('reproduce', '-')})",
+        ])
+    return _table(["fixture", "search", "candidates", "runs", "tokens (of original)", "wall s", "reproduce"], rows)
+
+
+def _extracted(row: dict) -> str:
+    """The extracted call: its lines beyond the imports (checked in a fresh interpreter
+    by shrinkgpu itself), or why there is none."""
+    ext = row.get("extracted")
+    if ext:
+        return f"{ext.get('lines')} lines ({ext.get('level')})"
+    if row.get("extract_error"):
+        return "none: " + _oneline(row["extract_error"], 80)
+    return "-"
+
+
 def corpus_table(results: dict) -> str:
     """Each corpus script: this run's result beside the one recorded before any pass was
     tuned for the corpus."""
@@ -636,13 +672,14 @@ def corpus_table(results: dict) -> str:
             str(r.get("calls", "-")),
             _waste(r),
             f"{'yes' if _repro_ok(r) else 'no'} ({r.get('reproduce', '-')})",
+            _extracted(r),
             "-" if not b or b.get("tokens") is None else
             f"{b['tokens']} ({100 * b['tokens'] / total:.0f}%), {_s(b.get('wall'))} s" if total else str(b.get("tokens")),
             _oneline(r.get("error") or ("; ".join(r.get("notes") or []) if r.get("notes") else ""), 300) or "-",
         ])
     head = ["script", "tokens", "ideal cut", "shrinkgpu tokens", "vs ideal", f"<= {CORPUS_TARGET:.0%}",
-            "wall s", "candidates", "lost to Name/Unbound/ImportError", "reproduce", "before tuning (tokens, s)",
-            "notes"]
+            "wall s", "candidates", "lost to Name/Unbound/ImportError", "reproduce", "extracted call",
+            "before tuning (tokens, s)", "notes"]
     text = _table(head, rows)
     if base:
         text += (f"\n\nBefore tuning: recorded {base.get('recorded')} by `{base.get('command')}` at revision "

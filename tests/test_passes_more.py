@@ -653,3 +653,30 @@ def test_a_comprehension_over_literals_folds_to_its_value():
     assert folded("[x for x in ().__class__.__subclasses__()]") is None
     cand = start('make(**{k: v for k, v in {"name": "tcn", "k": 5}.items() if k != "name"})\n')
     assert "make(**{'k': 5})\n" in each(SimplifyExpressions(), cand, 0)
+
+
+def test_inline_a_call_inside_an_expression_that_runs_once_and_unconditionally():
+    src = dedent("""\
+        import torch
+        def head(h):
+            z = h.mean(0)
+            return z * 2
+        x = torch.randn(4, 3)
+        y = torch.zeros(3)
+        loss = torch.nn.functional.mse_loss(head(x), y) + 1
+        """)
+    assert each(InlineCalls(), start(src), 0) == [dedent("""\
+        import torch
+        x = torch.randn(4, 3)
+        y = torch.zeros(3)
+        h = x
+        z = h.mean(0)
+        loss = torch.nn.functional.mse_loss(z * 2, y) + 1
+        """)]
+    # The body rebinds a name the rest of the line reads: not inlined.
+    clash = src.replace("loss = torch.nn.functional.mse_loss(head(x), y) + 1", "loss = z_of(head(x), y)\n").replace(
+        "z = h.mean(0)", "y = h.mean(0)").replace("return z * 2", "return y * 2")
+    assert each(InlineCalls(), start(clash), 0) == []
+    # Under a condition or in a lambda: not inlined.
+    cond = src.replace("mse_loss(head(x), y) + 1", "mse_loss(head(x) if x.numel() else x, y)")
+    assert each(InlineCalls(), start(cond), 0) == []

@@ -296,6 +296,8 @@ def run(script, script_args, module, timeout, isolation, root, stdin_file, sync_
               help="Seconds for the whole run, the first run of the original and the final check included.")
 @click.option("--verify", "verify_runs", type=click.IntRange(min=0), default=2, show_default=True,
               help="Fresh-interpreter runs the result must reproduce in.")
+@click.option("--extract/--no-extract", default=True, show_default=True,
+              help="Also write the failing call alone (<stem>.extracted.py), checked in a fresh interpreter.")
 @click.option("--search", type=click.Choice(["probdd", "ddmin"]), default="probdd", show_default=True,
               help="probdd learns which edits are needed; ddmin is the classic algorithm.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
@@ -313,7 +315,7 @@ def run(script, script_args, module, timeout, isolation, root, stdin_file, sync_
 @click.option("--emit-test", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write a pytest file that fails while the minimal case still reproduces the bug.")
 def reduce_cmd(script, script_args, module, keep_error, family_name, output, resume, timeout, isolation, strictness,
-               confirm, hash_seed, max_tests, max_time, verify_runs, search, jobs, gpus, root, stdin_file,
+               confirm, hash_seed, max_tests, max_time, verify_runs, extract, search, jobs, gpus, root, stdin_file,
                sync_launches, keep_temp, as_json, quiet, verbose, emit_test) -> None:
     """Reduce SCRIPT while its first error still matches --keep-error (or --family).
 
@@ -339,7 +341,7 @@ def reduce_cmd(script, script_args, module, keep_error, family_name, output, res
             verify_runs=verify_runs, root=root, stdin=_stdin_bytes(stdin_file, notes), keep_temp=keep_temp,
             jobs=jobs, gpus=gpu_ids, search=search, sync_launches=sync_launches,
             family=family_by_name(family_name) if family_name else None, confirm=confirm, hash_seed=hash_seed,
-            resume=resume,
+            resume=resume, extract=extract,
         )
     except (OSError, click.ClickException) as exc:
         _fail(str(exc), EXIT_USAGE, as_json)

@@ -146,6 +146,7 @@ class ReductionResult:
     data_files: dict = field(default_factory=dict)  # file name -> path: written beside the result
     case: dict = field(default_factory=dict)  # what `verify` needs: how the original ran, what to keep
     trace: tuple[tuple[float, int], ...] = ()  # (seconds, tokens) at each accepted reduction
+    extract_error: str | None = None  # why the failing call was not extracted
 
     def to_json(self) -> dict:
         return {
@@ -184,6 +185,14 @@ class ReductionResult:
             # (seconds since the start, tokens) at the start of the search and at each
             # accepted reduction: when each size was reached
             "trace": [list(point) for point in self.trace],
+            "extracted": None if self.extracted is None else {
+                "script": str(self.extracted.path),
+                "data": str(self.extracted.data) if self.extracted.data else None,
+                "level": self.extracted.level,
+                "lines": self.extracted.lines,
+                "note": self.extracted.note,
+            },
+            "extract_error": self.extract_error,
         }
 
 
@@ -510,6 +519,8 @@ def _loop_around_failure(program: Program) -> bool:
 
 
 CALIBRATION_RUNS = 3
+# Runs of about the original's length that extraction takes (the capture, the checks).
+EXTRACT_RUNS = 2
 # An original that runs this long gets one calibration run, not CALIBRATION_RUNS: its
 # timing is stable enough, and three more runs of a two-minute script are six minutes.
 SLOW_ORIGINAL = 5.0
@@ -737,6 +748,7 @@ def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats, v
     )
     notes: list[str] = list(input_notes)
     trace: list[tuple[float, int]] = []
+    extract_error: str | None = None
     if initial_run.surfaced is not None:
         where = initial_run.surfaced.op.name if initial_run.surfaced.op else "a call that is not torch's"
         notes.append(
@@ -871,8 +883,12 @@ def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats, v
         # --max-time covers the final check too: the search leaves it the time its fresh
         # runs of the original took.
         search_deadline = deadline
-        if deadline is not None and config.verify_runs:
-            search_deadline = deadline - config.verify_runs * (first.wall + 0.5)
+        if deadline is not None:
+            # Verifying runs the result (at most as long as the original) verify_runs
+            # times; extracting runs the original once to save the call and checks the
+            # extracted script (about a run more).
+            reserve = config.verify_runs + (EXTRACT_RUNS if config.extract and config.write else 0)
+            search_deadline = deadline - reserve * (first.wall + 0.5)
         budget = Budget(max_tests=config.max_tests, deadline=search_deadline)
 
         def test(cand: Candidate) -> Verdict:
@@ -958,6 +974,7 @@ def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats, v
                     notes.append(f"the extracted call is {extracted.note}")
             except ExtractionFailed as exc:
                 notes.append(f"the failing call was not extracted: {exc.reason}")
+                extract_error = exc.reason
             except KeyboardInterrupt:
                 notes.append("interrupted while the failing call was extracted")
     finally:
@@ -996,6 +1013,7 @@ def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats, v
         original_rate=original_rate,
         needs=tuple(sorted(set(oracle.verified_reads) - set(best.files))),
         extracted=extracted,
+        extract_error=extract_error,
         trace=tuple(trace),
         data_files={name: str(path) for name, path in data_files.items()
                     if any(name in text for text in best.files.values())},

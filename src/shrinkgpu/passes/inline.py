@@ -186,6 +186,152 @@ def _call_site(stmt: cst.CSTNode) -> tuple[cst.Call, str | None, cst.BaseExpress
     return None
 
 
+def _call_sites(stmt: cst.CSTNode) -> list[tuple[cst.Call, str | None, cst.BaseExpression | None]]:
+    """The calls of a line that inlining may replace, likeliest first: the call the line
+    is (``f(x)``, ``t = f(x)``, ``t = f(x)[:, 1]``), else each call inside its value that
+    runs exactly once and unconditionally (``loss = crit(f(x), y)``: not in a lambda, a
+    comprehension's body, a branch of ``a if c else b`` or the right of ``and``/``or``),
+    innermost first (its arguments hold no other call left to run before it)."""
+    site = _call_site(stmt)
+    if site is not None:
+        return [site]
+    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+        return []
+    small = stmt.body[0]
+    if isinstance(small, cst.Assign) and len(small.targets) == 1:
+        value, target = small.value, _code(small.targets[0].target)
+    elif isinstance(small, cst.Expr):
+        value, target = small.value, None
+    else:
+        return []
+    found = _Unconditional()
+    value.visit(found)
+    return [(call, target, value) for call in found.calls if call is not value]
+
+
+class _Unconditional(cst.CSTVisitor):
+    """Calls evaluated once and unconditionally by an expression, innermost first."""
+
+    def __init__(self):
+        self.calls: list[cst.Call] = []
+
+    def visit_Lambda(self, node) -> bool:
+        return False
+
+    def visit_IfExp(self, node: cst.IfExp) -> bool:
+        node.test.visit(self)
+        return False
+
+    def visit_BooleanOperation(self, node: cst.BooleanOperation) -> bool:
+        node.left.visit(self)
+        return False
+
+    def visit_ListComp(self, node) -> bool:
+        node.for_in.iter.visit(self)
+        return False
+
+    visit_SetComp = visit_GeneratorExp = visit_DictComp = visit_ListComp
+
+    def leave_Call(self, original_node: cst.Call) -> None:
+        self.calls.append(original_node)
+
+
+def _stands_alone(whole: cst.BaseExpression, node: cst.CSTNode) -> bool:
+    """Whether ``node`` is a whole argument, element or value in ``whole``, where any
+    expression needs no parentheses."""
+    found = []
+
+    class Holder(cst.CSTVisitor):
+        def on_visit(self, n: cst.CSTNode) -> bool:
+            if isinstance(n, (cst.Arg, cst.Element, cst.DictElement)) and n.value is node:
+                found.append(n)
+            return not found
+
+    whole.visit(Holder())
+    return bool(found) and not isinstance(found[0], cst.Arg) or (
+        bool(found) and isinstance(found[0], cst.Arg) and not found[0].star
+    )
+
+
+def _rest_reads(whole: cst.BaseExpression, call: cst.Call) -> set[str]:
+    """Names the expression reads outside ``call`` (not attribute names)."""
+    names: set[str] = set()
+
+    class Reads(cst.CSTVisitor):
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            if node is call:
+                return False
+            if isinstance(node, cst.Name):
+                names.add(node.value)
+            if isinstance(node, cst.Attribute):
+                node.value.visit(self)
+                return False
+            return True
+
+    whole.visit(Reads())
+    return names
+
+
+class _Binds(cst.CSTVisitor):
+    """Names a block binds: assignment, loop and ``as`` targets, definitions, imports."""
+
+    def __init__(self):
+        self.names: set[str] = set()
+
+    def _targets(self, node) -> None:
+        if node is None:
+            return
+        for n in assigned_names(node) or ([] if not isinstance(node, cst.Name) else [node.value]):
+            self.names.add(n)
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        self._targets(node.target)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._targets(node.target)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._targets(node.target)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._targets(node.target)
+
+    def visit_AsName(self, node: cst.AsName) -> None:
+        self._targets(node.name)
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self._targets(node.target)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        self.names.add(node.name.value)
+        return False
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        self.names.add(node.name.value)
+        return False
+
+    def visit_ImportAlias(self, node: cst.ImportAlias) -> None:
+        if node.asname is None:
+            self.names.add(_code(node.name).split(".")[0])
+
+    def visit_Lambda(self, node) -> bool:
+        return False
+
+    def visit_ListComp(self, node) -> bool:
+        return False
+
+    visit_SetComp = visit_GeneratorExp = visit_DictComp = visit_ListComp
+
+
+def _body_binds(body: list[cst.BaseStatement], bindings: list[str]) -> set[str]:
+    """Names an inlined body (with its parameter bindings) assigns."""
+    bound = {line.split("=", 1)[0].strip() for line in bindings}
+    visitor = _Binds()
+    for stmt in body:
+        stmt.visit(visitor)
+    return bound | visitor.names
+
+
 def _head_call(value: cst.BaseExpression) -> cst.Call | None:
     """The call a chain of subscripts, attributes and method calls starts from, when the
     other parts of the chain read nothing that the call's body could rebind."""
@@ -254,69 +400,79 @@ class InlineCalls(LevelZeroPass):
     needs_rebased = True
 
     def edits(self, cand: Candidate) -> list[Unit]:
+        out: list[Unit] = []
+        for s in cand.editable():
+            for call, target, whole in _call_sites(s.node):
+                unit = self._unit(cand, s, call, target, whole)
+                if unit is not None:
+                    out.append(unit)
+                    break  # one call per statement and round: the next rebase sees the rest
+        return out
+
+    def _unit(self, cand: Candidate, s, call: cst.Call, target: str | None, whole) -> Unit | None:
         program = cand.program
         deps = program.deps
         stmts = program.stmts
-        out: list[Unit] = []
-        for s in cand.editable():
-            site = _call_site(s.node)
-            if site is None:
-                continue
-            call, target, whole = site
-            found = self._callee(cand, s.id, call)
-            if found is None:
-                continue
-            callee_sid, fn, self_text = found
-            if _is_inside(stmts, s.id, callee_sid):
-                continue  # recursion
-            parts = _body_of(fn)
-            if parts is None:
-                continue
-            body, returned = parts
-            bindings = _bindings(fn.params, call, skip_first=self_text is not None)
-            if bindings is None:
-                continue
-            bindings = _used_bindings(bindings, body, returned)
-            constructing = self_text is not None and self_text.endswith("()") and fn.name.value == "__init__"
-            if whole is not None:
-                if returned is None or constructing:
-                    continue
-                # ``t = f(x)[:, :-1]``: the returned value takes the call's place.
-                from shrinkgpu.syntax.program import parse_expression
+        found = self._callee(cand, s.id, call)
+        if found is None:
+            return None
+        callee_sid, fn, self_text = found
+        if _is_inside(stmts, s.id, callee_sid):
+            return None  # recursion
+        parts = _body_of(fn)
+        if parts is None:
+            return None
+        body, returned = parts
+        bindings = _bindings(fn.params, call, skip_first=self_text is not None)
+        if bindings is None:
+            return None
+        bindings = _used_bindings(bindings, body, returned)
+        constructing = self_text is not None and self_text.endswith("()") and fn.name.value == "__init__"
+        if whole is not None:
+            if returned is None or constructing:
+                return None
+            # ``t = f(x)[:, :-1]``, ``loss = crit(f(x), y)``: the returned value takes
+            # the call's place, after the body.  Not when the body rebinds a name the
+            # rest of the line reads: the line would read the body's value instead.
+            from shrinkgpu.syntax.program import parse_expression
 
-                returned = whole.visit(_ReplaceNode(call, parse_expression(_code(returned))))
-            if constructing:
-                if target is None or returned is not None:
-                    continue
-                self_name = first_param(fn)
-                if self_name is None:
-                    continue
-                # ``model = nn.Module()``, then __init__'s body on ``self = model``.
-                bindings[:0] = [f"{target} = {self_text}", f"{self_name} = {target}"]
-                text = _compose(bindings, body, None, None, None)
-                unit = [Edit("replace", s.id, text=text)]
-                if deps.readers(callee_sid, stmts[callee_sid].node.name.value) == {s.id}:
-                    unit += deletion_unit(cand, [callee_sid], ignore=frozenset({s.id}), copied=True, new_text=text)
-                    out.append(tuple(unit))
-                continue
-            if self_text is not None:
-                self_name = first_param(fn)
-                if self_name is None:
-                    continue
-                if self_text != self_name:
-                    bindings.insert(0, f"{self_name} = {self_text}")
-            _, context = decorator_context(fn) or (True, None)
-            text = _compose(bindings, body, returned, target, context)
+            if _rest_reads(whole, call) & _body_binds(body, bindings):
+                return None
+            value = _code(returned)
+            # parse_expression parenthesises what is not an atom; a whole argument needs none
+            pasted = cst.parse_expression(value) if _stands_alone(whole, call) else parse_expression(value)
+            returned = whole.visit(_ReplaceNode(call, pasted))
+        if constructing:
+            if target is None or returned is not None:
+                return None
+            self_name = first_param(fn)
+            if self_name is None:
+                return None
+            # ``model = nn.Module()``, then __init__'s body on ``self = model``.
+            bindings[:0] = [f"{target} = {self_text}", f"{self_name} = {target}"]
+            text = _compose(bindings, body, None, None, None)
             unit = [Edit("replace", s.id, text=text)]
-            if self_text is None and deps.readers(callee_sid, fn.name.value) == {s.id}:
+            if deps.readers(callee_sid, stmts[callee_sid].node.name.value) == {s.id}:
                 unit += deletion_unit(cand, [callee_sid], ignore=frozenset({s.id}), copied=True, new_text=text)
-            elif self_text is not None:
-                # Methods are reached through attributes (and ``forward`` through calls
-                # of instances), which name resolution does not see; if this was not the
-                # only call, the candidate fails and the unit is simply not taken.
-                unit += deletion_unit(cand, [callee_sid], ignore=frozenset({s.id}), copied=True, new_text=text)
-            out.append(tuple(unit))
-        return out
+                return tuple(unit)
+            return None
+        if self_text is not None:
+            self_name = first_param(fn)
+            if self_name is None:
+                return None
+            if self_text != self_name:
+                bindings.insert(0, f"{self_name} = {self_text}")
+        _, context = decorator_context(fn) or (True, None)
+        text = _compose(bindings, body, returned, target, context)
+        unit = [Edit("replace", s.id, text=text)]
+        if self_text is None and deps.readers(callee_sid, fn.name.value) == {s.id}:
+            unit += deletion_unit(cand, [callee_sid], ignore=frozenset({s.id}), copied=True, new_text=text)
+        elif self_text is not None:
+            # Methods are reached through attributes (and ``forward`` through calls
+            # of instances), which name resolution does not see; if this was not the
+            # only call, the candidate fails and the unit is simply not taken.
+            unit += deletion_unit(cand, [callee_sid], ignore=frozenset({s.id}), copied=True, new_text=text)
+        return tuple(unit)
 
     def _constructor(self, cand: Candidate, cls_sid: int, cls: cst.ClassDef):
         """``model = Net(a)`` where ``Net(nn.Module)`` has nothing left but ``__init__``:
