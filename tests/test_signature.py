@@ -1084,3 +1084,27 @@ def test_from_run_reads_only_the_tail_of_huge_output(run_dir):
     obs = Observation.from_run(finished(exit_code=0), *files)
     assert len(obs.stdout) == OUTPUT_TAIL and obs.stdout.endswith("END")
     assert obs.stderr == ""
+
+
+def test_batch_strictness_lets_a_shared_first_dimension_shrink_and_nothing_else():
+    from shrinkgpu.signature import Strictness, batch_compatible
+
+    def meta(path, dtype, shape, stride):
+        return TensorMeta(path, dtype, shape, stride, "cpu")
+
+    orig = (meta("args[0]", "float32", (256, 5), (5, 1)), meta("args[1]", "int64", (256,), (1,)))
+    assert batch_compatible(orig, (meta("args[0]", "float32", (4, 5), (5, 1)), meta("args[1]", "int64", (4,), (1,))))
+    # input and target must still agree on the rows
+    assert not batch_compatible(orig, (meta("args[0]", "float32", (4, 5), (5, 1)), meta("args[1]", "int64", (8,), (1,))))
+    # the classes are not a batch dimension; nor is the dtype or the layout free
+    assert not batch_compatible(orig, (meta("args[0]", "float32", (4, 6), (6, 1)), meta("args[1]", "int64", (4,), (1,))))
+    assert not batch_compatible(orig, (meta("args[0]", "float64", (4, 5), (5, 1)), meta("args[1]", "int64", (4,), (1,))))
+    assert not batch_compatible(orig, (meta("args[0]", "float32", (4, 5), (1, 4)), meta("args[1]", "int64", (4,), (1,))))
+    # an embedding's table shares no first dimension with the indices: it stays
+    emb = (meta("args[0]", "int64", (33,), (1,)), meta("args[1]", "float32", (32, 48), (48, 1)))
+    assert not batch_compatible(emb, (meta("args[0]", "int64", (33,), (1,)), meta("args[1]", "float32", (40, 48), (48, 1))))
+    # a lone tensor (a view of a transposed batch) keeps its layout as it shrinks
+    view = (meta("self", "float32", (64, 3, 8), (24, 1, 3)),)
+    assert batch_compatible(view, (meta("self", "float32", (2, 3, 8), (24, 1, 3)),))
+    assert not batch_compatible(view, (meta("self", "float32", (2, 3, 8), (24, 8, 1)),))
+    assert Strictness("batch") is Strictness.BATCH

@@ -283,8 +283,9 @@ def run(script, script_args, module, timeout, isolation, root, stdin_file, sync_
                    "interpreter each time; auto: fork, else fresh, saying why.")
 @click.option("--strictness", type=click.Choice([s.value for s in Strictness]), default="strict", show_default=True,
               help="strict: same dtype/shape/stride/device at the operator and the same non-default arguments "
-                   "(reduction='none', ignore_index=255, dim); tensors: the arguments may change; operator: the "
-                   "same operator only.")
+                   "(reduction='none', ignore_index=255, dim); batch: as strict, but a batch dimension (the first "
+                   "dimension input and target share) may shrink; tensors: the arguments may change; operator: "
+                   "the same operator only.")
 @click.option("--confirm", type=click.IntRange(min=0), default=2, show_default=True,
               help="Extra runs of the original in fresh interpreters before reducing: how often it fails. A "
                    "flaky original is measured over 10 runs and each candidate is judged against that rate.")

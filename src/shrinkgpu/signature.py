@@ -39,6 +39,7 @@ __all__ = [
     "Signature",
     "Strictness",
     "TensorMeta",
+    "batch_compatible",
     "choose_first_error",
     "classify_family",
     "normalize_message",
@@ -135,10 +136,53 @@ class ExceptionRecord:
         )
 
 
+def _layout(t: "TensorMeta") -> tuple | None:
+    """What of a tensor's strides does not depend on its sizes: the order of its
+    dimensions in memory and whether they are packed without gaps."""
+    if t.stride is None:
+        return None
+    order = tuple(sorted(range(len(t.stride)), key=lambda d: (t.stride[d], -d)))
+    packed, expected = True, 1
+    for d in order:
+        if t.shape[d] != 1 and t.stride[d] != expected:
+            packed = False
+        expected *= max(t.shape[d], 1)
+    return order, packed
+
+
+def batch_compatible(mine: tuple["TensorMeta", ...], theirs: tuple["TensorMeta", ...]) -> bool:
+    """``Strictness.BATCH``: the same tensors but for a batch dimension that shrank."""
+    if len(mine) != len(theirs):
+        return False
+    firsts = [t.shape[0] for t in mine if t.shape]
+    batch = {n for n in firsts if firsts.count(n) > 1}
+    if len(mine) == 1 and firsts:
+        batch = {firsts[0]}
+    new_size: dict[int, int] = {}
+    for a, b in zip(mine, theirs):
+        if (a.path, a.dtype, a.device, len(a.shape)) != (b.path, b.dtype, b.device, len(b.shape)):
+            return False
+        if not a.shape:
+            continue
+        if a.shape[0] in batch:
+            if b.shape[0] < 1 or new_size.setdefault(a.shape[0], b.shape[0]) != b.shape[0]:
+                return False  # input and target must still have as many rows as each other
+        elif a.shape[0] != b.shape[0]:
+            return False
+        if a.shape[1:] != b.shape[1:] or _layout(a) != _layout(b):
+            return False
+    return True
+
+
 class Strictness(str, enum.Enum):
     # class, message, operator, tensor metadata and the operator's other arguments
     # (those that differ from their defaults: reduction='none', ignore_index=255, dim=1)
     STRICT = "strict"
+    # as strict, but a batch dimension may shrink: the first dimension shared by several
+    # tensor arguments (the rows of an input and of its target; the first dimension of a
+    # lone tensor argument), changed consistently, with the same dtype, device and
+    # memory layout (stride order and contiguity); every other dimension stays
+    BATCH = "batch"
     TENSORS = "tensors"  # the other arguments may change
     OPERATOR = "operator"  # tensor metadata may change too; class, message and operator may not
 
@@ -322,6 +366,8 @@ class Signature:
             return False
         if strictness is Strictness.OPERATOR:
             return True
+        if strictness is Strictness.BATCH:
+            return batch_compatible(self.op.tensors, other.op.tensors) and self.op.arguments == other.op.arguments
         if self.op.tensors != other.op.tensors:
             return False
         return strictness is Strictness.TENSORS or self.op.arguments == other.op.arguments
