@@ -680,3 +680,23 @@ def test_inline_a_call_inside_an_expression_that_runs_once_and_unconditionally()
     # Under a condition or in a lambda: not inlined.
     cond = src.replace("mse_loss(head(x), y) + 1", "mse_loss(head(x) if x.numel() else x, y)")
     assert each(InlineCalls(), start(cond), 0) == []
+
+
+def test_inline_class_and_static_methods_called_on_the_class():
+    src = dedent("""\
+        class Config:
+            size = 4
+            @classmethod
+            def from_cli(cls, argv):
+                n = len(argv)
+                return cls()
+            @staticmethod
+            def width(n):
+                w = n * 2
+                return w
+        cfg = Config.from_cli([])
+        w = Config.width(3)
+        """)
+    texts = each(InlineCalls(), start(src), 0)
+    assert any("cls = Config\nargv = []\nn = len(argv)\ncfg = cls()\n" in t for t in texts), texts
+    assert any("n = 3\nw = n * 2\nw = w\n" in t for t in texts), texts

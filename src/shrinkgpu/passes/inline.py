@@ -20,7 +20,9 @@ import libcst as cst
 from shrinkgpu.passes.base import LevelZeroPass, Unit, deletion_unit, single_bindings
 from shrinkgpu.syntax.program import Candidate, Edit
 from shrinkgpu.syntax.program import code_of as _code
-from shrinkgpu.syntax.queries import Substitute, assigned_names, first_param, instance_class, method_of, module_names
+from shrinkgpu.syntax.queries import (
+    Substitute, assigned_names, class_method_of, first_param, instance_class, method_of, module_names,
+)
 
 
 
@@ -70,6 +72,8 @@ def decorator_context(fn: cst.FunctionDef) -> tuple[bool, str | None] | None:
     text = _code(fn.decorators[0].decorator)
     if text in _CONTEXT_DECORATORS:
         return True, text
+    if text in ("staticmethod", "classmethod"):
+        return True, None  # how it binds is the call site's business (InlineCalls._callee)
     return None
 
 
@@ -533,6 +537,14 @@ class InlineCalls(LevelZeroPass):
                 return None if method is None else (*method, owner.value)
             # ``trainer.fit(...)`` where ``trainer = Trainer(...)``
             binders = deps.binders(owner)
+            if len(binders) == 1 and stmts[next(iter(binders))].kind == "class":
+                # ``Config.from_cli(argv)``: a class or static method of a local class;
+                # ``cls`` is bound to the class, a static method binds nothing.
+                found = class_method_of(cand, next(iter(binders)), func.attr.value)
+                if found is None:
+                    return None
+                sid_m, node_m, kind = found
+                return sid_m, node_m, (owner.value if kind == "class" else None)
             if len(binders) == 1:
                 cls_sid = instance_class(cand, next(iter(binders)))
                 if cls_sid is not None:

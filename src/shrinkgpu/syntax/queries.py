@@ -13,7 +13,7 @@ from shrinkgpu.syntax.program import Candidate
 from shrinkgpu.syntax.program import code_of as _code
 
 __all__ = [
-    "Substitute", "assigned_names", "first_item", "first_param", "header_parts", "instance_class", "method_of",
+    "Substitute", "assigned_names", "class_method_of", "first_item", "first_param", "header_parts", "instance_class", "method_of",
     "module_names", "nth_item", "one_iteration", "runs_once",
 ]
 
@@ -85,6 +85,22 @@ def method_of(cand: Candidate, cls_sid: int, name: str) -> tuple[int, cst.Functi
             return child, node
     return None
 
+
+
+def class_method_of(cand: Candidate, cls_sid: int, name: str) -> tuple[int, cst.FunctionDef, str] | None:
+    """(statement, def, ``"static"`` or ``"class"``) for a ``@staticmethod`` or
+    ``@classmethod`` called on the class itself (``Config.from_cli(argv)``)."""
+    program = cand.program
+    for child in program.children.get(cls_sid, ()):
+        node = program.stmts[child].node
+        if isinstance(node, cst.FunctionDef) and node.name.value == name and child in cand.live:
+            kinds = [_code(d.decorator) for d in node.decorators]
+            if kinds == ["staticmethod"]:
+                return child, node, "static"
+            if kinds == ["classmethod"]:
+                return child, node, "class"
+            return None
+    return None
 
 
 class Substitute(cst.CSTTransformer):
