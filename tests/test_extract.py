@@ -9,7 +9,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
 
 EXE = [sys.executable, "-m", "shrinkgpu"]
 

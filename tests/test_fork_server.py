@@ -19,7 +19,7 @@ import pytest
 
 from shrinkgpu.reducer import plan_jobs, run_threads
 from shrinkgpu.worker import Isolation, Runner, Sandbox, ScriptSpec
-from shrinkgpu.worker.forksafety import fork_hazard, loaded_driver, threads
+from shrinkgpu.worker.forksafety import fork_hazard, loaded_driver
 
 np = pytest.importorskip("numpy", reason="the fork server must be tested beside numpy, as users have it")
 

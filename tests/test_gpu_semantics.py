@@ -22,7 +22,7 @@ from shrinkgpu.families import Family
 from shrinkgpu.oracle import Oracle, Target
 from shrinkgpu.reducer import ReduceConfig, pin_variable_for, reduce, run_observed
 from shrinkgpu.signature import Signature, Strictness
-from shrinkgpu.worker import Isolation, Observation, Runner, ScriptSpec
+from shrinkgpu.worker import Observation, Runner, ScriptSpec
 from shrinkgpu.worker.devices import parse_nvidia_smi_list, visible_gpus
 
 DATA = Path(__file__).parent / "data"

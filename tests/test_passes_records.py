@@ -5,7 +5,6 @@ that record datasets leave behind, with an exec oracle."""
 
 from __future__ import annotations
 
-import textwrap
 
 import pytest
 
