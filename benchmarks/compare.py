@@ -380,7 +380,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if "cost" in parts:
             cost_names = ns.cost_fixtures.split(",") if ns.cost_fixtures else [f.name for f in fixtures]
-            for fx in [f for f in fixtures if f.name in cost_names]:
+            # Corpus scripts (corpus/NAME) are not in --fixtures; they are loaded by name here so that
+            # the cost of scripts importing lightning or transformers is measured as well.
+            by_name = {f.name: f for f in fixtures}
+            cost_fixtures = [by_name.get(n.strip()) or common.load_fixture(n.strip()) for n in cost_names]
+            for fx in [f for f in cost_fixtures if f.device == "cpu"]:
                 log(f"cost: {fx.name} ({ns.cost_fork_runs} forked and {ns.cost_fresh_runs} fresh runs per candidate)")
                 try:
                     rows = measure_cost(fx, ns.cost_fresh_runs, ns.cost_fork_runs)

@@ -245,6 +245,35 @@ def test_exit_handlers_run_and_temporary_files_land_in_the_runs_directory(numpy_
     assert not tmpdir.exists()  # gone with the run
 
 
+LIBRARY_WITH_A_CACHE = """\
+import os, shutil, weakref
+cache = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cache")
+os.makedirs(cache, exist_ok=True)
+class _Owner: pass
+_owner = _Owner()
+weakref.finalize(_owner, shutil.rmtree, cache)   # the library's teardown, made at import
+"""
+
+
+def test_finalizers_made_while_preloading_stay_the_supervisors(tmp_path):
+    # A forked child that ran them at exit would remove what the supervisor (and every later
+    # child) still uses; they are also most of the exit time of a short run (torch makes one
+    # per operator library).  The script's own finalizers run (test above).
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "cachelib.py").write_text(LIBRARY_WITH_A_CACHE)
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "s.py").write_text("pass\n")
+    script = "import os, cachelib\nprint(os.path.isdir(cachelib.cache))\n"
+    spec = ScriptSpec(script=project / "s.py", cwd=project, env={**ENV, "PYTHONPATH": str(lib)})
+    with Runner(spec, isolation=Isolation.FORK) as runner:
+        runner.start(["cachelib"], required=True)
+        outputs = [runner.run({"s.py": script}, timeout=60).stdout for _ in range(3)]
+    assert outputs == ["True\n"] * 3
+    assert (lib / "cache").is_dir()
+
+
 def test_files_beside_the_script_are_linked_from_one_copy_never_copied_again(project):
     sandbox = Sandbox(project)
     try:
