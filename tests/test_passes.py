@@ -379,9 +379,61 @@ def test_propagate_constants_into_namespace_attributes():
     )
 
 
+def test_propagate_constants_reads_a_plain_config_class_made_without_arguments():
+    # What a ``@dataclass`` config is once strip-decorators removed the decorator, and
+    # how many scripts write a config by hand; a read of a non-literal field stays.
+    cand = start(
+        """\
+        class Config:
+            vocab: int = 50
+            dim = 16
+            tags = make_tags()
+
+
+        cfg = Config()
+        emb = Embedding(cfg.vocab, cfg.dim)
+        print(cfg.tags)
+        """
+    )
+    assert after(PropagateConstants(), cand) == dedent(
+        """\
+        class Config:
+            vocab: int = 50
+            dim = 16
+            tags = make_tags()
+
+
+        cfg = Config()
+        emb = Embedding(50, 16)
+        print(cfg.tags)
+        """
+    )
+
+
+def test_propagate_constants_reads_a_config_class_used_as_a_namespace():
+    cand = start(
+        """\
+        class Config:
+            vocab = 50
+            dim = 16
+
+
+        emb = Embedding(Config.vocab, Config.dim)
+        """
+    )
+    # The blank lines before the next statement are its own (whitespace, not tokens).
+    assert after(PropagateConstants(), cand) == "\n\nemb = Embedding(50, 16)\n"
+
+
 @pytest.mark.parametrize(
     "src",
     [
+        # a config class with a method or a base is more than its class attributes
+        "class C:\n    n = 1\n    def f(self):\n        return 2\nc = C()\nprint(c.n)\n",
+        "class C(Base):\n    n = 1\nc = C()\nprint(c.n)\n",
+        # the class attribute is written, or the instance's
+        "class C:\n    n = 1\nC.n = 2\nc = C()\nprint(c.n)\n",
+        "class C:\n    n = 1\nc = C()\nc.n = 2\nprint(c.n)\n",
         # an attribute is written
         "import argparse\nargs = argparse.Namespace(lr=0.1)\nargs.lr = 0.5\nopt = make(lr=args.lr)\n",
         # an attribute the namespace does not have

@@ -882,14 +882,23 @@ def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats, v
         )
         # --max-time covers the final check too: the search leaves it the time its fresh
         # runs of the original took.
-        search_deadline = deadline
-        if deadline is not None:
-            # Verifying runs the result (at most as long as the original) verify_runs
-            # times; extracting runs the original once to save the call and checks the
-            # extracted script (about a run more).
-            reserve = config.verify_runs + (EXTRACT_RUNS if config.extract and config.write else 0)
-            search_deadline = deadline - reserve * (first.wall + 0.5)
-        budget = Budget(max_tests=config.max_tests, deadline=search_deadline)
+        extracting = config.extract and config.write
+
+        def search_deadline(result_wall: float) -> float | None:
+            # Verifying runs the result verify_runs times; extracting runs the original
+            # once to save the call, then checks the extracted script (a short run).
+            # What the result takes falls as it shrinks (a cut training loop), so the
+            # deadline moves at every rebase; what the original takes does not.
+            if deadline is None:
+                return None
+            # A forked run's wall lacks the fresh interpreter's imports: the preload's time.
+            fresh_result = min(first.wall, result_wall + report.seconds) + 0.5
+            reserve = config.verify_runs * fresh_result
+            if extracting:
+                reserve += (first.wall + 0.5) + (EXTRACT_RUNS - 1) * fresh_result
+            return deadline - reserve
+
+        budget = Budget(max_tests=config.max_tests, deadline=search_deadline(first.wall))
 
         def test(cand: Candidate) -> Verdict:
             return test_many([cand])[0]
@@ -915,6 +924,8 @@ def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats, v
             trace.append((round(time.monotonic() - started, 3), cand.size))
             facts = facts_of(oracle.reproduced.get(cand.key))
             seen = oracle.reproduced.get(cand.key)
+            if seen is not None and deadline is not None:
+                budget.deadline = search_deadline(seen.wall)
             # A loop stays worth cutting first while runs are still long.
             still_slow = seen is None or seen.wall >= HOT_MIN_SECONDS
             carried = dict(loops=loops, cut=cut, hot_loops=hot if still_slow else ())

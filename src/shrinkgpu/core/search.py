@@ -48,10 +48,13 @@ class Pass(Protocol[S, U]):
     # ``unit_size(state, unit) -> number``, how much the unit removes (largest first).
 
 
-@dataclass(frozen=True)
+@dataclass
 class Budget:
     max_tests: int | None = None
-    deadline: float | None = None  # time.monotonic() value
+    # A time.monotonic() value, read before every test: the caller may move it while the
+    # search runs (the reducer does, as the time left for its final checks falls with the
+    # program's run time).
+    deadline: float | None = None
 
 
 class ReductionStopped(Exception):

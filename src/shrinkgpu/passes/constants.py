@@ -299,30 +299,52 @@ def _constructor_fields(cand: Candidate, node: cst.BaseExpression) -> dict[str, 
 
 def _dataclass_defaults(cand: Candidate, node: cst.BaseExpression) -> dict[str, str] | None:
     """``{field: literal}`` for ``Config()`` where ``Config`` is a local ``@dataclass``
-    whose fields have literal defaults: a config object that is only ever read."""
+    whose fields have literal defaults, or a plain class that holds only class attributes
+    (what a config class is, and what a ``@dataclass`` is once its decorator is gone): a
+    config object that is only ever read."""
     if not isinstance(node, cst.Call) or node.args or not isinstance(node.func, cst.Name):
         return None
     program = cand.program
     binders = program.deps.binders(node.func)
     if len(binders) != 1:
         return None
-    cls = program.stmts[next(iter(binders))].node
-    if not isinstance(cls, cst.ClassDef):
+    return _config_class(program, program.stmts[next(iter(binders))], instance=True)
+
+
+def _config_class(program, stmt, *, instance: bool) -> dict[str, str] | None:
+    """The literal attributes of a config class: a ``@dataclass`` (its fields' defaults,
+    ``default_factory`` ones only for an instance), or a plain class with no base, no
+    decorator and no method, whose attributes nothing writes (``Config.lr = ...``)."""
+    cls = stmt.node
+    if not isinstance(cls, cst.ClassDef) or not isinstance(cls.body, cst.IndentedBlock):
         return None
-    if not any(_code(d.decorator) in ("dataclass", "dataclasses.dataclass") for d in cls.decorators):
+    if cls.name.value in program.deps.stored_attribute_bases.get(stmt.file, ()):
+        return None
+    if any(_code(d.decorator) in ("dataclass", "dataclasses.dataclass") for d in cls.decorators):
+        plain = False
+    elif not cls.decorators and not cls.bases and not cls.keywords:
+        plain = True
+    else:
         return None
     out: dict[str, str] = {}
-    if not isinstance(cls.body, cst.IndentedBlock):
-        return None
-    for stmt in cls.body.body:
-        if not isinstance(stmt, cst.SimpleStatementLine):
+    for body_stmt in cls.body.body:
+        if not isinstance(body_stmt, cst.SimpleStatementLine):
+            if plain:
+                return None  # a method: the class is more than a config
             continue
-        for small in stmt.body:
+        for small in body_stmt.body:
             if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.value is not None:
-                text = _constant_text(small.value) or _default_factory(small.value)
-                if text is not None:
-                    out[small.target.value] = text
-    return out
+                target, value = small.target, small.value
+            elif plain and isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+                target, value = small.targets[0].target, small.value
+            else:
+                continue
+            text = _constant_text(value)
+            if text is None and instance and not plain:
+                text = _default_factory(value)
+            if text is not None:
+                out[target.value] = text
+    return out or None
 
 
 def _default_factory(node: cst.BaseExpression) -> str | None:
@@ -488,6 +510,40 @@ class PropagateConstants(LevelZeroPass):
                     new_text = " ".join(e.text for e in edits)
                     unit += deletion_unit(cand, [s.id], ignore=readers_at, new_text=new_text)
                 out.append(unit)
+        out += self._class_reads(cand)
+        return out
+
+    @staticmethod
+    def _class_reads(cand: Candidate) -> list[Unit]:
+        """``Config.lr`` of a config class used as a namespace (never instantiated, or
+        not only) -> its literal; the class goes too once nothing else reads it."""
+        program = cand.program
+        deps = program.deps
+        out: list[Unit] = []
+        for s in cand.editable():
+            if not isinstance(s.node, cst.ClassDef):
+                continue
+            values = _config_class(program, s, instance=False)
+            if values is None:
+                continue
+            name = s.node.name.value
+            readers = list({
+                id(n): (n, a) for n, a in deps.sole_readers.get(s.id, ())
+                if n.value == name and deps.enclosing_live(n, cand.live)
+            }.values())
+            if any(deps.in_fstring(n) for n, _ in readers):
+                continue
+            edits = [
+                Edit("expr", node=program.node_index(a), text=values[a.attr.value])
+                for _, a in readers if a is not None and a.attr.value in values
+            ]
+            if not edits:
+                continue
+            unit: tuple = tuple(edits)
+            if len(edits) == len(readers):
+                readers_at = frozenset(deps.enclosing(n) for n, _ in readers)
+                unit += deletion_unit(cand, [s.id], ignore=readers_at, new_text=" ".join(e.text for e in edits))
+            out.append(unit)
         return out
 
 
