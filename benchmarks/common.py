@@ -90,27 +90,42 @@ def count_tokens(text: str) -> int:
     return _count(text)
 
 
-def imported_local_files(text: str, directory: Path, seen: set[str] | None = None) -> list[str]:
-    """Local ``.py`` files of ``directory`` that ``text`` imports, transitively."""
+def imported_local_files(text: str, directory: Path, seen: set[str] | None = None, module_file: str = "") -> list[str]:
+    """Local ``.py`` files of ``directory`` that ``text`` imports, transitively: modules
+    (``heads.py``), packages (``tagger/__init__.py`` and each submodule named, as
+    ``from tagger.data import X`` or ``from tagger import data`` reach them) and relative
+    imports, resolved against the package of ``module_file`` (the importing file's path
+    relative to ``directory``)."""
     seen = set() if seen is None else seen
     try:
         tree = ast.parse(text)
     except SyntaxError:
         return []
-    names = []
+    dotted: list[list[str]] = []  # module paths, with the names imported from them
+    here = Path(module_file).parent.parts if module_file else ()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names += [a.name.split(".")[0] for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.append(node.module.split(".")[0])
+            dotted += [a.name.split(".") for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = list(here[: len(here) - (node.level - 1)]) if node.level else []
+            if node.level and node.level - 1 > len(here):
+                continue
+            mod = base + (node.module.split(".") if node.module else [])
+            dotted += [mod + [a.name] for a in node.names]  # the last part may be a name, not a module
     out = []
-    for n in names:
-        f = f"{n}.py"
-        if f in seen or not (directory / f).is_file():
-            continue
-        seen.add(f)
-        out.append(f)
-        out += imported_local_files((directory / f).read_text(encoding="utf-8"), directory, seen)
+
+    def add(rel: str) -> None:
+        if rel in seen or not (directory / rel).is_file():
+            return
+        seen.add(rel)
+        out.append(rel)
+        out.extend(imported_local_files((directory / rel).read_text(encoding="utf-8"), directory, seen, rel))
+
+    for parts in dotted:
+        for k in range(1, len(parts) + 1):
+            prefix = "/".join(parts[:k])
+            add(f"{prefix}.py")
+            add(f"{prefix}/__init__.py")
     return out
 
 
