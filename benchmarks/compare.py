@@ -180,6 +180,15 @@ def run_shrinkgpu(setup: common.OracleSetup, work: Path, cap: float, jobs: int, 
     else:
         text = output.read_text(encoding="utf-8")
         tokens, _ = program_tokens(text, setup.fixture_dir, setup.script)
+        # What shrinkgpu writes beside a result goes with it (``train.call.pt``, the library
+        # call's saved arguments, which the result loads from beside itself): re-checked
+        # without it, a result that reproduces would count as one that does not.
+        companions = [p for p in output.parent.iterdir() if p.is_file() and p.suffix not in (".py", ".md", ".json")]
+        if companions:
+            overlay = work / "companions"
+            overlay.mkdir(parents=True, exist_ok=True)
+            for p in companions:
+                shutil.copy2(p, overlay / p.name)
     row["tokens"] = tokens
     row["output"] = str(output)
     ok, n = common.recheck(setup, text, work / "recheck", recheck_runs, overlay)
