@@ -519,6 +519,22 @@ def _loop_around_failure(program: Program) -> bool:
 
 
 CALIBRATION_RUNS = 3
+
+
+def checks_reserve(verify_runs: int, extracting: bool, original_wall: float, result_wall: float,
+                   import_seconds: float) -> float:
+    """Seconds the search leaves under --max-time for what follows it: verifying runs the
+    result ``verify_runs`` times in fresh interpreters; extracting runs the original once
+    to save the call, then checks the extracted script (about one run of the result).
+    The result's time falls as it shrinks (a training loop cut), so the reducer asks
+    again at every rebase; the original's does not.  ``result_wall`` is a forked run's,
+    which lacks a fresh interpreter's imports (``import_seconds``, the preload's time)."""
+    fresh_result = min(original_wall, result_wall + import_seconds) + 0.5
+    reserve = verify_runs * fresh_result
+    if extracting:
+        reserve += (original_wall + 0.5) + (EXTRACT_RUNS - 1) * fresh_result
+    return reserve
+
 # Runs of about the original's length that extraction takes (the capture, the checks).
 EXTRACT_RUNS = 2
 # An original that runs this long gets one calibration run, not CALIBRATION_RUNS: its
@@ -885,18 +901,9 @@ def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats, v
         extracting = config.extract and config.write
 
         def search_deadline(result_wall: float) -> float | None:
-            # Verifying runs the result verify_runs times; extracting runs the original
-            # once to save the call, then checks the extracted script (a short run).
-            # What the result takes falls as it shrinks (a cut training loop), so the
-            # deadline moves at every rebase; what the original takes does not.
             if deadline is None:
                 return None
-            # A forked run's wall lacks the fresh interpreter's imports: the preload's time.
-            fresh_result = min(first.wall, result_wall + report.seconds) + 0.5
-            reserve = config.verify_runs * fresh_result
-            if extracting:
-                reserve += (first.wall + 0.5) + (EXTRACT_RUNS - 1) * fresh_result
-            return deadline - reserve
+            return deadline - checks_reserve(config.verify_runs, extracting, first.wall, result_wall, report.seconds)
 
         budget = Budget(max_tests=config.max_tests, deadline=search_deadline(first.wall))
 
