@@ -107,9 +107,9 @@ def imported_local_files(text: str, directory: Path, seen: set[str] | None = Non
         if isinstance(node, ast.Import):
             dotted += [a.name.split(".") for a in node.names]
         elif isinstance(node, ast.ImportFrom):
+            if node.level and node.level > len(here):
+                continue  # beyond the top-level package: Python raises ImportError
             base = list(here[: len(here) - (node.level - 1)]) if node.level else []
-            if node.level and node.level - 1 > len(here):
-                continue
             mod = base + (node.module.split(".") if node.module else [])
             dotted += [mod + [a.name] for a in node.names]  # the last part may be a name, not a module
     out = []
@@ -124,8 +124,10 @@ def imported_local_files(text: str, directory: Path, seen: set[str] | None = Non
     for parts in dotted:
         for k in range(1, len(parts) + 1):
             prefix = "/".join(parts[:k])
-            add(f"{prefix}.py")
-            add(f"{prefix}/__init__.py")
+            if (directory / prefix / "__init__.py").is_file():
+                add(f"{prefix}/__init__.py")  # a package comes before a module of its name
+            else:
+                add(f"{prefix}.py")
     return out
 
 

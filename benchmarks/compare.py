@@ -187,8 +187,10 @@ def run_shrinkgpu(setup: common.OracleSetup, work: Path, cap: float, jobs: int, 
         if companions:
             overlay = work / "companions"
             overlay.mkdir(parents=True, exist_ok=True)
-            for p in companions:
-                shutil.copy2(p, overlay / p.name)
+            for p in companions:  # beside the script, where the result looks for them
+                dst = overlay / Path(setup.script).parent / p.name
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(p, dst)
     row["tokens"] = tokens
     row["output"] = str(output)
     ok, n = common.recheck(setup, text, work / "recheck", recheck_runs, overlay)
@@ -392,8 +394,19 @@ def main(argv: list[str] | None = None) -> int:
             # Corpus scripts (corpus/NAME) are not in --fixtures; they are loaded by name here so that
             # the cost of scripts importing lightning or transformers is measured as well.
             by_name = {f.name: f for f in fixtures}
-            cost_fixtures = [by_name.get(n.strip()) or common.load_fixture(n.strip()) for n in cost_names]
-            for fx in [f for f in cost_fixtures if f.device == "cpu"]:
+            cost_fixtures = []
+            for n in cost_names:
+                try:
+                    fx = by_name.get(n.strip()) or common.load_fixture(n.strip())
+                except (OSError, KeyError, ValueError) as exc:
+                    results["errors"].append(f"cost {n}: {exc!r}")
+                    log(f"cost {n}: cannot load the fixture: {exc!r}")
+                    continue
+                if fx.device != "cpu" and not common.cuda_available():
+                    log(f"cost {fx.name}: skipped (needs {fx.device})")
+                    continue
+                cost_fixtures.append(fx)
+            for fx in cost_fixtures:
                 log(f"cost: {fx.name} ({ns.cost_fork_runs} forked and {ns.cost_fresh_runs} fresh runs per candidate)")
                 try:
                     rows = measure_cost(fx, ns.cost_fresh_runs, ns.cost_fork_runs)

@@ -82,3 +82,20 @@ def test_shared_oracle_accepts_the_original_and_rejects_a_passing_script(tmp_pat
     assert calls["calls"] == 3
     assert calls["verdicts"] == {"interesting": 1, "no-error": 1, "syntax-error": 1}
     assert (state / "best.py").read_text() == fx.path.read_text()
+
+
+def test_a_programs_tokens_count_the_local_package_it_imports(tmp_path):
+    # A result that keeps a package is counted whole; so must the original be, or its
+    # share comes out more than twice too large (pkg_tagger: 1310 tokens instead of 3112).
+    from benchmarks.common import imported_local_files
+
+    (tmp_path / "tagger").mkdir()
+    (tmp_path / "tagger" / "__init__.py").write_text("from .models import Net\n")
+    (tmp_path / "tagger" / "models.py").write_text("from . import layers\nfrom .. import nothing\n")
+    (tmp_path / "tagger" / "layers.py").write_text("X = 1\n")
+    (tmp_path / "tagger" / "unused.py").write_text("Y = 2\n")
+    (tmp_path / "heads.py").write_text("import torch\n")
+    main = "import heads\nfrom tagger import Net\nimport torch\n"
+    assert imported_local_files(main, tmp_path, {"train.py"}) == [
+        "heads.py", "tagger/__init__.py", "tagger/models.py", "tagger/layers.py",
+    ]

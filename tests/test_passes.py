@@ -431,6 +431,12 @@ def test_propagate_constants_reads_a_config_class_used_as_a_namespace():
         # a config class with a method or a base is more than its class attributes
         "class C:\n    n = 1\n    def f(self):\n        return 2\nc = C()\nprint(c.n)\n",
         "class C(Base):\n    n = 1\nc = C()\nprint(c.n)\n",
+        # the class body binds the name again, or the class is handed on
+        "class C:\n    n = 1\n    n = f()\nc = C()\nprint(c.n)\n",
+        "class C:\n    n = 1\n    n += 1\nprint(C.n)\n",
+        "class C:\n    n = 1\nsetattr(C, 'n', 2)\nprint(C.n)\n",
+        "class C:\n    n = 1\ntweak(C)\nprint(C.n)\n",
+        "class C:\n    n = 1\ndel C.n\n",
         # the class attribute is written, or the instance's
         "class C:\n    n = 1\nC.n = 2\nc = C()\nprint(c.n)\n",
         "class C:\n    n = 1\nc = C()\nc.n = 2\nprint(c.n)\n",

@@ -171,6 +171,30 @@ def test_max_time_bounds_the_first_run_and_names_timeout(tmp_path):
     assert json.loads(done.stdout)["exit_code"] == 3
 
 
+SLOW_ORIGINAL = """\
+import time
+import torch
+for step in range(100):          # ten seconds the failure does not need
+    time.sleep(0.1)
+w = torch.zeros(3, 4)
+x = torch.ones(2, 5)
+y = x @ w
+"""
+
+
+def test_max_time_keeps_for_the_final_checks_what_the_result_takes_not_the_original(tmp_path):
+    # Four runs of this 10 s original (two checks, the extraction) would leave the search
+    # nothing of 60 s once the first run and its calibration ran; the loop goes with the
+    # first candidate, and the search must then go on to the end.
+    (tmp_path / "slow.py").write_text(SLOW_ORIGINAL)
+    done = shrinkgpu("reduce", "slow.py", "-k", "shapes cannot be multiplied", "--max-time", "60", "--json",
+                     "--confirm", "0", cwd=tmp_path, timeout=240)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["stop_reason"] is None, summary
+    assert "for step" not in (tmp_path / "slow.min.py").read_text()
+
+
 # -- 5. sources as Python reads them; notebooks; -m -------------------------------------------
 def test_a_latin1_source_is_read_and_written_in_its_encoding(tmp_path):
     src = '# -*- coding: latin-1 -*-\nimport torch\nname = "caf\xe9"\nprint(name)\ntorch.zeros(2).view(len(name) + 1)\n'

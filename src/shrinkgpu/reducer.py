@@ -905,7 +905,12 @@ def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats, v
                 return None
             return deadline - checks_reserve(config.verify_runs, extracting, first.wall, result_wall, report.seconds)
 
-        budget = Budget(max_tests=config.max_tests, deadline=search_deadline(first.wall))
+        # Before any candidate ran, the result is expected to take what the original took
+        # outside its hot loops: they go first, and keeping four runs of a slow original
+        # back would leave the search no time to cut them (the deadline follows the real
+        # run times from the first reproducing candidate on).
+        expected_wall = first.wall * (1.0 - max((share for _, _, share in hot), default=0.0))
+        budget = Budget(max_tests=config.max_tests, deadline=search_deadline(expected_wall))
 
         def test(cand: Candidate) -> Verdict:
             return test_many([cand])[0]
@@ -919,7 +924,15 @@ def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats, v
                     rendered.append(None)
             runnable = [files for files in rendered if files is not None]
             verdicts = iter(oracle.many(runnable)) if runnable else iter(())
-            return [Verdict.INVALID if files is None else next(verdicts) for files in rendered]
+            out = [Verdict.INVALID if files is None else next(verdicts) for files in rendered]
+            if deadline is not None:
+                # A reproducing candidate is what the search keeps: the time kept for the
+                # final checks follows its run at once, not only when the pass ends.
+                for files, verdict in zip(rendered, out):
+                    seen = oracle.reproduced.get(tuple(sorted(files.items()))) if verdict == Verdict.REPRODUCED else None
+                    if seen is not None:
+                        budget.deadline = search_deadline(seen.wall)
+            return out
 
         def rebase(cand: Candidate) -> Candidate:
             # The accepted candidate becomes the new original: fresh statement ids and

@@ -134,7 +134,7 @@ def reduce_to_fixpoint(
     test: Callable[[S], Verdict],
     size: Callable[[S], Any],
     *,
-    budget: Budget = Budget(),
+    budget: Budget | None = None,
     on_event: Callable[[object], None] | None = None,
     max_sweeps: int | None = None,
     normalize: Callable[[S], S] | None = None,
@@ -158,6 +158,7 @@ def reduce_to_fixpoint(
     ``search`` is "ddmin" or "probdd" (which also learns across sweeps which units were
     needed, through the passes' optional ``unit_key``).
     """
+    budget = Budget() if budget is None else budget
     if search not in SEARCHES:
         raise ValueError(f"unknown search {search!r}; choose from {SEARCHES}")
     needed: set = set()

@@ -327,12 +327,15 @@ def _config_class(program, stmt, *, instance: bool) -> dict[str, str] | None:
     else:
         return None
     out: dict[str, str] = {}
+    bound: dict[str, int] = {}  # how often the class body binds each name, any way
     for body_stmt in cls.body.body:
         if not isinstance(body_stmt, cst.SimpleStatementLine):
             if plain:
                 return None  # a method: the class is more than a config
             continue
         for small in body_stmt.body:
+            for name in _bound_names(small):
+                bound[name] = bound.get(name, 0) + 1
             if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.value is not None:
                 target, value = small.target, small.value
             elif plain and isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
@@ -344,7 +347,36 @@ def _config_class(program, stmt, *, instance: bool) -> dict[str, str] | None:
                 text = _default_factory(value)
             if text is not None:
                 out[target.value] = text
+    # ``n = 1`` then ``n = f()`` or ``n += 1``: the class ends with another value.
+    out = {k: v for k, v in out.items() if bound.get(k) == 1}
     return out or None
+
+
+def _bound_names(small: cst.BaseSmallStatement) -> list[str]:
+    """Names a class-body line binds (``a = b = 1``, ``a: int``, ``a += 1``, ``del a``,
+    ``import a``), so a name bound twice is known to be."""
+    names: list[str] = []
+
+    def targets(node) -> None:
+        if isinstance(node, cst.Name):
+            names.append(node.value)
+        elif isinstance(node, (cst.Tuple, cst.List)):
+            for el in node.elements:
+                targets(el.value)
+        elif isinstance(node, cst.StarredElement):
+            targets(node.value)
+
+    if isinstance(small, cst.Assign):
+        for t in small.targets:
+            targets(t.target)
+    elif isinstance(small, (cst.AnnAssign, cst.AugAssign)):
+        targets(small.target)
+    elif isinstance(small, cst.Del):
+        targets(small.target)
+    elif isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(small.names, cst.ImportStar):
+        for alias in small.names:
+            names.append(_code(alias.asname.name) if alias.asname else _code(alias.name).split(".")[0])
+    return names
 
 
 def _default_factory(node: cst.BaseExpression) -> str | None:
@@ -533,6 +565,12 @@ class PropagateConstants(LevelZeroPass):
             }.values())
             if any(deps.in_fstring(n) for n, _ in readers):
                 continue
+            # The class itself handed on (``setattr(Config, ...)``, ``C = Config``, a base
+            # of another class) may be changed out of sight; ``Config()`` is only read.
+            if any(a is None and not _bare_instantiation(deps, n) for n, a in readers):
+                continue
+            if any(a is not None and deps.is_del_target(a) for _, a in readers):
+                continue
             edits = [
                 Edit("expr", node=program.node_index(a), text=values[a.attr.value])
                 for _, a in readers if a is not None and a.attr.value in values
@@ -545,6 +583,12 @@ class PropagateConstants(LevelZeroPass):
                 unit += deletion_unit(cand, [s.id], ignore=readers_at, new_text=" ".join(e.text for e in edits))
             out.append(unit)
         return out
+
+
+def _bare_instantiation(deps, name: cst.Name) -> bool:
+    """``Config()``: the read is the callee of a call without arguments."""
+    call = deps.call_of(name)
+    return call is not None and not call.args
 
 
 class ScalarizeAttributes(LevelZeroPass):
