@@ -369,9 +369,7 @@ def _bound_names(small: cst.BaseSmallStatement) -> list[str]:
     if isinstance(small, cst.Assign):
         for t in small.targets:
             targets(t.target)
-    elif isinstance(small, (cst.AnnAssign, cst.AugAssign)):
-        targets(small.target)
-    elif isinstance(small, cst.Del):
+    elif isinstance(small, (cst.AnnAssign, cst.AugAssign, cst.Del)):
         targets(small.target)
     elif isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(small.names, cst.ImportStar):
         for alias in small.names:
