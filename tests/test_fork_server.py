@@ -274,6 +274,24 @@ def test_finalizers_made_while_preloading_stay_the_supervisors(tmp_path):
     assert (lib / "cache").is_dir()
 
 
+def test_a_virtual_environment_of_any_name_is_not_copied(tmp_path):
+    # ``.ci-venv``, ``env``: what makes a directory a virtual environment is its
+    # pyvenv.cfg, and copying one (torch included) for every reduction costs gigabytes.
+    (tmp_path / "s.py").write_text("pass\n")
+    for name in (".ci-venv", "env"):
+        (tmp_path / name / "lib").mkdir(parents=True)
+        (tmp_path / name / "pyvenv.cfg").write_text("home = /usr/bin\n")
+        (tmp_path / name / "lib" / "big.py").write_text("x = 1\n")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "labels.txt").write_text("1\n")
+    sandbox = Sandbox(tmp_path)
+    try:
+        copied = {p.relative_to(sandbox.template).as_posix() for p in sandbox.template.rglob("*") if p.is_file()}
+    finally:
+        sandbox.close()
+    assert copied == {"s.py", "data/labels.txt"}
+
+
 def test_files_beside_the_script_are_linked_from_one_copy_never_copied_again(project):
     sandbox = Sandbox(project)
     try:

@@ -803,6 +803,24 @@ def test_preload_candidates_keep_installed_modules_and_skip_the_users_own(module
     assert len(candidates) == len(set(candidates))
 
 
+def test_a_virtual_environment_inside_the_users_directory_is_still_preloaded(module_run, monkeypatch):
+    # ``python -m venv .venv`` in the project and ``shrinkgpu reduce`` from its root: the
+    # root is the user's directory, and torch lives inside it.  Simulated by calling the
+    # directory that holds this interpreter's site-packages the user's.
+    import sysconfig
+
+    import shrinkgpu.worker.runner as runner_module
+
+    site_dir = Path(sysconfig.get_paths()["purelib"]).resolve()
+    enclosing = site_dir.parent  # lib/python3.X: a directory with an installed path inside it
+    candidates = preload_candidates(module_run.modules, [enclosing])
+    assert {"torch", "torch.nn.functional"} <= set(candidates)
+    # The site-packages directory itself named as the user's (a script edited in place
+    # there) keeps its modules out: they are the user's files then.
+    monkeypatch.setattr(runner_module, "installed_paths", lambda: (str(site_dir),))
+    assert "torch" not in preload_candidates(module_run.modules, [site_dir])
+
+
 def test_no_installed_module_is_reported_as_a_local_file(module_run):
     local = {name: rel for name, _file, rel in module_run.modules if rel is not None}
     assert set(local) == {"__main__", "helper", "mypkg"}

@@ -112,9 +112,14 @@ def preload_candidates(
         if file is None or local is not None:
             continue  # built in (already there), a namespace package, or the user's own
         real = os.path.realpath(file)
-        if any(real.startswith(e + os.sep) for e in excluded):
+        homes = [p for p in installed if real.startswith(p + os.sep)]
+        if not homes:
             continue
-        if not any(real.startswith(p + os.sep) for p in installed):
+        # Under the user's directory, a module is the user's, unless it lies in an
+        # installed location inside that directory: a virtual environment in the project
+        # (``python -m venv .venv`` beside the code, run from the project's root) holds
+        # torch itself, and skipping it would leave the fork server without torch.
+        if any(real.startswith(e + os.sep) and not any(h.startswith(e + os.sep) for h in homes) for e in excluded):
             continue
         out.append(name)
     return out

@@ -116,6 +116,8 @@ class Sandbox:
             for d in sorted(dirnames):
                 if d in SKIP_DIRS or (here / d).resolve() in self.exclude:
                     continue
+                if (here / d / "pyvenv.cfg").is_file():
+                    continue  # a virtual environment of any name (``env``, ``.ci-venv``)
                 if _is_session(here / d):
                     # This session's own directory (a script in the temporary directory
                     # would copy its copy forever), or another reduction's.
