@@ -835,6 +835,13 @@ def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats, v
             )
         if report.note:
             say(f"{report.note}: expect seconds per candidate instead of milliseconds. {FORK_ADVICE}")
+        imported = {name for name, _file, _local in first.modules}
+        if report.isolation is Isolation.FORK and "torch" in imported and "torch" not in report.modules:
+            # Forking still works, but every candidate pays torch's import: a fallback in
+            # all but name, and it must not be a silent one.
+            torch_file = next((f for n, f, _ in first.modules if n == "torch"), None)
+            say(f"torch ({torch_file}) is not preloaded: each candidate imports it itself (seconds instead of "
+                "milliseconds). It is preloaded when it is installed (site-packages), not one of your files.")
 
         # How often does the original fail, run as python runs it (a fresh interpreter:
         # new random seeds, a new hash seed each time)?  A result must fail as reliably.
