@@ -519,22 +519,6 @@ def _loop_around_failure(program: Program) -> bool:
 
 
 CALIBRATION_RUNS = 3
-
-
-def checks_reserve(verify_runs: int, extracting: bool, original_wall: float, result_wall: float,
-                   import_seconds: float) -> float:
-    """Seconds the search leaves under --max-time for what follows it: verifying runs the
-    result ``verify_runs`` times in fresh interpreters; extracting runs the original once
-    to save the call, then checks the extracted script (about one run of the result).
-    The result's time falls as it shrinks (a training loop cut), so the reducer asks
-    again at every rebase; the original's does not.  ``result_wall`` is a forked run's,
-    which lacks a fresh interpreter's imports (``import_seconds``, the preload's time)."""
-    fresh_result = min(original_wall, result_wall + import_seconds) + 0.5
-    reserve = verify_runs * fresh_result
-    if extracting:
-        reserve += (original_wall + 0.5) + (EXTRACT_RUNS - 1) * fresh_result
-    return reserve
-
 # Runs of about the original's length that extraction takes (the capture, the checks).
 EXTRACT_RUNS = 2
 # An original that runs this long gets one calibration run, not CALIBRATION_RUNS: its
@@ -548,6 +532,22 @@ HOT_SHARE = 0.25
 HOT_MIN_SECONDS = 1.0
 
 
+def checks_reserve(verify_runs: int, extracting: bool, original_wall: float, result_wall: float,
+                   import_seconds: float) -> float:
+    """Seconds the search leaves under --max-time for what follows it: verifying runs the
+    result ``verify_runs`` times in fresh interpreters; extracting runs the original once
+    to save the call, then checks the extracted script (about one run of the result).
+    The result's time falls as it shrinks (a training loop cut), so the reducer asks
+    again at every reproducing candidate; the original's does not.  ``result_wall`` is
+    a forked run's, which lacks a fresh interpreter's imports (``import_seconds``, the
+    preload's time)."""
+    fresh_result = min(original_wall, result_wall + import_seconds) + 0.5
+    reserve = verify_runs * fresh_result
+    if extracting:
+        reserve += (original_wall + 0.5) + (EXTRACT_RUNS - 1) * fresh_result
+    return reserve
+
+
 def hot_loops(files: Mapping[str, str], loop_time) -> tuple[tuple[str, str, float], ...]:
     """(file, header text, share) of the loops that took at least HOT_SHARE of the run."""
     out = []
@@ -556,6 +556,8 @@ def hot_loops(files: Mapping[str, str], loop_time) -> tuple[tuple[str, str, floa
         if share >= HOT_SHARE and 1 <= line <= len(lines):
             out.append((file, lines[line - 1].strip(), share))
     return tuple(out)
+
+
 FLAKY_SAMPLE = 10  # fresh runs that measure how often a flaky original fails
 FLAKY_LANES = 4  # fork servers with their own hash seeds when the original is flaky
 
@@ -903,8 +905,8 @@ def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats, v
             rate=rate,
             pin_variable=pin_variable,
         )
-        # --max-time covers the final check too: the search leaves it the time its fresh
-        # runs of the original took.
+        # --max-time covers the final checks and the extraction too: the search stops in
+        # time to leave them what they take (checks_reserve).
         extracting = config.extract and config.write
 
         def search_deadline(result_wall: float) -> float | None:
@@ -934,7 +936,8 @@ def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats, v
             out = [Verdict.INVALID if files is None else next(verdicts) for files in rendered]
             if deadline is not None:
                 # A reproducing candidate is what the search keeps: the time kept for the
-                # final checks follows its run at once, not only when the pass ends.
+                # final checks follows its run at once, not only when the pass ends.  (The
+                # oracle's key of a candidate is Candidate.key, from files rendered here.)
                 for files, verdict in zip(rendered, out):
                     seen = oracle.reproduced.get(tuple(sorted(files.items()))) if verdict == Verdict.REPRODUCED else None
                     if seen is not None:
@@ -951,8 +954,6 @@ def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats, v
             trace.append((round(time.monotonic() - started, 3), cand.size))
             facts = facts_of(oracle.reproduced.get(cand.key))
             seen = oracle.reproduced.get(cand.key)
-            if seen is not None and deadline is not None:
-                budget.deadline = search_deadline(seen.wall)
             # A loop stays worth cutting first while runs are still long.
             still_slow = seen is None or seen.wall >= HOT_MIN_SECONDS
             carried = dict(loops=loops, cut=cut, hot_loops=hot if still_slow else ())
