@@ -36,6 +36,7 @@ from shrinkgpu.extract import ExtractionFailed, extract
 from shrinkgpu.families import Family, family_matches, is_asynchronous
 from shrinkgpu.signature import Signature, Strictness
 from shrinkgpu.syntax import Candidate, CutRecord, Facts, LoadRecord, ParseRecord, Program
+from shrinkgpu.syntax.code import calls_named
 from shrinkgpu.syntax.program import loop_facts
 from shrinkgpu.worker import (
     ForkUnavailable,
@@ -1204,21 +1205,13 @@ def _argument_text(source: str, function: str, position: int, keyword: str) -> s
     ``function`` in a statement's source."""
     import ast
 
-    try:
-        tree = ast.parse(source.strip())
-    except SyntaxError:
-        return None
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            func = node.func
-            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
-            if called != function:
-                continue
-            if position < len(node.args) and not isinstance(node.args[position], ast.Starred):
-                return ast.get_source_segment(source.strip(), node.args[position])
-            for kw in node.keywords:
-                if kw.arg == keyword:
-                    return ast.get_source_segment(source.strip(), kw.value)
+    line = source.strip()
+    for node in calls_named(line, function):
+        if position < len(node.args) and not isinstance(node.args[position], ast.Starred):
+            return ast.get_source_segment(line, node.args[position])
+        for kw in node.keywords:
+            if kw.arg == keyword:
+                return ast.get_source_segment(line, kw.value)
     return None
 
 

@@ -21,6 +21,7 @@ from shrinkgpu.families import Family, advice_for
 from shrinkgpu.inputs import encode_source
 from shrinkgpu.privacy import Redactor
 from shrinkgpu.signature import Signature
+from shrinkgpu.syntax.code import calls_named
 from shrinkgpu.worker import ScriptSpec
 
 
@@ -477,17 +478,8 @@ def suggest_check(sig: Signature) -> str | None:
 
 def _call_in(source: str, name: str) -> ast.Call | None:
     """The call of ``name`` (``F.cross_entropy``, ``torch.gather``) in a line of source."""
-    try:
-        tree = ast.parse(source.strip())
-    except SyntaxError:
-        return None
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            func = node.func
-            called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
-            if called == name:
-                return node
-    return None
+    calls = calls_named(source, name)
+    return calls[0] if calls else None
 
 
 class CollectEnv:

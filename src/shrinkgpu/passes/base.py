@@ -135,29 +135,6 @@ def deletion_unit(
     return tuple(Edit("delete", s) for s in sorted(top))
 
 
-def bound_sequence(program, node, kinds=None) -> bool:
-    """Whether ``node`` is a list literal or comprehension, or a name bound once to one
-    (``kinds`` widens what counts, e.g. to tuples): something ``[k]`` and ``[:k]`` index
-    the way a loop or a loader walks it."""
-    import libcst as cst
-
-    kinds = kinds or (cst.List, cst.ListComp)
-    if isinstance(node, kinds):
-        return True
-    if not isinstance(node, cst.Name):
-        return False
-    binders = program.deps.binders(node)
-    if len(binders) != 1:
-        return False
-    stmt = program.stmts[next(iter(binders))].node
-    return (
-        isinstance(stmt, cst.SimpleStatementLine)
-        and len(stmt.body) == 1
-        and isinstance(stmt.body[0], cst.Assign)
-        and isinstance(stmt.body[0].value, kinds)
-    )
-
-
 def lone_assignment(node):
     """The ``cst.Assign`` of a line that is one assignment to one target (``x = v``,
     ``self.rows = []``), else None."""

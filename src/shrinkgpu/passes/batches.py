@@ -28,10 +28,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-from shrinkgpu.passes.base import EditPass, Unit, bound_sequence, dedupe, deletion_unit, lone_assignment
+from shrinkgpu.passes.base import EditPass, Unit, dedupe, deletion_unit, lone_assignment
 from shrinkgpu.syntax.program import Candidate, Edit
 from shrinkgpu.syntax.program import code_of as _code
-from shrinkgpu.syntax.queries import Substitute, instance_class, method_of, module_names
+from shrinkgpu.syntax.queries import Substitute, bound_sequence, instance_class, method_of, module_names
 
 # DataLoader keywords that do not change which items form the first batch, or how they
 # are put together: workers, pinning and prefetching move the same items around.

@@ -161,20 +161,7 @@ def _tuple_items(node: cst.BaseExpression) -> list[str] | None:
 
 def _indexed(program, deps, name: cst.Name) -> tuple[cst.Subscript, int] | None:
     """(``name[k]``, k) when the read ``name`` is subscripted by an integer literal."""
-    sid = deps.enclosing(name)
-    if sid is None:
-        return None
-    found: list[tuple[cst.Subscript, int]] = []
-
-    class Find(cst.CSTVisitor):
-        def visit_Subscript(self, node: cst.Subscript) -> None:
-            if node.value is name and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
-                text = _code(node.slice[0].slice.value).replace(" ", "")
-                if text.lstrip("-").isdigit():
-                    found.append((node, int(text)))
-
-    program.stmts[sid].node.visit(Find())
-    return found[0] if found else None
+    return _keyed(program, deps, name, integers=True)
 
 
 def _registry(node: cst.BaseExpression) -> dict[object, str] | None:
@@ -199,8 +186,9 @@ def _registry(node: cst.BaseExpression) -> dict[object, str] | None:
     return out
 
 
-def _keyed(program, deps, name: cst.Name) -> tuple[cst.Subscript, object] | None:
-    """(``name[k]``, k) when the read ``name`` is subscripted by a constant."""
+def _keyed(program, deps, name: cst.Name, integers: bool = False) -> tuple[cst.Subscript, object] | None:
+    """(``name[k]``, k) when the read ``name`` is subscripted by a constant: a string or
+    an integer (``-1`` too), only an integer with ``integers``."""
     import ast
 
     sid = deps.enclosing(name)
@@ -212,7 +200,11 @@ def _keyed(program, deps, name: cst.Name) -> tuple[cst.Subscript, object] | None
         def visit_Subscript(self, node: cst.Subscript) -> None:
             if node.value is name and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
                 key = node.slice[0].slice.value
-                if isinstance(key, (cst.SimpleString, cst.Integer)):
+                number = isinstance(key, cst.Integer) or (
+                    isinstance(key, cst.UnaryOperation) and isinstance(key.operator, cst.Minus)
+                    and isinstance(key.expression, cst.Integer)
+                )
+                if number or (isinstance(key, cst.SimpleString) and not integers):
                     found.append((node, ast.literal_eval(_code(key))))
 
     program.stmts[sid].node.visit(Find())

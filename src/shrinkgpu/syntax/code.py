@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-__all__ = ["code_of", "parse_expression"]
+__all__ = ["calls_named", "code_of", "parse_expression"]
 
 
 _EMPTY_MODULE = cst.Module(body=[])
@@ -29,3 +29,24 @@ def parse_expression(text: str) -> cst.BaseExpression:
     if isinstance(expr, _ATOMS) or getattr(expr, "lpar", None):
         return expr
     return cst.parse_expression(f"({text})")
+
+
+def calls_named(source: str, name: str) -> list:
+    """The ``ast.Call`` nodes in a line of source whose callee is spelled ``name`` or
+    ``something.name`` (``F.cross_entropy``, ``torch.gather``), in walk order; none when
+    the line does not parse alone.  (``ast``, not libcst: a recorded frame's line, for
+    its argument positions and source segments, never a program to edit.)"""
+    import ast
+
+    try:
+        tree = ast.parse(source.strip())
+    except SyntaxError:
+        return []
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+            if called == name:
+                out.append(node)
+    return out

@@ -13,7 +13,7 @@ from shrinkgpu.syntax.program import Candidate
 from shrinkgpu.syntax.program import code_of as _code
 
 __all__ = [
-    "Substitute", "assigned_names", "class_method_of", "first_item", "first_param", "header_parts", "instance_class", "method_of",
+    "Substitute", "assigned_names", "bound_sequence", "class_method_of", "first_item", "first_param", "header_parts", "instance_class", "method_of",
     "module_names", "nth_item", "one_iteration", "runs_once",
 ]
 
@@ -203,7 +203,7 @@ def nth_item(iterable: cst.BaseExpression, n: int, program=None) -> tuple[str, s
     ``next(itertools.islice(..., n, None))``, which skips the first items without running
     the loop body on them."""
     if isinstance(iterable, cst.Name) and program is not None:
-        if _bound_sequence(program, iterable):
+        if bound_sequence(program, iterable, (cst.List, cst.ListComp, cst.Tuple)):
             return f"{iterable.value}[{n}]", None
     if (
         isinstance(iterable, cst.Call)
@@ -227,8 +227,15 @@ def nth_item(iterable: cst.BaseExpression, n: int, program=None) -> tuple[str, s
     return f"next(itertools.islice({_code(iterable)}, {n}, None))", "itertools"
 
 
-def _bound_sequence(program, node: cst.Name) -> bool:
-    """Whether ``node`` is a name bound once to a list, tuple or list comprehension."""
+def bound_sequence(program, node, kinds=None) -> bool:
+    """Whether ``node`` is a list literal or comprehension, or a name bound once to one
+    (``kinds`` widens what counts, e.g. to tuples): something ``[k]`` and ``[:k]`` index
+    the way a loop or a loader walks it."""
+    kinds = kinds or (cst.List, cst.ListComp)
+    if isinstance(node, kinds):
+        return True
+    if not isinstance(node, cst.Name):
+        return False
     binders = program.deps.binders(node)
     if len(binders) != 1:
         return False
@@ -237,7 +244,7 @@ def _bound_sequence(program, node: cst.Name) -> bool:
         isinstance(stmt, cst.SimpleStatementLine)
         and len(stmt.body) == 1
         and isinstance(stmt.body[0], cst.Assign)
-        and isinstance(stmt.body[0].value, (cst.List, cst.ListComp, cst.Tuple))
+        and isinstance(stmt.body[0].value, kinds)
     )
 
 

@@ -41,6 +41,25 @@ def _is_user_file(filename: str, roots: tuple[str, ...]) -> bool:
     return not filename.startswith("<") and _is_under(os.path.abspath(filename), roots)
 
 
+def _loop_spans(filename: str, roots, *, whiles: bool) -> list[tuple[int, int, int]]:
+    """(header line, first body line, last line) of each ``for`` loop (and ``while``,
+    with ``whiles``) of one of the user's files; none for a library's or an unreadable
+    file."""
+    if not _is_user_file(filename, roots):
+        return []
+    import ast
+
+    try:
+        tree = ast.parse(Path(filename).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+        return []
+    kinds = (ast.For, ast.While) if whiles else (ast.For,)
+    return [
+        (node.lineno, node.body[0].lineno, node.end_lineno or node.lineno)
+        for node in ast.walk(tree) if isinstance(node, kinds) and node.body
+    ]
+
+
 class _LoopCounter:
     """Which iteration each ``for`` loop of the user's code is in, per frame.
 
@@ -59,17 +78,7 @@ class _LoopCounter:
     def _loops_of(self, filename: str) -> dict[int, tuple[int, int]]:
         found = self.loops.get(filename)
         if found is None:
-            found = {}
-            if _is_user_file(filename, self.roots):
-                import ast
-
-                try:
-                    tree = ast.parse(Path(filename).read_text(encoding="utf-8"))
-                except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
-                    tree = None
-                for node in ast.walk(tree) if tree is not None else ():
-                    if isinstance(node, ast.For) and node.body:
-                        found[node.lineno] = (node.body[0].lineno, node.end_lineno or node.lineno)
+            found = {head: (start, end) for head, start, end in _loop_spans(filename, self.roots, whiles=False)}
             self.loops[filename] = found
         return found
 
@@ -162,17 +171,7 @@ class _LoopClock:
     def _spans_of(self, filename: str) -> list[tuple[int, int, int]]:
         found = self.spans.get(filename)
         if found is None:
-            found = []
-            if _is_user_file(filename, self.roots):
-                import ast
-
-                try:
-                    tree = ast.parse(Path(filename).read_text(encoding="utf-8"))
-                except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
-                    tree = None
-                for node in ast.walk(tree) if tree is not None else ():
-                    if isinstance(node, (ast.For, ast.While)) and node.body:
-                        found.append((node.lineno, node.body[0].lineno, node.end_lineno or node.lineno))
+            found = _loop_spans(filename, self.roots, whiles=True)
             self.spans[filename] = found
         return found
 
@@ -1055,14 +1054,13 @@ def prepare_process(req: dict[str, Any], *, forked: bool) -> None:
         tempfile = sys.modules.get("tempfile")
         if tempfile is not None:
             tempfile.tempdir = None
-        _disown_preload_finalizers()
 
 
-def _disown_preload_finalizers() -> None:
-    """Finalizers made while preloading belong to the supervisor, not to the script: a
-    forked child must not run them at exit.  They are library teardown done at import
-    (torch registers one per operator library, about 170, and running them took 30 ms
-    of a 70 ms candidate), and one that removes a directory a module made at import
+def disown_finalizers() -> None:
+    """Called in the supervisor once it has preloaded: the finalizers made so far belong
+    to it, not to any script, and a forked child must not run them at exit.  They are
+    library teardown done at import (torch registers one per operator library, about
+    170, and running them took 30 ms of a 70 ms candidate), and one that removes a directory a module made at import
     would remove the supervisor's, shared by every later child.  The script's own
     finalizers (a ``TemporaryDirectory`` it never closed) are made after this and run as
     under ``python script.py``; ``atexit`` callbacks are kept as they are (logging's

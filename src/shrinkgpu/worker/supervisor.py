@@ -170,7 +170,9 @@ class Supervisor:
         self.preloaded.extend(modules)
         # Every forked child runs the probe: imported here once (standard library only, no
         # state at import), it costs nothing per child instead of ~15 ms of each run.
-        from shrinkgpu.worker import probe  # noqa: F401
+        from shrinkgpu.worker import probe
+
+        probe.disown_finalizers()  # once here, not in every child
 
         # Everything imported so far lives as long as the supervisor: move it out of the
         # collector's reach, so a child's garbage collections do not walk (and, through
