@@ -706,7 +706,8 @@ def test_close_ends_the_supervisor_a_running_candidate_its_children_and_the_temp
     spec = ScriptSpec(script=tmp_path / "s.py", cwd=tmp_path, env=ENV)
     runner = Runner(spec, capture_ops=False)
     runner.start()
-    (supervisor,) = descendants() - before
+    # The supervisor is the direct child; it also keeps a child forked ahead of need.
+    (supervisor,) = {p.pid for p in psutil.Process().children()} - before
     future = runner.submit(
         script(
             f"""\
@@ -876,3 +877,60 @@ def test_parallel_submits_each_get_their_own_observation(fork_runner):
     assert (clean.status, clean.exit_code, clean.signature) == ("ok", 0, None)
     assert Path(clean.stdout.strip()).name == "work"
     assert all(f.result().wall >= 0.5 for f in futures)
+
+
+# -- 10. the child forked ahead of need -----------------------------------------------------
+def waiting_children(supervisor: int, timeout: float = 5.0) -> list[int]:
+    """The supervisor's children once exactly one of them is left (the standby)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        kids = [c.pid for c in psutil.Process(supervisor).children() if not gone(c.pid)]
+        if len(kids) == 1 or time.monotonic() > deadline:
+            return kids
+        time.sleep(0.02)
+
+
+def test_a_candidate_runs_in_the_child_forked_ahead_and_another_takes_its_place(tmp_path):
+    (tmp_path / "s.py").write_text("pass\n")
+    spec = ScriptSpec(script=tmp_path / "s.py", cwd=tmp_path, env=ENV)
+    before = {p.pid for p in psutil.Process().children()}
+    with Runner(spec, capture_ops=False) as runner:
+        runner.start()
+        (supervisor,) = {p.pid for p in psutil.Process().children()} - before
+        text = "import os, random\nprint(os.getpid(), os.getsid(0), os.environ.get('PIN'), random.random())\n"
+        seen = []
+        for pin in ("0", "1"):
+            (standby,) = waiting_children(supervisor)
+            obs = runner.run(script(text), timeout=30, env={"PIN": pin})
+            pid, sid, got, draw = obs.stdout.split()
+            # The waiting child is the one that ran, as its own session, with this
+            # run's environment and a random stream of its own.
+            assert int(pid) == standby and int(sid) == standby and got == pin
+            seen.append(draw)
+        assert seen[0] != seen[1]
+        (standby,) = waiting_children(supervisor)
+        os.kill(standby, signal.SIGKILL)  # a standby that dies waiting is replaced
+        assert wait_gone([standby]) == []
+        obs = runner.run(script("print('still here')\n"), timeout=30)
+        assert obs.status == "ok" and obs.stdout == "still here\n"
+        (standby,) = waiting_children(supervisor)
+    assert wait_gone([supervisor, standby]) == []  # closing ends the waiting child too
+
+
+def test_a_run_that_ends_normally_takes_what_it_started_with_it(fork_runner, tmp_path):
+    # The verdict goes out as soon as the child says it is done, before the kernel has
+    # torn it down; what it left running in its group is killed then, not later.
+    pids = tmp_path / "pids"
+    obs = run(
+        fork_runner,
+        f"""\
+        import atexit, subprocess, sys
+        child = subprocess.Popen(["sleep", "1000"])
+        open({str(pids)!r}, "w").write(str(child.pid))
+        atexit.register(print, "atexit ran")
+        sys.exit(4)
+        """,
+    )
+    assert (obs.status, obs.exit_code, obs.signal) == ("exit", 4, None)
+    assert obs.stdout == "atexit ran\n"
+    assert wait_gone(read_pids(pids, 1)) == []

@@ -13,7 +13,10 @@ Two ways to start a candidate, chosen per run:
   few milliseconds instead of seconds.  This is only sound while nothing in the
   supervisor has called into CUDA and no thread would be running at the fork
   (``forksafety``; docs/executors.md).  ``preload`` checks both after every import and
-  refuses (naming the module) rather than go on tainted.
+  refuses (naming the module) rather than go on tainted.  One child is forked ahead of
+  need and waits for its command (the fork of a large process costs milliseconds), and
+  a forked child reports its exit status itself just before ``os._exit``, so no verdict
+  waits for the kernel to tear it down.
 * ``fresh``: the child ``exec``s a new interpreter running the probe.
 
 It speaks newline-delimited JSON over two pipes it is given (never stdin/stdout: an
@@ -71,6 +74,18 @@ class Supervisor:
         signal.set_wakeup_fd(self.wake_w)
         signal.signal(signal.SIGTERM, lambda *_: self._shutdown(0))
         self.preloaded: list[str] = []
+        # A forked child says "done, exit status N" here just before ``os._exit``: the
+        # kernel's teardown of a child of a large process (its copied page tables, the
+        # pages it wrote) takes several milliseconds that no verdict needs to wait for.
+        self.done_r, self.done_w = os.pipe()
+        os.set_blocking(self.done_r, False)
+        self.done_buffer = b""
+        # A child forked ahead of need, waiting for its command (pid, write end of its
+        # command pipe): forking a process holding torch copies its page tables, about
+        # 5 ms, and that is done while the previous candidate runs, not on the way to
+        # the next.  Only once preloading is over: the standby is a copy of the server.
+        self.standby: tuple[int, int] | None = None
+        self.forking = False
         # The environment the user's script must see, before any preloaded module had a
         # chance to set a variable at import time.
         self.environ = {k: v for k, v in os.environ.items() if k not in unset}
@@ -99,21 +114,25 @@ class Supervisor:
         self.send(event="ready", pid=os.getpid(), subreaper=self.subreaper)
         while True:
             timeout = None
-            if self.running:
-                nearest = min(r["deadline"] for r in self.running.values())
-                timeout = max(0.0, nearest - time.monotonic())
-            readable, _, _ = select.select([self.cmd_fd, self.wake_r], [], [], timeout)
+            deadlines = [r["deadline"] for r in self.running.values() if not r["reported"]]
+            if deadlines:
+                timeout = max(0.0, min(deadlines) - time.monotonic())
+            readable, _, _ = select.select([self.cmd_fd, self.wake_r, self.done_r], [], [], timeout)
             if self.wake_r in readable:
                 try:
                     while os.read(self.wake_r, 512):
                         pass
                 except BlockingIOError:
                     pass
+            if self.done_r in readable:
+                self._done()
             self._reap()
             self._expire()
             if self.cmd_fd in readable:
                 for cmd in self.commands():
                     self.handle(cmd)
+            if self.forking and self.standby is None:
+                self._fork_standby()
 
     def handle(self, cmd: dict[str, Any]) -> None:
         op = cmd.get("op")
@@ -188,19 +207,22 @@ class Supervisor:
             failed=failed,
             seconds=time.perf_counter() - started,
         )
+        self.forking = True
 
     # -- candidates -------------------------------------------------------------------
     def _start(self, cmd: dict[str, Any]) -> None:
         mode = cmd["mode"]
-        if mode == "fork":
-            hazard = fork_hazard()
-            if hazard is not None:
-                self.send(event="finished", id=cmd["id"], error=f"cannot fork: {hazard}")
-                return
-        _flush_std()
-        pid = os.fork()
-        if pid == 0:
-            self._child(cmd)  # never returns
+        pid = self._hand_to_standby(cmd) if mode == "fork" else None
+        if pid is None:
+            if mode == "fork":
+                hazard = fork_hazard()
+                if hazard is not None:
+                    self.send(event="finished", id=cmd["id"], error=f"cannot fork: {hazard}")
+                    return
+            _flush_std()
+            pid = os.fork()
+            if pid == 0:
+                self._child(cmd)  # never returns
         started = time.monotonic()
         self.running[pid] = {
             "id": cmd["id"],
@@ -208,11 +230,52 @@ class Supervisor:
             "deadline": started + float(cmd.get("timeout", 60.0)),
             "timed_out": False,
             "cancelled": False,
+            "reported": False,
         }
         self.send(event="started", id=cmd["id"], pid=pid)
 
-    def _child(self, cmd: dict[str, Any]) -> None:
+    def _fork_standby(self) -> None:
+        if fork_hazard() is not None:
+            return  # a run will say why when it asks for a fork
+        r, w = os.pipe()
+        _flush_std()
+        pid = os.fork()
+        if pid == 0:
+            os.close(w)
+            self._child(None, command_fd=r)  # never returns
+        os.close(r)
+        self.standby = (pid, w)
+
+    def _hand_to_standby(self, cmd: dict[str, Any]) -> int | None:
+        """Give ``cmd`` to the waiting child; its pid, or None when there is none (or it
+        died waiting)."""
+        if self.standby is None:
+            return None
+        pid, w = self.standby
+        self.standby = None
+        data = json.dumps(cmd).encode()
+        try:
+            while data:
+                data = data[os.write(w, data):]
+        except OSError:
+            _killpg(pid)
+            return None
+        finally:
+            os.close(w)
+        return pid
+
+    def _drop_standby(self) -> None:
+        if self.standby is not None:
+            pid, w = self.standby
+            self.standby = None
+            os.close(w)  # it reads end of file and leaves
+            _killpg(pid)
+
+    def _child(self, cmd: dict[str, Any] | None, command_fd: int | None = None) -> None:
+        """The forked child: made a session of its own, then (for a standby) waiting for
+        its command, then running it; never returns."""
         code = EXIT_CHILD_SETUP_FAILED
+        say_done = False
         try:
             os.setsid()
             _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -221,8 +284,17 @@ class Supervisor:
             signal.set_wakeup_fd(-1)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            for fd in (self.cmd_fd, self.evt_fd, self.wake_r, self.wake_w):
+            for fd in (self.cmd_fd, self.evt_fd, self.wake_r, self.wake_w, self.done_r):
                 os.close(fd)
+            if cmd is None:
+                chunks = []
+                while chunk := os.read(command_fd, 1 << 16):
+                    chunks.append(chunk)
+                os.close(command_fd)
+                if not chunks:
+                    os._exit(0)  # not needed after all
+                cmd = json.loads(b"".join(chunks))
+            say_done = cmd["mode"] == "fork"
             _redirect(0, cmd["stdin"], os.O_RDONLY)
             _redirect(1, cmd["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
             _redirect(2, cmd["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
@@ -243,7 +315,45 @@ class Supervisor:
             except Exception:
                 pass
         finally:
+            if say_done:
+                try:
+                    # One write under PIPE_BUF: never interleaved with another child's.
+                    os.write(self.done_w, f"{os.getpid()} {code}\n".encode())
+                except OSError:
+                    pass
             os._exit(code)
+
+    def _done(self) -> None:
+        """Children that said they are done: their status is known and nothing of theirs
+        runs any more, so the verdict goes out now; the zombie is reaped later."""
+        try:
+            while chunk := os.read(self.done_r, 1 << 16):
+                self.done_buffer += chunk
+        except BlockingIOError:
+            pass
+        while b"\n" in self.done_buffer:
+            line, self.done_buffer = self.done_buffer.split(b"\n", 1)
+            try:
+                pid, code = (int(x) for x in line.split())
+            except ValueError:
+                continue
+            run = self.running.get(pid)
+            if run is None or run["reported"]:
+                continue  # a process the script forked that ran on into our exit path
+            run["reported"] = True
+            _killpg(pid)  # what it started goes with it, as after a reap
+            self._finished(run, code)
+
+    def _finished(self, run: dict[str, Any], code: int) -> None:
+        self.send(
+            event="finished",
+            id=run["id"],
+            exit_code=code if code >= 0 else None,
+            signal=-code if code < 0 else None,
+            timed_out=run["timed_out"],
+            cancelled=run["cancelled"],
+            wall=time.monotonic() - run["started"],
+        )
 
     def _reap(self, sweep: bool = True) -> None:
         finished = False
@@ -254,22 +364,18 @@ class Supervisor:
                 break
             if pid == 0:
                 break
+            if self.standby is not None and pid == self.standby[0]:
+                os.close(self.standby[1])  # it died waiting; another is forked
+                self.standby = None
+                continue
             run = self.running.pop(pid, None)
             if run is None:
                 continue  # an orphan re-parented to us and already killed
             # Whatever the candidate left in its group (DataLoader workers, a
             # subprocess it never waited for) goes with it.
             _killpg(pid)
-            code = os.waitstatus_to_exitcode(status)
-            self.send(
-                event="finished",
-                id=run["id"],
-                exit_code=code if code >= 0 else None,
-                signal=-code if code < 0 else None,
-                timed_out=run["timed_out"],
-                cancelled=run["cancelled"],
-                wall=time.monotonic() - run["started"],
-            )
+            if not run["reported"]:
+                self._finished(run, os.waitstatus_to_exitcode(status))
             finished = True
         if finished and sweep:
             self._sweep_orphans()
@@ -277,7 +383,7 @@ class Supervisor:
     def _expire(self) -> None:
         now = time.monotonic()
         for pid, run in self.running.items():
-            if not run["timed_out"] and now >= run["deadline"]:
+            if not run["timed_out"] and not run["reported"] and now >= run["deadline"]:
                 run["timed_out"] = True
                 _killpg(pid)
 
@@ -292,12 +398,13 @@ class Supervisor:
         except ImportError:
             return
         for _ in range(8):
+            known = set(self.running) | ({self.standby[0]} if self.standby else set())
             pids = _child_pids()
-            if pids is not None and not (pids - self.running.keys()):
+            if pids is not None and not (pids - known):
                 return  # the common case, answered without psutil's walk of all of /proc
             try:
                 me = psutil.Process()
-                orphans = [c for c in me.children() if c.pid not in self.running]
+                orphans = [c for c in me.children() if c.pid not in known]
             except Exception:
                 return
             if not orphans:
@@ -320,6 +427,8 @@ class Supervisor:
             time.sleep(0.005)
 
     def _shutdown(self, code: int) -> None:
+        self.forking = False
+        self._drop_standby()
         for pid, run in list(self.running.items()):
             run["cancelled"] = True
             _killpg(pid)
