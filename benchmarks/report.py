@@ -287,16 +287,17 @@ def cost_target(results: dict) -> tuple[str, list[str], list[str]]:
             bound = fresh / script if script > 0 else math.inf
             msg += (f" Of the forked run, {script * 1000:.0f} ms is the script's own work (timed inside the probe), "
                     f"which a fresh interpreter pays as well; the rest, {max(0.0, fork - script) * 1000:.0f} ms, is the "
-                    f"fork server's overhead (sandbox, fork, probe, observation). Even at zero overhead the ratio "
+                    f"fork server's overhead (run directory, the probe's setup, the exit handlers preloaded libraries "
+                    f"registered, events, reading the observation). Even at zero overhead the ratio "
                     f"could be at most {bound:.0f}x on this candidate.")
             if bound < COST_TARGET:
                 msg += (" The target cannot be met on a candidate that itself runs this long; it is met or missed "
                         "on the fork server's overhead only where the candidate is short (the reduced candidates a "
                         "reduction mostly tests).")
             else:
-                msg += (" Closing it means cutting that overhead: fewer files copied or linked per run, a lighter "
-                        "probe (operator capture and module collection only where needed), and no per-run "
-                        "JSON/stdout files on the hot path.")
+                msg += (" Closing it means cutting that overhead: the exit handlers (they run in every child, as "
+                        "under `python script.py`, and touch the parent's pages), operator capture where the "
+                        "signature does not need it, and the files the observation travels in.")
         why.append(msg)
     status = "met" if not missed else f"missed on {len(missed)} of {len(rows)} candidates"
     return status, lines, why
