@@ -314,3 +314,23 @@ def test_the_reproduce_line_is_quoted_for_names_with_spaces(tmp_path):
 def test_version():
     done = shrinkgpu("--version", cwd=ROOT)
     assert done.returncode == 0 and "shrinkgpu, version" in done.stdout
+
+
+def test_a_reduction_killed_with_sigkill_is_cleaned_up_by_the_next_one(tmp_path):
+    (tmp_path / "s.py").write_text(GATHER)
+    (tmp_path / "data.bin").write_bytes(os.urandom(1 << 20))  # what the template copies
+    tmp, env = private_tmp(tmp_path)
+    proc, lines = start("reduce", "s.py", "-k", "out of bounds", "-j", "1", "--confirm", "0",
+                        "-o", "first.py", cwd=tmp_path, env=env)
+    wait_for(lines, "reducing")
+    family = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+    proc.kill()  # no handler runs: the session stays behind
+    proc.wait(timeout=30)
+    psutil.wait_procs(family, timeout=10)  # the supervisor follows when its pipe closes
+    (left,) = [p for p in tmp.iterdir() if p.name.startswith("shrinkgpu-")]
+    done = shrinkgpu("reduce", "s.py", "-k", "out of bounds", "-j", "1", "--confirm", "0", "--max-time", "30",
+                     "-o", "second.py", cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"removed 1 temporary directory \(1\.\d MB\) left by earlier runs that were killed: "
+                     + re.escape(str(left)), done.stderr), done.stderr
+    assert not left.exists() and list(tmp.iterdir()) == []

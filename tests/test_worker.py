@@ -934,3 +934,31 @@ def test_a_run_that_ends_normally_takes_what_it_started_with_it(fork_runner, tmp
     assert (obs.status, obs.exit_code, obs.signal) == ("exit", 4, None)
     assert obs.stdout == "atexit ran\n"
     assert wait_gone(read_pids(pids, 1)) == []
+
+
+# -- 11. what a killed reduction left behind ------------------------------------------------
+def test_a_session_whose_owner_died_is_swept_and_no_other(tmp_path, monkeypatch):
+    import tempfile
+
+    from shrinkgpu.worker import Sandbox, sweep_stale_sessions
+
+    (tmp_path / "root").mkdir()
+    (tmp_path / "root" / "s.py").write_text("pass\n")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    live = Sandbox(tmp_path / "root")  # this process owns it: kept
+    dead = Sandbox(tmp_path / "root")
+    kept = Sandbox(tmp_path / "root", keep=True)
+    kept.close()  # kept on purpose (--keep-temp): kept
+    # The owner of ``dead`` is a process that has ended (its pid, another start time).
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    (dead.session / "owner").write_text(f"{ended.pid} 12.00")
+    (dead.template / "big.bin").write_bytes(b"x" * 5000)
+    unrelated = tmp_path / "shrinkgpu-notes"
+    unrelated.mkdir()
+    removed = sweep_stale_sessions(tmp_path)
+    assert [p for p, _ in removed] == [dead.session] and removed[0][1] >= 5000
+    assert not dead.session.exists()
+    assert live.session.exists() and kept.session.exists() and unrelated.exists()
+    live.close()
+    assert not live.session.exists()

@@ -48,6 +48,7 @@ from shrinkgpu.worker import (
     SandboxError,
     ScriptSpec,
     preload_candidates,
+    sweep_stale_sessions,
     usable_cpus,
 )
 from shrinkgpu.worker.devices import visible_gpus
@@ -681,6 +682,12 @@ def reduce(config: ReduceConfig, on_event: Callable[[object], None] | None = Non
             progress(event)
 
     exclude = [output, output.with_suffix(""), output.with_suffix(".md")]
+    stale = sweep_stale_sessions()
+    if stale:
+        size = sum(n for _, n in stale) / 1e6
+        emit(Stage(f"removed {len(stale)} temporary director{'y' if len(stale) == 1 else 'ies'} "
+                   f"({size:.1f} MB) left by earlier runs that were killed: {stale[0][0]}"
+                   + (" and others" if len(stale) > 1 else "")))
     try:
         # One copy of the user's directory serves every run of this reduction.
         sandbox = Sandbox(spec.root_dir, exclude=exclude, stdin=spec.stdin, keep=config.keep_temp)

@@ -10,7 +10,7 @@ from shrinkgpu.worker.runner import (
     ScriptSpec,
     preload_candidates,
 )
-from shrinkgpu.worker.sandbox import Sandbox, SandboxError
+from shrinkgpu.worker.sandbox import Sandbox, SandboxError, sweep_stale_sessions
 
 __all__ = [
     "ForkUnavailable",
@@ -20,6 +20,7 @@ __all__ = [
     "Runner",
     "Sandbox",
     "SandboxError",
+    "sweep_stale_sessions",
     "ScriptSpec",
     "preload_candidates",
     "usable_cpus",

@@ -78,6 +78,63 @@ def _is_session(path: Path) -> bool:
     return path.name.startswith("shrinkgpu-") and (path / "template").is_dir()
 
 
+# In a session directory while its reduction runs: the owner's pid and start time.  A
+# session whose owner is gone without closing it (SIGKILL, the OOM killer, a CI runner's
+# hard stop) is swept by the next reduction; a session kept on purpose (``--keep-temp``)
+# loses this file when its owner closes it, and is never swept.
+OWNER_FILE = "owner"
+
+
+def _identity(pid: int) -> str | None:
+    """``pid`` and its start time, which tell a process from a later one given its pid;
+    None when no such process runs."""
+    import psutil
+
+    try:
+        return f"{pid} {psutil.Process(pid).create_time():.2f}"
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return None
+    except psutil.AccessDenied:
+        return "unknown"
+
+
+def sweep_stale_sessions(tempdir: Path | None = None) -> list[tuple[Path, int]]:
+    """Remove the session directories in ``tempdir`` (default: the system's) whose owner
+    died without closing them; the directories removed and their sizes in bytes."""
+    base = Path(tempdir or tempfile.gettempdir())
+    removed = []
+    try:
+        entries = [p for p in base.iterdir() if p.name.startswith("shrinkgpu-")]
+    except OSError:
+        return removed
+    for path in entries:
+        try:
+            owner = (path / OWNER_FILE).read_text(encoding="ascii").strip()
+            pid = int(owner.split()[0])
+        except (OSError, ValueError, IndexError):
+            continue  # not a session, one kept on purpose, or one just being made
+        try:
+            mine = path.stat().st_uid == os.getuid()
+        except OSError:
+            continue
+        if not mine or _identity(pid) in (owner, "unknown"):
+            continue  # another user's, or its reduction still runs (or cannot be told)
+        size, seen = 0, set()
+        for dirpath, _, filenames in os.walk(path):
+            for name in filenames:
+                try:
+                    st = os.lstat(os.path.join(dirpath, name))
+                except OSError:
+                    continue
+                if (st.st_dev, st.st_ino) not in seen:  # a run's links are the template's files
+                    seen.add((st.st_dev, st.st_ino))
+                    size += st.st_size
+        shutil.rmtree(path, ignore_errors=True)
+        if not path.exists():
+            removed.append((path, size))
+    return removed
+
+
 class Sandbox:
     def __init__(
         self,
@@ -97,6 +154,9 @@ class Sandbox:
         self.tmp = self.session / "tmp"  # the supervisors' TMPDIR
         self.tmp.mkdir()
         self.stdin.write_bytes(stdin or b"")
+        owner = _identity(os.getpid())
+        if owner not in (None, "unknown"):
+            (self.session / OWNER_FILE).write_text(owner, encoding="ascii")
         self._counter = itertools.count()
         self._stats: dict[str, tuple[int, ...]] = {}
         self._dirs: list[str] = []
@@ -210,6 +270,8 @@ class Sandbox:
     def close(self) -> None:
         if not self.keep:
             shutil.rmtree(self.session, ignore_errors=True)
+        else:
+            (self.session / OWNER_FILE).unlink(missing_ok=True)  # kept on purpose: never swept
 
     def __enter__(self) -> "Sandbox":
         return self
