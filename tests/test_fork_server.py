@@ -333,3 +333,46 @@ def test_one_copy_of_the_users_directory_per_reduction(tmp_path, monkeypatch):
     )
     assert made == [tmp_path.resolve()]
     assert result.isolation is Isolation.FORK
+
+
+# -- 7. a fork server without torch is never a silent one ------------------------------------
+def test_a_fork_server_that_had_to_drop_torch_says_so_in_the_first_lines(tmp_path):
+    import subprocess
+
+    # An import hook (as some profilers and monitoring agents install) that starts a
+    # thread when torch is imported: torch cannot be preloaded, everything else can.
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(textwrap.dedent(
+        """\
+        import sys, threading, time
+
+        class _WatchTorch:
+            def find_spec(self, name, path=None, target=None):
+                if name == "torch":
+                    threading.Thread(target=time.sleep, args=(1000,), daemon=True, name="torch-agent").start()
+                return None
+
+        sys.meta_path.insert(0, _WatchTorch())
+        """
+    ))
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "s.py").write_text("import torch\nx = 1\ntorch.zeros(2).view(3)\n")
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    done = subprocess.run(
+        [sys.executable, "-m", "shrinkgpu", "reduce", "s.py", "-k", "invalid", "-j", "1", "--confirm", "0"],
+        cwd=work, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    reducing = next(i for i, line in enumerate(lines) if "reducing" in line)
+    first = "\n".join(lines[:reducing])  # said before the search starts
+    assert "fork server ready" in first
+    # torch itself is named, once (not each of its submodules in turn until the server
+    # gives up), and the server still forks with everything else preloaded.
+    assert "not preloaded, because forking after importing them is unsafe (each candidate imports them " \
+           "itself, which is slower): torch (1 other thread(s) keep running across fork ('torch-agent'))" in first
+    assert "is not preloaded: each candidate imports it itself" in first and "made forking unsafe" in first
+    assert "fresh interpreter: expect seconds" not in first
+    assert (work / "s.min.py").read_text().strip().endswith("torch.zeros(2).view(3)")

@@ -163,6 +163,11 @@ class Supervisor:
         for name in modules:
             if name in sys.modules:
                 continue
+            # Importing ``a.b`` first imports ``a``: when ``a`` comes in with it, the
+            # hazard may be ``a``'s own, and blaming ``a.b`` would have the next server
+            # trip over ``a`` again through ``a.c`` (one attempt per submodule).
+            parts = name.split(".")
+            new_parents = [".".join(parts[:i]) for i in range(1, len(parts)) if ".".join(parts[:i]) not in sys.modules]
             try:
                 importlib.import_module(name)
                 count += 1
@@ -171,8 +176,9 @@ class Supervisor:
             hazard = fork_hazard()
             if hazard is not None:
                 # The process is tainted for good: say which import did it and stop;
-                # the client starts a new supervisor without that module.
-                self.send(event="preload_refused", module=name, reason=hazard)
+                # the client starts a new supervisor without that module (and what is
+                # inside it).
+                self.send(event="preload_refused", module=(new_parents or [name])[0], reason=hazard)
                 self._shutdown(3)
         if threads:
             # Sized here, once, the pools keep their size in every child: a child that
