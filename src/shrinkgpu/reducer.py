@@ -850,9 +850,9 @@ def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats, v
             # Forking still works, but every candidate pays torch's import: a fallback in
             # all but name, and it must not be a silent one.
             torch_file = next((f for n, f, _ in first.modules if n == "torch"), None)
-            dropped = any(d.split(" ", 1)[0] == "torch" for d in report.dropped)
+            # A preload candidate the server did not keep was dropped (the line above says why).
             why = ("Importing it made forking unsafe here (above): a module or an import hook that starts "
-                   "threads when torch is imported is the usual cause." if dropped else
+                   "threads when torch is imported is the usual cause." if "torch" in modules else
                    "It is preloaded when it is installed (site-packages), not one of your files.")
             say(f"torch ({torch_file}) is not preloaded: each candidate imports it itself (seconds instead of "
                 f"milliseconds). {why}")

@@ -167,7 +167,8 @@ class Supervisor:
             # hazard may be ``a``'s own, and blaming ``a.b`` would have the next server
             # trip over ``a`` again through ``a.c`` (one attempt per submodule).
             parts = name.split(".")
-            new_parents = [".".join(parts[:i]) for i in range(1, len(parts)) if ".".join(parts[:i]) not in sys.modules]
+            parents = (".".join(parts[:i]) for i in range(1, len(parts)))
+            blame = next((p for p in parents if p not in sys.modules), name)
             try:
                 importlib.import_module(name)
                 count += 1
@@ -178,7 +179,7 @@ class Supervisor:
                 # The process is tainted for good: say which import did it and stop;
                 # the client starts a new supervisor without that module (and what is
                 # inside it).
-                self.send(event="preload_refused", module=(new_parents or [name])[0], reason=hazard)
+                self.send(event="preload_refused", module=blame, reason=hazard)
                 self._shutdown(3)
         if threads:
             # Sized here, once, the pools keep their size in every child: a child that
@@ -242,7 +243,10 @@ class Supervisor:
 
     def _fork_standby(self) -> None:
         if fork_hazard() is not None:
-            return  # a run will say why when it asks for a fork
+            # Not asked again on every turn of the loop (a hazard check may fork for
+            # nothing); each run forks itself and says why it cannot.
+            self.forking = False
+            return
         r, w = os.pipe()
         _flush_std()
         pid = os.fork()
