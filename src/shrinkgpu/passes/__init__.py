@@ -7,6 +7,8 @@ Adding a pass: write a class with ``name``, ``units(cand, level)`` and ``apply``
 tests/test_passes.py.  See docs/passes.md.
 """
 
+from shrinkgpu.passes.annotations import StripAnnotations
+from shrinkgpu.passes.assignments import SplitAssignments
 from shrinkgpu.passes.base import EditPass
 from shrinkgpu.passes.batches import FirstBatch
 from shrinkgpu.passes.branches import HoistElse, HoistThen, TryToBody, UnwrapWith
@@ -20,6 +22,7 @@ from shrinkgpu.passes.hot import CutHotLoops
 from shrinkgpu.passes.inline import InlineBindings, InlineCalls, InlineExpressions
 from shrinkgpu.passes.library import CallPastTheLibrary
 from shrinkgpu.passes.records import AppendLoopToList, DropEnumerate, SplitRecords
+from shrinkgpu.passes.parameters import DropParameters
 from shrinkgpu.passes.loops import LoopToFailingIteration, LoopToFirstIteration, WhileToBody
 from shrinkgpu.passes.statements import DeleteStatements, SliceToFailure
 
@@ -51,6 +54,11 @@ STRUCTURE: tuple[EditPass, ...] = (
     PropagateConstants(),
     ScalarizeAttributes(),
     StripDecorators(),
+    # typed, grown code: annotations and unused parameters keep definitions and config
+    # fields alive; a tuple assignment keeps a dead attribute with a live one
+    StripAnnotations(),
+    DropParameters(),
+    SplitAssignments(),
     InlineCalls(),
     InlineExpressions(),
     InlineModules(),
@@ -68,6 +76,8 @@ __all__ = [
     "FINISHING",
     "PASSES",
     "STRUCTURE",
+    "SplitAssignments",
+    "StripAnnotations",
     "AppendLoopToList",
     "CallPastTheLibrary",
     "ArgparseToNamespace",
@@ -78,6 +88,7 @@ __all__ = [
     "DeleteDefinitions",
     "DeleteStatements",
     "DropEnumerate",
+    "DropParameters",
     "DropFiles",
     "FirstBatch",
     "EditPass",

@@ -178,7 +178,11 @@ class Program:
         return self.modules[st.file].code_for_node(st.node)
 
     def node_code(self, idx: int) -> str:
-        return cst.Module(body=[]).code_for_node(self.nodes[idx])
+        node = self.nodes[idx]
+        if isinstance(node, cst.Annotation):
+            # Its indicator (``:`` or ``->``) is written by the node that holds it.
+            return ": " + cst.Module(body=[]).code_for_node(node.annotation)
+        return cst.Module(body=[]).code_for_node(node)
 
     def stmts_in_file(self, path: str) -> list[int]:
         return self._by_file.get(path, [])

@@ -162,6 +162,21 @@ class _Renderer(cst.CSTTransformer):
             # (no comma it did not have; one element per line keeps its line break).
             last = updated_node.args[-1].with_changes(comma=original_node.args[-1].comma)
             return updated_node.with_changes(args=[*updated_node.args[:-1], last])
+        if isinstance(updated_node, cst.Param) and original_node.annotation is not None and updated_node.annotation is None:
+            # ``y: int = 0`` without its annotation is written ``y=0``, not ``y = 0``.
+            if isinstance(updated_node.equal, cst.AssignEqual):
+                tight = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+                return updated_node.with_changes(equal=tight)
+            return updated_node
+        if isinstance(updated_node, cst.Parameters):
+            # A parameter was removed: the last one left in each list ends as that list's
+            # last did (``def f(a, b)`` without ``b`` is ``def f(a)``, not ``def f(a, )``).
+            fixes = {}
+            for part in ("posonly_params", "params", "kwonly_params"):
+                old, new = getattr(original_node, part), getattr(updated_node, part)
+                if new and len(new) < len(old):
+                    fixes[part] = [*new[:-1], new[-1].with_changes(comma=old[-1].comma)]
+            return updated_node.with_changes(**fixes) if fixes else updated_node
         if (
             isinstance(updated_node, (cst.Import, cst.ImportFrom))
             and not isinstance(updated_node.names, cst.ImportStar)
