@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from shrinkgpu.passes import DropParameters
+from shrinkgpu.syntax import CutRecord, Facts
 
 from test_passes import after, each, start
 
@@ -74,3 +75,24 @@ def test_drop_parameters_leaves_inherited_init_shadowed_names_and_spread_calls()
 def test_drop_parameters_renders_the_last_parameter_without_a_dangling_comma():
     cand = start("def f(\n    a,\n    b=1,\n):\n    return a\nf(\n    2,\n    b=3,\n)\n")
     assert after(DropParameters(), cand) == "def f(\n    a,\n):\n    return a\nf(\n    2,\n)\n"
+
+
+def test_drop_parameters_leaves_the_signatures_the_library_cut_replays():
+    src = """\
+        class Net:
+            def __init__(self, width=4):
+                pass
+            def _step(self, batch, stage):
+                return batch
+            def training_step(self, batch, idx):
+                return self._step(batch, "train")
+        def helper(x, unused=0):
+            return x
+        trainer.fit(Net())
+        helper(1)
+        """
+    cut = CutRecord(file="a.py", source="trainer.fit(Net())", replacement="Net()._step(*load('a.call.pt')['args'])")
+    texts = each(DropParameters(), start(src, Facts(cut=cut)))
+    # without the record ``stage`` and ``width`` go too; with it only ``helper``'s parameter
+    assert len(each(DropParameters(), start(src))) == 3
+    assert len(texts) == 1 and "def helper(x):" in texts[0]

@@ -14,7 +14,8 @@ only offered when every use of the name is such a call, so a function that a lib
 calls (a hook, a ``collate_fn``, ``forward`` through ``__call__``) keeps its positional
 parameters; one with a default can always go.  Dunder methods other than ``__init__``,
 names defined twice, classes with subclasses, and calls that spread ``*args`` or
-``**kwargs`` are left alone.
+``**kwargs`` are left alone; so is what the library cut replays (``cut-library`` calls
+``Net()._step(*saved_args)`` with as many arguments as the original run passed).
 """
 
 from __future__ import annotations
@@ -98,6 +99,27 @@ def _callee_name(func: cst.BaseExpression) -> str | None:
     return None
 
 
+class _Calls(cst.CSTVisitor):
+    def __init__(self):
+        self.names: set[str] = set()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        name = _callee_name(node.func)
+        if name:
+            self.names.add(name)
+
+
+def _called_names(code: str) -> set[str]:
+    """The names of what ``code`` calls (``Net()._step(*saved)`` -> ``Net``, ``_step``)."""
+    try:
+        module = cst.parse_module(code)
+    except cst.ParserSyntaxError:
+        return set()
+    calls = _Calls()
+    module.visit(calls)
+    return calls.names
+
+
 def _decorator_names(fn: cst.FunctionDef) -> set[str]:
     return {_code(d.decorator).split("(")[0].split(".")[-1] for d in fn.decorators}
 
@@ -146,6 +168,11 @@ class DropParameters(LevelZeroPass):
             targets.append((name, node, skip))
         if not targets:
             return []
+        # The call the library cut replays passes the arguments the original run saved,
+        # as many as the function took then: its signature is that file's contract.
+        cut = program.facts.cut
+        replayed = _called_names(cut.replacement) if cut is not None else set()
+        targets = [t for t in targets if t[0] not in replayed and t[1].name.value not in replayed]
         uses = _Uses({t[0] for t in targets})
         for path, module in program.modules.items():
             if path not in cand.dropped_files:
