@@ -187,8 +187,8 @@ class DropParameters(LevelZeroPass):
             calls = uses.calls.get(name, [])
             if any(a.star for c in calls for a in c.args):
                 continue
-            if len(fn.params.params) < skip:
-                continue
+            if len(fn.params.params) < skip or fn.params.posonly_params:
+                continue  # (``def f(a, /, b)``: positions would need counting across the ``/``)
             positional = list(fn.params.params)[skip:]
             body_names = _variables(fn.body)
             only_called = name not in uses.other and bool(calls)
