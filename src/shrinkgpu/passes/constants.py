@@ -13,6 +13,7 @@ import libcst as cst
 from shrinkgpu.passes.base import LevelZeroPass, Unit, deletion_unit, single_bindings
 from shrinkgpu.syntax.program import Candidate, Edit
 from shrinkgpu.syntax.program import code_of as _code
+from shrinkgpu.syntax.queries import variable_names
 
 _PARSE_METHODS = ("parse_args", "parse_known_args")
 
@@ -595,7 +596,7 @@ class ScalarizeAttributes(LevelZeroPass):
         out: list[Unit] = []
         taken = set(deps.binders_named)
         for module in program.modules.values():
-            taken |= _all_names(module)
+            taken |= variable_names(module)
         for s, name, value, readers in single_bindings(cand):
             if not isinstance(value, cst.Call) or value.args:
                 continue
@@ -616,20 +617,3 @@ class ScalarizeAttributes(LevelZeroPass):
             readers_at = frozenset(deps.enclosing(n) for n, _ in readers)
             out.append((*edits, *deletion_unit(cand, [s.id], ignore=readers_at)))
         return out
-
-
-def _all_names(module: cst.Module) -> set[str]:
-    class Names(cst.CSTVisitor):
-        def __init__(self):
-            self.names: set[str] = set()
-
-        def visit_Name(self, node: cst.Name) -> None:
-            self.names.add(node.value)
-
-        def visit_Attribute(self, node: cst.Attribute) -> bool:
-            node.value.visit(self)
-            return False  # ``x.fc``: ``fc`` is not a name of this scope
-
-    visitor = Names()
-    module.visit(visitor)
-    return visitor.names

@@ -25,6 +25,7 @@ import libcst as cst
 from shrinkgpu.passes.base import LevelZeroPass, Unit
 from shrinkgpu.syntax.program import Candidate, Edit
 from shrinkgpu.syntax.program import code_of as _code
+from shrinkgpu.syntax.queries import variable_names
 
 
 class _Uses(cst.CSTVisitor):
@@ -65,30 +66,6 @@ class _Uses(cst.CSTVisitor):
         for part in (node.body, *node.bases, *node.keywords, *node.decorators):
             part.visit(self)
         return False
-
-
-class _Reads(cst.CSTVisitor):
-    """The variable names a tree mentions: not ``.attr``, not ``f(keyword=...)``."""
-
-    def __init__(self):
-        self.found: set[str] = set()
-
-    def visit_Name(self, node: cst.Name) -> None:
-        self.found.add(node.value)
-
-    def visit_Attribute(self, node: cst.Attribute) -> bool:
-        node.value.visit(self)
-        return False
-
-    def visit_Arg(self, node: cst.Arg) -> bool:
-        node.value.visit(self)
-        return False
-
-
-def _variables(node: cst.CSTNode) -> set[str]:
-    reads = _Reads()
-    node.visit(reads)
-    return reads.found
 
 
 def _callee_name(func: cst.BaseExpression) -> str | None:
@@ -190,7 +167,7 @@ class DropParameters(LevelZeroPass):
             if len(fn.params.params) < skip or fn.params.posonly_params:
                 continue  # (``def f(a, /, b)``: positions would need counting across the ``/``)
             positional = list(fn.params.params)[skip:]
-            body_names = _variables(fn.body)
+            body_names = variable_names(fn.body, keywords=False)
             only_called = name not in uses.other and bool(calls)
             for index, param in enumerate(positional):
                 out.extend(self._unit(program, param, index, calls, body_names, only_called))

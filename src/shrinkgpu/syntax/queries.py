@@ -14,7 +14,7 @@ from shrinkgpu.syntax.program import code_of as _code
 
 __all__ = [
     "Substitute", "assigned_names", "bound_sequence", "class_method_of", "first_item", "first_param", "header_parts", "instance_class", "method_of",
-    "module_names", "nth_item", "one_iteration", "runs_once",
+    "module_names", "nth_item", "one_iteration", "runs_once", "variable_names",
 ]
 
 
@@ -31,6 +31,33 @@ def header_parts(node: cst.CSTNode) -> list[cst.CSTNode]:
             parts.extend(part)
     return parts
 
+
+
+class _VariableNames(cst.CSTVisitor):
+    def __init__(self, keywords: bool):
+        self.keywords = keywords
+        self.names: set[str] = set()
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.add(node.value)
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)
+        return False  # ``x.fc``: ``fc`` is not a name of this scope
+
+    def visit_Arg(self, node: cst.Arg) -> bool:
+        if self.keywords:
+            return True
+        node.value.visit(self)
+        return False  # ``f(seed=1)``: ``seed`` is not read here
+
+
+def variable_names(node: cst.CSTNode, keywords: bool = True) -> set[str]:
+    """The identifiers a tree holds other than attribute names (``x.fc`` holds ``x``);
+    with ``keywords=False`` not the keywords of call arguments either."""
+    visitor = _VariableNames(keywords)
+    node.visit(visitor)
+    return visitor.names
 
 
 def module_names(program) -> set[str]:
