@@ -146,3 +146,50 @@ def test_the_time_kept_for_the_final_checks_follows_the_results_run_time():
     assert checks_reserve(2, False, 34.0, 0.2, 2.3) == pytest.approx(2 * 3.0)
     # Before any cut, the result is the original: a run costs no more than the original's.
     assert checks_reserve(2, True, 34.0, 34.0, 2.3) == pytest.approx(4 * 34.5)
+
+
+def test_the_users_data_objects_alive_at_the_error_are_saved_and_models_and_configs_are_not(runner, tmp_path):
+    obs = run(runner, """\
+        import numpy as np
+        import torch
+        class Config:
+            def __init__(self):
+                self.lr, self.sizes = 0.1, [1, 2]
+        class Clouds(torch.utils.data.Dataset):
+            def __init__(self, n, seed):
+                rng = np.random.default_rng(seed)
+                self.clouds = [rng.normal(size=(int(rng.integers(3, 9)), 3)) for _ in range(n)]
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.rows = list(range(20))
+                self.lin = torch.nn.Linear(3, 2)
+        class Holder:
+            def __init__(self):
+                self.rows = list(range(20))
+                self.fn = lambda x: x
+        def main():
+            cfg, net, held = Config(), Net(), Holder()
+            train = Clouds(20, seed=1)
+            torch.cat([torch.from_numpy(c) for c in train.clouds]).view(-1, 4)
+        main()
+        """, save_objects=str(tmp_path / "objects"))
+    assert obs.signature.type == "RuntimeError"
+    # the config holds no data, the model is configuration, the lambda cannot be pickled
+    assert [(o["name"], o["class"]) for o in obs.saved_objects] == [("train", "Clouds")]
+    saved = obs.saved_objects[0]
+    assert Path(saved["path"]).stat().st_size == saved["bytes"]
+    # a class of ``__main__``, referred to by name: the result that loads it defines it
+    data = Path(saved["path"]).read_bytes()
+    assert b"__main__" in data and b"Clouds" in data and b"clouds" in data
+
+
+def test_no_object_is_saved_unless_asked(runner):
+    obs = run(runner, """\
+        class Rows:
+            def __init__(self):
+                self.rows = list(range(20))
+        rows = Rows()
+        rows.rows[20]
+        """)
+    assert obs.signature.type == "IndexError" and obs.saved_objects == ()

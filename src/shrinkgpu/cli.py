@@ -299,6 +299,10 @@ def run(script, script_args, module, timeout, isolation, root, stdin_file, sync_
               help="Fresh-interpreter runs the result must reproduce in.")
 @click.option("--extract/--no-extract", default=True, show_default=True,
               help="Also write the failing call alone (<stem>.extracted.py), checked in a fresh interpreter.")
+@click.option("--load-objects/--no-load-objects", default=True, show_default=True,
+              help="Offer candidates that load the script's data objects (instances of its own classes holding "
+                   "arrays or long lists, never a model) as the first run saved them, beside the result as "
+                   "<stem>.<name>.pkl, instead of building them. --no-load-objects keeps every constructor.")
 @click.option("--search", type=click.Choice(["probdd", "ddmin"]), default="probdd", show_default=True,
               help="probdd learns which edits are needed; ddmin is the classic algorithm.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
@@ -316,7 +320,8 @@ def run(script, script_args, module, timeout, isolation, root, stdin_file, sync_
 @click.option("--emit-test", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write a pytest file that fails while the minimal case still reproduces the bug.")
 def reduce_cmd(script, script_args, module, keep_error, family_name, output, resume, timeout, isolation, strictness,
-               confirm, hash_seed, max_tests, max_time, verify_runs, extract, search, jobs, gpus, root, stdin_file,
+               confirm, hash_seed, max_tests, max_time, verify_runs, extract, load_objects, search, jobs, gpus, root,
+               stdin_file,
                sync_launches, keep_temp, as_json, quiet, verbose, emit_test) -> None:
     """Reduce SCRIPT while its first error still matches --keep-error (or --family).
 
@@ -342,7 +347,7 @@ def reduce_cmd(script, script_args, module, keep_error, family_name, output, res
             verify_runs=verify_runs, root=root, stdin=_stdin_bytes(stdin_file, notes), keep_temp=keep_temp,
             jobs=jobs, gpus=gpu_ids, search=search, sync_launches=sync_launches,
             family=family_by_name(family_name) if family_name else None, confirm=confirm, hash_seed=hash_seed,
-            resume=resume, extract=extract,
+            resume=resume, extract=extract, save_objects=load_objects,
         )
     except (OSError, click.ClickException) as exc:
         _fail(str(exc), EXIT_USAGE, as_json)

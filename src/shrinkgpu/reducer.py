@@ -35,7 +35,7 @@ from shrinkgpu.report import BestSoFar, CollectEnv, PartialWriter, Reducing, Sta
 from shrinkgpu.extract import ExtractionFailed, extract
 from shrinkgpu.families import Family, family_matches, is_asynchronous
 from shrinkgpu.signature import Signature, Strictness
-from shrinkgpu.syntax import Candidate, CutRecord, Facts, LoadRecord, ParseRecord, Program
+from shrinkgpu.syntax import Candidate, CutRecord, Facts, LoadRecord, ParseRecord, Program, SavedObject
 from shrinkgpu.syntax.code import calls_named
 from shrinkgpu.syntax.program import loop_facts
 from shrinkgpu.worker import (
@@ -96,6 +96,7 @@ class ReduceConfig:
     resume: bool = False  # start from the partial result at ``output``, if it still reproduces
     extract: bool = True  # also write the failing call alone (<stem>.extracted.py)
     cut_library: bool = True  # offer a candidate that calls back the user object a library called
+    save_objects: bool = True  # offer candidates that load the user's data objects the first run saved
     max_tests: int | None = None
     max_time: float | None = None
     keep_temp: bool = False
@@ -146,6 +147,8 @@ class ReductionResult:
     loops: tuple[tuple[str, int, int], ...] = ()  # (file, loop header line, iteration) of the failure
     extracted: object | None = None  # the failing call alone (extraction), when made
     data_files: dict = field(default_factory=dict)  # file name -> path: written beside the result
+    # (file, name, class, bytes) of each data object the result loads instead of building
+    loaded_objects: tuple[tuple[str, str, str, int], ...] = ()
     case: dict = field(default_factory=dict)  # what `verify` needs: how the original ran, what to keep
     trace: tuple[tuple[float, int], ...] = ()  # (seconds, tokens) at each accepted reduction
     extract_error: str | None = None  # why the failing call was not extracted
@@ -183,6 +186,9 @@ class ReductionResult:
             "surfaced_signature": self.surfaced.to_json() if self.surfaced else None,
             "original_rate": {"reproduced": self.original_rate[0], "runs": self.original_rate[1]},
             "needs": list(self.needs),
+            "loaded_objects": [
+                {"file": f, "name": n, "class": c, "bytes": b} for f, n, c, b in self.loaded_objects
+            ],
             "verified_where_written": self.in_place,
             # (seconds since the start, tokens) at the start of the search and at each
             # accepted reduction: when each size was reached
@@ -397,6 +403,7 @@ def run_observed(
     sandbox: Sandbox | None = None,
     limit: float | None = None,
     cut: str | None = None,
+    save_objects: str | None = None,
 ) -> FirstRun:
     """``run_once``, then, when launches must be synchronous (always, or by default when
     the first error is an asynchronous GPU error), a second run with the backend's
@@ -405,7 +412,8 @@ def run_observed(
     (``loss.item()``), and only the synchronous run names the operator whose kernel
     failed."""
     obs, spec = run_once(
-        config, isolation=isolation, collect=collect, count_loops=count_loops, sandbox=sandbox, limit=limit, cut=cut
+        config, isolation=isolation, collect=collect, count_loops=count_loops, sandbox=sandbox, limit=limit, cut=cut,
+        save_objects=save_objects,
     )
     mode = launch_mode(config)
     if mode == "never" or obs.infra_error:
@@ -420,7 +428,7 @@ def run_observed(
     synced_config, variable = with_sync_launches(config, obs.environment)
     synced, spec = run_once(
         synced_config, isolation=isolation, collect=collect, count_loops=count_loops, sandbox=sandbox, limit=limit,
-        cut=cut,
+        cut=cut, save_objects=save_objects,
     )
     if mode == "always" or synced.infra_error:
         return FirstRun(synced, spec, synced_config, variable) if not synced.infra_error else FirstRun(obs, spec, config)
@@ -447,6 +455,7 @@ def run_once(
     sandbox: Sandbox | None = None,
     limit: float | None = None,
     cut: str | None = None,
+    save_objects: str | None = None,
 ) -> tuple[Observation, ScriptSpec]:
     """Run the script once, in a worker, and observe it (``shrinkgpu run``)."""
     spec = spec_for(config)
@@ -459,7 +468,8 @@ def run_once(
             raise ReduceError(f"--isolation fork is not possible here: {exc.reason}. {FORK_ADVICE}") from None
         timeout = min(config.timeout or DEFAULT_FRESH_TIMEOUT, limit or DEFAULT_FRESH_TIMEOUT)
         obs = runner.run(
-            files, timeout=timeout, collect_modules=collect, collect_env=True, count_loops=count_loops, cut=cut
+            files, timeout=timeout, collect_modules=collect, collect_env=True, count_loops=count_loops, cut=cut,
+            save_objects=save_objects,
         )
     return obs, spec
 
@@ -721,6 +731,7 @@ def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats, v
     observe_first = functools.partial(
         run_observed, isolation=Isolation.FRESH, collect=True, count_loops=True, sandbox=sandbox,
         cut=str(saved_call) if config.cut_library else None,
+        save_objects=str(sandbox.session / "objects") if config.save_objects else None,
     )
     initial_run = observe_first(config, limit=left())
     attempts = [initial_run.observation]
@@ -768,9 +779,13 @@ def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats, v
     check_output(output, spec, [spec.root_dir / rel for rel in (*files, *first.reads)])
     loops = loop_facts(files, first.loops)
     cut, data_files = _library_cut(first, spec, sandbox, saved_call)
+    saved_objects, object_files = _saved_objects(first, spec, sandbox)
+    data_files.update(object_files)
     hot = hot_loops(files, first.loop_time) if first.wall >= HOT_MIN_SECONDS else ()
     program = Program(
-        files, spec.script_rel, facts=dataclasses.replace(facts_of(first), loops=loops, cut=cut, hot_loops=hot)
+        files, spec.script_rel, facts=dataclasses.replace(
+            facts_of(first), loops=loops, cut=cut, hot_loops=hot, saved_objects=saved_objects
+        ),
     )
     notes: list[str] = list(input_notes)
     trace: list[tuple[float, int]] = []
@@ -968,7 +983,7 @@ def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats, v
             seen = oracle.reproduced.get(cand.key)
             # A loop stays worth cutting first while runs are still long.
             still_slow = seen is None or seen.wall >= HOT_MIN_SECONDS
-            carried = dict(loops=loops, cut=cut, hot_loops=hot if still_slow else ())
+            carried = dict(loops=loops, cut=cut, hot_loops=hot if still_slow else (), saved_objects=saved_objects)
             rebased = Program(files, program.main, facts=dataclasses.replace(facts, **carried))
             quick = seen is not None and seen.wall <= RECOUNT_MAX_SECONDS
             if quick and rebased.loop_iterations and _loop_around_failure(rebased):
@@ -1068,6 +1083,8 @@ def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats, v
         trace=tuple(trace),
         data_files={name: str(path) for name, path in data_files.items()
                     if any(name in text for text in best.files.values())},
+        loaded_objects=tuple((o.file, o.name, o.cls, o.size) for o in saved_objects
+                             if any(o.file in text for text in best.files.values())),
         case={
             "keep_error": config.keep_error,
             "family": config.family.key if config.family else None,
@@ -1209,6 +1226,27 @@ def _library_cut(first: Observation, spec: ScriptSpec, sandbox: Sandbox, saved: 
         f"{call}(*_call['args'], **_call['kwargs'])\n"
     )
     return CutRecord(cut["file"], cut["source"], replacement, cut.get("library", "")), {name: saved}
+
+
+def _saved_objects(first: Observation, spec: ScriptSpec, sandbox: Sandbox):
+    """The data objects the first run saved, as facts for passes/data.py, each file
+    beside the main script (in every run's copy, and beside the result)."""
+    records, files = [], {}
+    main_dir = Path(spec.script_rel).parent
+    for saved in first.saved_objects:
+        try:
+            name, cls, path, size = saved["name"], saved["class"], Path(saved["path"]), int(saved["bytes"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        if not name.isidentifier() or not path.is_file():
+            continue
+        file_name = f"{spec.script.stem}.{name}.pkl"
+        if file_name in files:
+            continue
+        sandbox.add_file(str(main_dir / file_name) if main_dir != Path(".") else file_name, path)
+        records.append(SavedObject(name, cls, file_name, size, str(main_dir) if main_dir != Path(".") else ""))
+        files[file_name] = path
+    return tuple(records), files
 
 
 def _argument_text(source: str, function: str, position: int, keyword: str) -> str | None:

@@ -350,6 +350,12 @@ def render_report(result, spec: ScriptSpec, target: Path) -> str:
     needs = getattr(result, "needs", ())
     if needs:
         out.append("- needs beside it: " + ", ".join(f"`{n}`" for n in needs))
+    for file, name, cls, size in getattr(result, "loaded_objects", ()):
+        out.append(
+            f"- `{file}`: `{name}` (a `{cls}`, {size / 2**20:.1f} MiB) as the original held it at its first error; "
+            "the result loads it instead of building it, so its constructor is not shown (`--no-load-objects` "
+            "keeps every constructor)"
+        )
     in_place = getattr(result, "in_place", None)
     verified = f"- verified in fresh interpreters: {result.verified[0]} of {result.verified[1]} runs"
     if in_place is not None:

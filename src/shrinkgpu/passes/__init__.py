@@ -13,6 +13,7 @@ from shrinkgpu.passes.base import EditPass
 from shrinkgpu.passes.batches import FirstBatch
 from shrinkgpu.passes.branches import HoistElse, HoistThen, TryToBody, UnwrapWith
 from shrinkgpu.passes.configs import ConfigToLiteral
+from shrinkgpu.passes.data import LoadSavedObjects
 from shrinkgpu.passes.constants import ArgparseToNamespace, PropagateConstants, ScalarizeAttributes
 from shrinkgpu.passes.decorators import StripDecorators
 from shrinkgpu.passes.definitions import DeleteDefinitions, PruneImports
@@ -37,6 +38,9 @@ STRUCTURE: tuple[EditPass, ...] = (
     # after the slice: what ran after the failure (``trainer.evaluate()``) reads the
     # trainer too, and would keep it alive
     CallPastTheLibrary(),
+    # a data object built from seeded draws pins the failing shapes; loaded, its
+    # constructor and helpers can go
+    LoadSavedObjects(),
     ArgparseToNamespace(),
     ConfigToLiteral(),
     DeleteDefinitions(),
@@ -98,6 +102,7 @@ __all__ = [
     "InlineCalls",
     "InlineExpressions",
     "InlineModules",
+    "LoadSavedObjects",
     "LoopToFailingIteration",
     "LoopToFirstIteration",
     "WhileToBody",

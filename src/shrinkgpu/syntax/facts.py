@@ -9,7 +9,7 @@ import libcst as cst
 
 from shrinkgpu.syntax.code import code_of
 
-__all__ = ["CutRecord", "Facts", "LoadRecord", "ParseRecord", "loop_facts", "loop_header"]
+__all__ = ["CutRecord", "Facts", "LoadRecord", "ParseRecord", "SavedObject", "loop_facts", "loop_header"]
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,8 @@ class Facts:
     # (file, header text, share of the original's run time) of the loops where most of
     # that time went, when it was long enough to matter (passes/hot.py cuts them first)
     hot_loops: tuple[tuple[str, str, float], ...] = ()
+    # The user's data objects the first run saved at its first error (passes/data.py)
+    saved_objects: tuple["SavedObject", ...] = ()
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,15 @@ class CutRecord:
     source: str  # the statement's text as written (``trainer.fit(model, dm)``)
     replacement: str  # statements that call the object with the saved arguments
     library: str = ""  # what the statement called (``Trainer.fit``)
+
+
+@dataclass(frozen=True)
+class SavedObject:
+    name: str  # what the user's code called it where it was alive (``train_set``)
+    cls: str  # its class's qualified name (``SyntheticKWS``)
+    file: str  # the pickle's file name, beside the main script (``kws.train_set.pkl``)
+    size: int  # bytes
+    directory: str = ""  # the main script's directory within the root ("" at the top)
 
 
 def loop_header(node: cst.CSTNode) -> str:

@@ -33,13 +33,13 @@ from typing import Iterable, Mapping, Sequence
 import libcst as cst
 
 from shrinkgpu.syntax.code import code_of, parse_expression
-from shrinkgpu.syntax.facts import CutRecord, Facts, LoadRecord, ParseRecord, loop_facts, loop_header
+from shrinkgpu.syntax.facts import CutRecord, Facts, LoadRecord, ParseRecord, SavedObject, loop_facts, loop_header
 from shrinkgpu.syntax.tokens import count_tokens, measure
 
 # The program and its candidates live here; what a run showed (facts), source text
 # (code) and rendering (render) have modules of their own, re-exported for callers.
 __all__ = [
-    "BODY_BRANCHES", "Candidate", "CutRecord", "Edit", "Facts", "LoadRecord", "ParseRecord", "Program", "STRUCTURAL", "Stmt",
+    "BODY_BRANCHES", "Candidate", "CutRecord", "Edit", "Facts", "LoadRecord", "ParseRecord", "Program", "STRUCTURAL", "SavedObject", "Stmt",
     "code_of", "import_targets", "inline_candidates", "loop_facts", "loop_header", "parse_expression",
     "statements_of",
 ]

@@ -45,6 +45,9 @@ class Observation:
     # where the user's code called a library that called back into a user object, with
     # that call's arguments saved (``probe.library_cut``): only from runs asked for it
     cut: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    # the user's data objects alive at the first error, pickled (``probe.saved_objects``):
+    # only from runs asked for them
+    saved_objects: tuple[dict[str, Any], ...] = field(default=(), compare=False, repr=False)
 
     @property
     def failed(self) -> bool:
@@ -116,6 +119,7 @@ class Observation:
             loop_time=_loop_time(data or {}),
             reads=tuple((data or {}).get("reads", ())),
             cut=(data or {}).get("cut"),
+            saved_objects=tuple((data or {}).get("saved_objects") or ()),
         )
 
     def describe(self) -> str:

@@ -255,6 +255,7 @@ class Runner:
         env: Mapping[str, str] | None = None,
         capture: Mapping[str, object] | None = None,
         cut: str | None = None,
+        save_objects: str | None = None,
     ) -> Future:
         """Run ``files`` (path relative to root -> source); the future yields an Observation.
 
@@ -291,6 +292,8 @@ class Runner:
             "capture": dict(capture) if capture else None,
             # a path: where a library called back into a user object, save that call
             "cut": cut,
+            # a directory: at the first error, pickle the user's data objects there
+            "save_objects": save_objects,
         }
         extra = {"TMPDIR": str(run.tmp), **self.thread_env(), **(env or {})}
         if mode is Isolation.FRESH:

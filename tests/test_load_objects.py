@@ -1,0 +1,81 @@
+"""End to end: a dataset built from seeded draws is loaded, not built, in the result
+(passes/data.py), the pickle lies beside the result, and ``--no-load-objects`` keeps the
+constructor.  Real workers, real torch, from the command line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+CLIPS = textwrap.dedent("""\
+    import numpy as np
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+
+    def make_clip(rng, n_mels):
+        return rng.normal(size=(int(rng.integers(4, 30)), n_mels)).astype(np.float32)
+
+
+    class Clips(Dataset):
+        def __init__(self, n, seed, n_mels=8):
+            rng = np.random.default_rng(seed)
+            self.clips = [make_clip(rng, n_mels) for _ in range(n)]
+            self.labels = rng.integers(0, 3, size=n)
+
+        def __len__(self):
+            return len(self.clips)
+
+        def __getitem__(self, i):
+            return torch.from_numpy(self.clips[i]), int(self.labels[i])
+
+
+    def collate(batch):
+        clips, labels = zip(*batch)
+        lengths = torch.tensor([len(c) for c in clips])
+        return torch.nn.utils.rnn.pad_sequence(clips, batch_first=True), lengths, torch.tensor(labels)
+
+
+    ds = Clips(64, seed=7)
+    loader = DataLoader(ds, batch_size=8, collate_fn=collate)
+    for x, lengths, y in loader:
+        torch.nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True)
+    """)
+ARGS = ["-k", "must be sorted in decreasing order", "--json", "-q", "--confirm", "0", "--verify", "1", "--no-extract"]
+
+
+def reduce(tmp_path, *extra):
+    done = subprocess.run([sys.executable, "-m", "shrinkgpu", "reduce", "clips.py", *ARGS, *extra], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.mark.slow
+def test_the_dataset_is_loaded_beside_the_result_and_kept_built_on_request(tmp_path):
+    (tmp_path / "clips.py").write_text(CLIPS)
+    data = reduce(tmp_path, "-o", "out/clips.min.py")
+    result = (tmp_path / "out" / "clips.min.py").read_text()
+    # the constructor and its helper are gone; what the loader calls on the object stays
+    assert "pickle.loads(pathlib.Path(__file__).with_name('clips.ds.pkl').read_bytes())" in result
+    assert "make_clip" not in result and "__init__" not in result
+    assert "def __getitem__" in result and "def collate" in result
+    assert data["loaded_objects"] == [
+        {"file": "clips.ds.pkl", "name": "ds", "class": "Clips", "bytes": (tmp_path / "out" / "clips.ds.pkl").stat().st_size}
+    ]
+    assert "clips.ds.pkl" in data["needs"]
+    assert data["verified_where_written"] == "reproduces there too"
+    report = (tmp_path / "out" / "clips.min.md").read_text()
+    assert "`clips.ds.pkl`: `ds` (a `Clips`" in report and "--no-load-objects" in report
+    # plain python, from the result's directory: the same first error
+    run = subprocess.run([sys.executable, "clips.min.py"], cwd=tmp_path / "out", capture_output=True, text=True)
+    assert run.returncode == 1 and "must be sorted in decreasing order" in run.stderr
+    assert (tmp_path / "clips.py").read_text() == CLIPS
+
+    kept = reduce(tmp_path, "-o", "kept/clips.min.py", "--no-load-objects")
+    assert kept["loaded_objects"] == [] and not list((tmp_path / "kept").glob("*.pkl"))
+    assert "Clips(" in (tmp_path / "kept" / "clips.min.py").read_text()

@@ -1,0 +1,82 @@
+"""load-saved-objects: a data object the first run saved is loaded instead of built."""
+
+from __future__ import annotations
+
+from shrinkgpu.passes import LoadSavedObjects
+from shrinkgpu.syntax import Facts, Program, SavedObject
+
+from test_passes import after, each, start
+
+SRC = """\
+import numpy as np
+import torch
+SHAPES = ("box", "ball")
+def sample(rng, n):
+    return rng.normal(size=(n, 3))
+class Clouds(torch.utils.data.Dataset):
+    def __init__(self, n, seed):
+        rng = np.random.default_rng(seed)
+        self.clouds = [sample(rng, int(rng.integers(5, 9))) for _ in range(n)]
+    def __getitem__(self, i):
+        return torch.from_numpy(self.clouds[i])
+seed = 3
+ds = Clouds(40, seed)
+torch.cat([ds[0], ds[1]]).view(-1, 4)
+"""
+SAVED = SavedObject(name="ds", cls="Clouds", file="a.ds.pkl", size=4096)
+
+
+def test_the_building_statement_loads_the_saved_object_and_the_constructor_goes_with_what_only_it_read():
+    text = after(LoadSavedObjects(), start(SRC, Facts(saved_objects=(SAVED,))))
+    # the class stays (unpickling finds it by name) with what the failing path calls on
+    # it; ``__init__``, the helper and the import only it used, and the seed only the
+    # statement read go
+    assert text == (
+        "import torch\n"
+        'SHAPES = ("box", "ball")\n'
+        "class Clouds(torch.utils.data.Dataset):\n"
+        "    def __getitem__(self, i):\n"
+        "        return torch.from_numpy(self.clouds[i])\n"
+        "import pathlib\n"
+        "import pickle\n"
+        "ds = pickle.loads(pathlib.Path(__file__).with_name('a.ds.pkl').read_bytes())\n"
+        "torch.cat([ds[0], ds[1]]).view(-1, 4)\n"
+    )
+
+
+def test_nothing_is_offered_without_a_saved_object_or_for_another_name_or_form():
+    assert LoadSavedObjects().units(start(SRC), 0) == []
+    other = SavedObject(name="train", cls="Clouds", file="a.train.pkl", size=1)
+    assert LoadSavedObjects().units(start(SRC, Facts(saved_objects=(other,))), 0) == []
+    # a tuple target or a value that is no call is not how a constructor's result is bound
+    src = "ds, n = Clouds(4, 1), 2\nds = make\n"
+    assert LoadSavedObjects().units(start(src, Facts(saved_objects=(SAVED,))), 0) == []
+    # no level beyond 0
+    assert LoadSavedObjects().units(start(SRC, Facts(saved_objects=(SAVED,))), 1) is None
+
+
+def test_a_statement_outside_the_main_scripts_directory_cannot_name_the_file_beside_it():
+    files = {"a.py": "from pkg.data import ds\nds.x\n", "pkg/data.py": "class Clouds:\n    pass\nds = Clouds()\n"}
+    program = Program(files, "a.py", Facts(saved_objects=(SAVED,)))
+    assert LoadSavedObjects().units(program.initial(), 0) == []
+    # with the file recorded for that directory it is offered there
+    here = SavedObject(name="ds", cls="Clouds", file="a.ds.pkl", size=1, directory="pkg")
+    texts = each(LoadSavedObjects(), Program(files, "a.py", Facts(saved_objects=(here,))).initial(), file="pkg/data.py")
+    assert texts == [
+        "class Clouds:\n    pass\nimport pathlib\nimport pickle\n"
+        "ds = pickle.loads(pathlib.Path(__file__).with_name('a.ds.pkl').read_bytes())\n"
+    ]
+
+
+def test_a_nested_class_is_found_by_its_qualified_name():
+    src = (
+        "class Data:\n"
+        "    class Bank:\n"
+        "        def __init__(self):\n"
+        "            self.rows = list(range(99))\n"
+        "bank = Data.Bank()\n"
+        "bank.rows[100]\n"
+    )
+    saved = SavedObject(name="bank", cls="Data.Bank", file="a.bank.pkl", size=1)
+    text = after(LoadSavedObjects(), start(src, Facts(saved_objects=(saved,))))
+    assert "__init__" not in text and "class Bank:" in text and "bank = pickle.loads(" in text
