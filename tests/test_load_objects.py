@@ -41,7 +41,8 @@ CLIPS = textwrap.dedent("""\
 
 
     ds = Clips(64, seed=7)
-    loader = DataLoader(ds, batch_size=8, collate_fn=collate)
+    shuffle = torch.utils.data.RandomSampler(ds, generator=torch.Generator().manual_seed(0))
+    loader = DataLoader(ds, batch_size=8, sampler=shuffle, collate_fn=collate)
     for x, lengths, y in loader:
         torch.nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True)
     """)

@@ -38,9 +38,6 @@ STRUCTURE: tuple[EditPass, ...] = (
     # after the slice: what ran after the failure (``trainer.evaluate()``) reads the
     # trainer too, and would keep it alive
     CallPastTheLibrary(),
-    # a data object built from seeded draws pins the failing shapes; loaded, its
-    # constructor and helpers can go
-    LoadSavedObjects(),
     ArgparseToNamespace(),
     ConfigToLiteral(),
     DeleteDefinitions(),
@@ -73,11 +70,17 @@ EXPRESSIONS: tuple[EditPass, ...] = (SimplifyExpressions(), LoopToFailingIterati
 # Inlining single-use bindings comes last, on what neither tier above can shrink: a
 # binding is what they look for (``loader = DataLoader(...)``, ``model = Net(...)``).
 FINISHING: tuple[EditPass, ...] = (InlineBindings(),)
-PASSES: tuple[tuple[EditPass, ...], ...] = (STRUCTURE, EXPRESSIONS, FINISHING)
+# Last of all, when nothing above shrinks the program: a data object built from seeded
+# draws pins the failing shapes, and loading it lets its constructor go.  Earlier, a
+# loaded object would stop the passes that turn a small dataset into a literal or a
+# ``torch.randint`` (which shows more than a pickle does).
+LOADING: tuple[EditPass, ...] = (LoadSavedObjects(),)
+PASSES: tuple[tuple[EditPass, ...], ...] = (STRUCTURE, EXPRESSIONS, FINISHING, LOADING)
 
 __all__ = [
     "EXPRESSIONS",
     "FINISHING",
+    "LOADING",
     "PASSES",
     "STRUCTURE",
     "SplitAssignments",
