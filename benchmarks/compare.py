@@ -166,6 +166,9 @@ def run_shrinkgpu(setup: common.OracleSetup, work: Path, cap: float, jobs: int, 
         trace=data.get("trace") or [],
         # the failing call alone: its lines beyond the imports, or why there is none
         extracted=data.get("extracted"), extract_error=data.get("extract_error"),
+        # data objects the result loads from a pickle beside it instead of building them:
+        # their bytes are not in the token count, so the report names them
+        loaded_objects=data.get("loaded_objects") or [],
     )
     output = Path(data["output"])
     overlay = None

@@ -666,7 +666,7 @@ def corpus_table(results: dict) -> str:
         share = tokens / total if tokens is not None and total else None
         rows.append([
             name.removeprefix("corpus/"), _s(total, "{}"), _s(ideal, "{}"),
-            "-" if tokens is None else f"{tokens} ({100 * share:.0f}%)",
+            "-" if tokens is None else f"{tokens} ({100 * share:.0f}%)" + _loaded(r),
             "-" if tokens is None or not ideal else f"{tokens / ideal:.1f}x",
             "met" if share is not None and share <= CORPUS_TARGET else "missed",
             _s(r.get("wall")) + (" (capped)" if r.get("capped") else ""),
@@ -686,6 +686,12 @@ def corpus_table(results: dict) -> str:
         text += (f"\n\nBefore tuning: recorded {base.get('recorded')} by `{base.get('command')}` at revision "
                  f"{(base.get('machine') or {}).get('revision')}.")
     return text
+
+
+def _loaded(row: dict) -> str:
+    """The data objects a result loads from beside itself, which its tokens leave out."""
+    parts = [f"`{o['name']}` from {o['bytes'] / 2**20:.1f} MiB pickle" for o in row.get("loaded_objects") or ()]
+    return f" + loads {', '.join(parts)}" if parts else ""
 
 
 def write(results: dict, path: Path) -> None:
