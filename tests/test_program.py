@@ -1121,3 +1121,18 @@ def test_order_is_tokens_plus_block_and_loop_costs_then_the_magnitude_of_constan
     assert cand.order == (26 + 5 * 2 + 10 * 2, 35)
     straight = program("i = 0\nxs = [j for j in range(4)]\ni -= 1\n").initial()
     assert straight.order < cand.order
+
+
+def test_a_block_whose_first_statement_went_starts_as_the_original_did():
+    src = (
+        "class A:\n    def __init__(self):\n        self.x = 1\n\n    def f(self):\n        return 2\n\n\n"
+        "class B:\n\n    def __init__(self):\n        pass\n\n    # kept\n    def g(self):\n        return 3\n"
+    )
+    program = Program({"a.py": src}, "a.py")
+    inits = [s.id for s in program.stmts if isinstance(s.node, cst.FunctionDef) and s.node.name.value == "__init__"]
+    text = program.initial().with_edits(Edit("delete", i) for i in inits).files["a.py"]
+    # A had no blank line under its header, B had one; a comment line stays
+    assert text == (
+        "class A:\n    def f(self):\n        return 2\n\n\n"
+        "class B:\n\n    # kept\n    def g(self):\n        return 3\n"
+    )

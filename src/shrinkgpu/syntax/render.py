@@ -99,6 +99,19 @@ def _replacement(text: str, updated: cst.BaseStatement):
     return stmts[0] if len(stmts) == 1 else cst.FlattenSentinel(stmts)
 
 
+def _block_starts_as_before(original: cst.IndentedBlock, updated: cst.IndentedBlock) -> cst.IndentedBlock:
+    """A block whose first statements went starts as the original did: no blank line
+    under ``class Data(Dataset):`` that only separated the removed ``__init__`` from the
+    next method (comment lines stay)."""
+    first = updated.body[0]
+    lines = getattr(first, "leading_lines", ())
+    had_blank = any(line.comment is None for line in getattr(original.body[0], "leading_lines", ()))
+    if had_blank or not any(line.comment is None for line in lines):
+        return updated
+    kept = [line for line in lines if line.comment is not None]
+    return updated.with_changes(body=[first.with_changes(leading_lines=kept), *updated.body[1:]])
+
+
 def _block_statements(block: cst.BaseSuite) -> list[cst.BaseStatement]:
     if isinstance(block, cst.IndentedBlock):
         return list(block.body)
@@ -155,6 +168,8 @@ class _Renderer(cst.CSTTransformer):
                 return parse_expression(edit.text)
         if isinstance(updated_node, cst.IndentedBlock) and not updated_node.body:
             return updated_node.with_changes(body=[_PASS])
+        if isinstance(updated_node, cst.IndentedBlock) and len(updated_node.body) < len(original_node.body):
+            updated_node = _block_starts_as_before(original_node, updated_node)
         if self.expr_of and isinstance(updated_node, (cst.Assign, cst.Expr, cst.Return, cst.Arg)):
             updated_node = _unparenthesised_value(self, original_node, updated_node)
         if isinstance(updated_node, cst.Call) and updated_node.args and len(updated_node.args) < len(original_node.args):
