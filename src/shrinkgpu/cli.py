@@ -302,7 +302,7 @@ def run(script, script_args, module, timeout, isolation, root, stdin_file, sync_
 @click.option("--load-objects/--no-load-objects", default=True, show_default=True,
               help="Offer candidates that load the script's data objects (instances of its own classes holding "
                    "arrays or long lists, never a model) as the first run saved them, beside the result as "
-                   "<stem>.<name>.pkl, instead of building them. --no-load-objects keeps every constructor.")
+                   "<stem>.min.<name>.pkl, instead of building them. --no-load-objects keeps every constructor.")
 @click.option("--search", type=click.Choice(["probdd", "ddmin"]), default="probdd", show_default=True,
               help="probdd learns which edits are needed; ddmin is the classic algorithm.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,

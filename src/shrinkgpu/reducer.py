@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import os
 import sys
 import re
@@ -779,7 +780,7 @@ def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats, v
     check_output(output, spec, [spec.root_dir / rel for rel in (*files, *first.reads)])
     loops = loop_facts(files, first.loops)
     cut, data_files = _library_cut(first, spec, sandbox, saved_call)
-    saved_objects, object_files = _saved_objects(first, spec, sandbox)
+    saved_objects, object_files = _saved_objects(first, spec, sandbox, output)
     data_files.update(object_files)
     hot = hot_loops(files, first.loop_time) if first.wall >= HOT_MIN_SECONDS else ()
     program = Program(
@@ -971,9 +972,12 @@ def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats, v
                         budget.deadline = search_deadline(seen.wall)
             return out
 
+        recordings = itertools.count(1)
+
         def rebase(cand: Candidate) -> Candidate:
             # The accepted candidate becomes the new original: fresh statement ids and
             # dependencies for its own text, and the facts of its own run.
+            nonlocal saved_objects
             if not cand.edits:
                 return cand
             files = cand.files
@@ -986,6 +990,22 @@ def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats, v
             carried = dict(loops=loops, cut=cut, hot_loops=hot if still_slow else (), saved_objects=saved_objects)
             rebased = Program(files, program.main, facts=dataclasses.replace(facts, **carried))
             quick = seen is not None and seen.wall <= RECOUNT_MAX_SECONDS
+            short = seen is None or seen.wall <= RECOUNT_MAX_SECONDS  # (no run seen: a cache hit)
+            if short and saved_objects and not all(any(o.file in t for t in files.values()) for o in saved_objects):
+                # The objects as this program builds them, not as the original did: the
+                # code after them has been reduced against this program's data, and a
+                # load of the original's object would often no longer fail the same way.
+                # At every rebase, so the file beside the program is never a stale one.
+                recorded = runner.run(
+                    files, timeout=timeout, save_objects=str(sandbox.session / f"objects-{next(recordings)}")
+                )
+                if target.matches(recorded.signature):
+                    fresh, fresh_files = _saved_objects(recorded, spec, sandbox, output)
+                    if fresh:
+                        saved_objects = fresh
+                        data_files.update(fresh_files)
+                        carried["saved_objects"] = fresh
+                        rebased = Program(files, program.main, facts=dataclasses.replace(facts, **carried))
             if quick and rebased.loop_iterations and _loop_around_failure(rebased):
                 # Shrinking the data moves the failing item: count again, on this program
                 # (a traced run: only while runs are short, or it costs more than it saves).
@@ -1228,11 +1248,15 @@ def _library_cut(first: Observation, spec: ScriptSpec, sandbox: Sandbox, saved: 
     return CutRecord(cut["file"], cut["source"], replacement, cut.get("library", "")), {name: saved}
 
 
-def _saved_objects(first: Observation, spec: ScriptSpec, sandbox: Sandbox):
-    """The data objects the first run saved, as facts for passes/data.py, each file
-    beside the main script (in every run's copy, and beside the result)."""
+def _saved_objects(first: Observation, spec: ScriptSpec, sandbox: Sandbox, output: Path):
+    """The data objects a run saved, as facts for passes/data.py, each file beside the
+    main script (in every run's copy, and beside the result).  Named after the result
+    (``train.min.train_set.pkl``), like its report: a later reduction to the same
+    output replaces them, and no name of the user's is taken."""
     records, files = [], {}
     main_dir = Path(spec.script_rel).parent
+    base = output.stem if output.suffix == ".py" else output.name
+    beside = output.parent if output.suffix == ".py" else output
     for saved in first.saved_objects:
         try:
             name, cls, path, size = saved["name"], saved["class"], Path(saved["path"]), int(saved["bytes"])
@@ -1240,9 +1264,10 @@ def _saved_objects(first: Observation, spec: ScriptSpec, sandbox: Sandbox):
             continue
         if not name.isidentifier() or not path.is_file():
             continue
-        file_name = f"{spec.script.stem}.{name}.pkl"
-        if file_name in files:
-            continue
+        file_name = f"{base}.{name}.pkl"
+        in_root = spec.root_dir / main_dir / file_name
+        if file_name in files or (in_root.exists() and in_root.resolve() != (beside / file_name).resolve()):
+            continue  # a file of the user's by that name is neither shadowed nor overwritten
         sandbox.add_file(str(main_dir / file_name) if main_dir != Path(".") else file_name, path)
         records.append(SavedObject(name, cls, file_name, size, str(main_dir) if main_dir != Path(".") else ""))
         files[file_name] = path

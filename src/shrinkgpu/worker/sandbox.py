@@ -223,6 +223,8 @@ class Sandbox:
             d = str(Path(*parts[:i]))
             if d not in self._dirs:
                 self._dirs.append(d)
+        if dst.exists():
+            dst.unlink()  # a new file, not new bytes in one that earlier runs link to
         shutil.copy2(source, dst)
         self._stats[rel] = _fingerprint(dst)
 
