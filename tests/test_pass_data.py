@@ -62,10 +62,10 @@ def test_a_statement_outside_the_main_scripts_directory_cannot_name_the_file_bes
     # with the file recorded for that directory it is offered there
     here = SavedObject(name="ds", cls="Clouds", file="a.ds.pkl", size=1, directory="pkg")
     texts = each(LoadSavedObjects(), Program(files, "a.py", Facts(saved_objects=(here,))).initial(), file="pkg/data.py")
-    assert texts == [
+    assert texts == [(
         "class Clouds:\n    pass\nimport pathlib\nimport pickle\n"
         "ds = pickle.loads(pathlib.Path(__file__).with_name('a.ds.pkl').read_bytes())\n"
-    ]
+    )]
 
 
 def test_a_nested_class_is_found_by_its_qualified_name():
