@@ -67,9 +67,11 @@ def test_fixture_reduces_to_a_faithful_small_script(name, tmp_path, record_prope
     stem = out.name.removesuffix(".min.py")
     written = sorted(p.name for p in out.parent.iterdir())
     assert {out.name, f"{stem}.min.md", f"{stem}.min.json", f"{stem}.extracted.py"} <= set(written), written
-    # besides those, only data the results load (the extracted call's tensors, a saved call)
-    assert all(n.endswith(".pt") for n in set(written) - {out.name, f"{stem}.min.md", f"{stem}.min.json",
-                                                          f"{stem}.extracted.py"}), written
+    # besides those, only data the results load (the extracted call's tensors, a saved
+    # call, a data object the result loads and names)
+    loaded = {o[0] for o in result.loaded_objects}
+    assert all(n.endswith(".pt") or n in loaded for n in set(written) - {out.name, f"{stem}.min.md", f"{stem}.min.json",
+                                                                       f"{stem}.extracted.py"}), written
     # (b) small
     assert result.tokens_after <= MAX_RATIO * result.tokens_before, (
         f"{name}: {result.tokens_after}/{result.tokens_before} tokens\n{out.read_text()}"

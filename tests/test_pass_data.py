@@ -23,7 +23,7 @@ seed = 3
 ds = Clouds(40, seed)
 torch.cat([ds[0], ds[1]]).view(-1, 4)
 """
-SAVED = SavedObject(name="ds", cls="Clouds", file="a.ds.pkl", size=4096)
+SAVED = SavedObject(name="ds", cls="Clouds", file="a.ds.pkl", size=1 << 20)
 
 
 def test_the_building_statement_loads_the_saved_object_and_the_constructor_goes_with_what_only_it_read():
@@ -46,11 +46,14 @@ def test_the_building_statement_loads_the_saved_object_and_the_constructor_goes_
 
 def test_nothing_is_offered_without_a_saved_object_or_for_another_name_or_form():
     assert LoadSavedObjects().units(start(SRC), 0) == []
-    other = SavedObject(name="train", cls="Clouds", file="a.train.pkl", size=1)
+    other = SavedObject(name="train", cls="Clouds", file="a.train.pkl", size=1 << 20)
     assert LoadSavedObjects().units(start(SRC, Facts(saved_objects=(other,))), 0) == []
     # a tuple target or a value that is no call is not how a constructor's result is bound
     src = "ds, n = Clouds(4, 1), 2\nds = make\n"
     assert LoadSavedObjects().units(start(src, Facts(saved_objects=(SAVED,))), 0) == []
+    # a small object is shown as code, not loaded: the passes above can write it down
+    small = SavedObject(name="ds", cls="Clouds", file="a.ds.pkl", size=1400)
+    assert LoadSavedObjects().units(start(SRC, Facts(saved_objects=(small,))), 0) == []
     # no level beyond 0
     assert LoadSavedObjects().units(start(SRC, Facts(saved_objects=(SAVED,))), 1) is None
 
@@ -60,7 +63,7 @@ def test_a_statement_outside_the_main_scripts_directory_cannot_name_the_file_bes
     program = Program(files, "a.py", Facts(saved_objects=(SAVED,)))
     assert LoadSavedObjects().units(program.initial(), 0) == []
     # with the file recorded for that directory it is offered there
-    here = SavedObject(name="ds", cls="Clouds", file="a.ds.pkl", size=1, directory="pkg")
+    here = SavedObject(name="ds", cls="Clouds", file="a.ds.pkl", size=1 << 20, directory="pkg")
     texts = each(LoadSavedObjects(), Program(files, "a.py", Facts(saved_objects=(here,))).initial(), file="pkg/data.py")
     assert texts == [(
         "class Clouds:\n    pass\nimport pathlib\nimport pickle\n"
@@ -77,6 +80,6 @@ def test_a_nested_class_is_found_by_its_qualified_name():
         "bank = Data.Bank()\n"
         "bank.rows[100]\n"
     )
-    saved = SavedObject(name="bank", cls="Data.Bank", file="a.bank.pkl", size=1)
+    saved = SavedObject(name="bank", cls="Data.Bank", file="a.bank.pkl", size=1 << 20)
     text = after(LoadSavedObjects(), start(src, Facts(saved_objects=(saved,))))
     assert "__init__" not in text and "class Bank:" in text and "bank = pickle.loads(" in text

@@ -47,6 +47,13 @@ def _built_name(node: cst.CSTNode) -> str | None:
     return target.value if isinstance(target, cst.Name) else None
 
 
+# A smaller object is a handful of values the passes above can show as code (a list
+# literal, a ``torch.randint``), and its constructor is often where the bad values come
+# from (labels numbered from 1): loading it would hide that for a few tokens.  Data
+# synthesised in bulk is what no pass can write down.
+MIN_BYTES = 16 * 1024
+
+
 class LoadSavedObjects(LevelZeroPass):
     """``train_set = SyntheticKWS(32, seed=1)`` -> ``train_set = pickle.loads(...)``."""
 
@@ -54,7 +61,7 @@ class LoadSavedObjects(LevelZeroPass):
 
     def edits(self, cand: Candidate) -> list[Unit]:
         program = cand.program
-        saved = {s.name: s for s in program.facts.saved_objects}
+        saved = {s.name: s for s in program.facts.saved_objects if s.size >= MIN_BYTES}
         if not saved:
             return []
         live = cand.live
