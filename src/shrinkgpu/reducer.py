@@ -991,27 +991,30 @@ def _reduce(config, spec, output, sandbox, pattern, started, emit, pass_stats, v
             rebased = Program(files, program.main, facts=dataclasses.replace(facts, **carried))
             quick = seen is not None and seen.wall <= RECOUNT_MAX_SECONDS
             short = seen is None or seen.wall <= RECOUNT_MAX_SECONDS  # (no run seen: a cache hit)
-            if short and saved_objects and not all(any(o.file in t for t in files.values()) for o in saved_objects):
-                # The objects as this program builds them, not as the original did: the
-                # code after them has been reduced against this program's data, and a
-                # load of the original's object would often no longer fail the same way.
-                # At every rebase, so the file beside the program is never a stale one.
-                recorded = runner.run(
-                    files, timeout=timeout, save_objects=str(sandbox.session / f"objects-{next(recordings)}")
+            # The objects as this program builds them, not as the original did: the code
+            # after them has been reduced against this program's data, and a load of the
+            # original's object would often no longer fail the same way.  At every
+            # rebase, so the file beside the program is never a stale one.
+            save = short and saved_objects and not all(
+                any(o.file in t for t in files.values()) for o in saved_objects
+            )
+            # Shrinking the data moves the failing item: count again, on this program (a
+            # traced run: only while runs are short, or it costs more than it saves).
+            count = quick and rebased.loop_iterations and _loop_around_failure(rebased)
+            if save or count:
+                # One run for both: the same program, observed once.
+                again = runner.run(
+                    files, timeout=timeout, count_loops=bool(count),
+                    save_objects=str(sandbox.session / f"objects-{next(recordings)}") if save else None,
                 )
-                if target.matches(recorded.signature):
-                    fresh, fresh_files = _saved_objects(recorded, spec, sandbox, output)
+                if target.matches(again.signature):
+                    if count:
+                        carried["loops"] = loop_facts(files, again.loops)
+                    fresh, fresh_files = _saved_objects(again, spec, sandbox, output) if save else ((), {})
                     if fresh:
                         saved_objects = fresh
                         data_files.update(fresh_files)
                         carried["saved_objects"] = fresh
-                        rebased = Program(files, program.main, facts=dataclasses.replace(facts, **carried))
-            if quick and rebased.loop_iterations and _loop_around_failure(rebased):
-                # Shrinking the data moves the failing item: count again, on this program
-                # (a traced run: only while runs are short, or it costs more than it saves).
-                counted = runner.run(files, timeout=timeout, count_loops=True)
-                if target.matches(counted.signature):
-                    carried["loops"] = loop_facts(files, counted.loops)
                     rebased = Program(files, program.main, facts=dataclasses.replace(facts, **carried))
             return rebased.initial()
 
