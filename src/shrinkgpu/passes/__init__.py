@@ -4,7 +4,7 @@ A pass proposes units (``Edit``s) on a candidate, level by level, and builds the
 candidate with some of them applied; the core decides which units to apply by testing.
 Adding a pass: write a class with ``name``, ``units(cand, level)`` and ``apply`` (the
 ``EditPass`` base gives ``apply``), register it below, and add a before/after test in
-tests/test_passes.py.  See docs/passes.md.
+tests/passes/test_<module>.py.  See docs/passes.md.
 """
 
 from shrinkgpu.passes.annotations import StripAnnotations

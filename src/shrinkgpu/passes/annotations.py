@@ -18,8 +18,9 @@ from __future__ import annotations
 import libcst as cst
 
 from shrinkgpu.passes.base import LevelZeroPass, Unit
-from shrinkgpu.syntax.program import Candidate, Edit
-from shrinkgpu.syntax.program import code_of as _code
+from shrinkgpu.syntax.code import code_of
+from shrinkgpu.syntax.edits import Edit
+from shrinkgpu.syntax.program import Candidate
 
 # Classes whose annotated attributes are their fields: without the annotation the
 # attribute is a plain class attribute and the class means something else.
@@ -29,7 +30,7 @@ _FIELD_BASES = ("NamedTuple", "TypedDict", "BaseModel", "BaseSettings", "Struct"
 def _fields_are_annotations(cls: cst.ClassDef) -> bool:
     if cls.decorators:
         return True  # ``@dataclass``, ``@attr.s``, ...: strip-decorators goes first
-    return any(_code(b.value).split(".")[-1].split("[")[0] in _FIELD_BASES for b in cls.bases)
+    return any(code_of(b.value).split(".")[-1].split("[")[0] in _FIELD_BASES for b in cls.bases)
 
 
 class StripAnnotations(LevelZeroPass):
@@ -63,7 +64,7 @@ class StripAnnotations(LevelZeroPass):
                     owner = program.stmts[s.parent].node
                     if isinstance(owner, cst.ClassDef) and _fields_are_annotations(owner):
                         continue
-                text = f"{_code(small.target)} = {_code(small.value)}"
+                text = f"{code_of(small.target)} = {code_of(small.value)}"
                 blocks.setdefault(s.parent, []).append(Edit("replace", s.id, text=text))
         out.extend(tuple(edits) for edits in blocks.values())
         return out

@@ -13,8 +13,9 @@ from __future__ import annotations
 import libcst as cst
 
 from shrinkgpu.passes.base import LevelZeroPass, Unit, lone_assignment, names_read
-from shrinkgpu.syntax.program import Candidate, Edit
-from shrinkgpu.syntax.program import code_of as _code
+from shrinkgpu.syntax.code import code_of
+from shrinkgpu.syntax.edits import Edit
+from shrinkgpu.syntax.program import Candidate
 
 
 def _plain_target(node: cst.BaseExpression) -> bool:
@@ -52,12 +53,12 @@ class SplitAssignments(LevelZeroPass):
             set_so_far: set[str] = set()
             clash = False
             for target, value in zip(targets, values):
-                if set_so_far & names_read(_code(value)):
+                if set_so_far & names_read(code_of(value)):
                     clash = True
                     break
-                set_so_far |= names_read(_code(target)) - {"self", "cls"} if isinstance(target, cst.Attribute) else {target.value}
+                set_so_far |= names_read(code_of(target)) - {"self", "cls"} if isinstance(target, cst.Attribute) else {target.value}
             if clash:
                 continue
-            text = "\n".join(f"{_code(t)} = {_code(v)}" for t, v in zip(targets, values))
+            text = "\n".join(f"{code_of(t)} = {code_of(v)}" for t, v in zip(targets, values))
             out.append((Edit("replace", s.id, text=text),))
         return out

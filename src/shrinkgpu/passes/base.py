@@ -2,7 +2,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from shrinkgpu.syntax.program import Candidate, Edit
+from shrinkgpu.syntax.edits import Edit
+from shrinkgpu.syntax.program import Candidate
 
 Unit = tuple[Edit, ...]  # edits that only make sense together (a statement and its users)
 

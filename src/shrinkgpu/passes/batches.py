@@ -29,8 +29,9 @@ from __future__ import annotations
 import libcst as cst
 
 from shrinkgpu.passes.base import EditPass, Unit, dedupe, deletion_unit, lone_assignment
-from shrinkgpu.syntax.program import Candidate, Edit
-from shrinkgpu.syntax.program import code_of as _code
+from shrinkgpu.syntax.code import code_of
+from shrinkgpu.syntax.edits import Edit
+from shrinkgpu.syntax.program import Candidate
 from shrinkgpu.syntax.queries import Substitute, bound_sequence, instance_class, method_of, module_names
 
 # DataLoader keywords that do not change which items form the first batch, or how they
@@ -73,7 +74,7 @@ def _loader_args(node: cst.CSTNode) -> tuple[str, cst.BaseExpression, str, str |
     call = assign.value
     if not isinstance(target, cst.Name) or not isinstance(call, cst.Call):
         return None
-    if not _code(call.func).split(".")[-1] == "DataLoader":
+    if not code_of(call.func).split(".")[-1] == "DataLoader":
         return None
     dataset: cst.BaseExpression | None = None
     batch = "1"
@@ -84,8 +85,8 @@ def _loader_args(node: cst.CSTNode) -> tuple[str, cst.BaseExpression, str, str |
     if positional:
         dataset = positional[0].value
     if len(positional) > 1:
-        batch = _code(positional[1].value)
-    if len(positional) > 2 and _code(positional[2].value) != "False":
+        batch = code_of(positional[1].value)
+    if len(positional) > 2 and code_of(positional[2].value) != "False":
         return None  # shuffle
     for arg in call.args:
         if arg.keyword is None:
@@ -94,12 +95,12 @@ def _loader_args(node: cst.CSTNode) -> tuple[str, cst.BaseExpression, str, str |
         if key == "dataset":
             dataset = arg.value
         elif key == "batch_size":
-            batch = _code(arg.value)
+            batch = code_of(arg.value)
         elif key == "shuffle":
-            if _code(arg.value) != "False":
+            if code_of(arg.value) != "False":
                 return None
         elif key == "collate_fn":
-            collate = None if _code(arg.value) == "None" else _code(arg.value)
+            collate = None if code_of(arg.value) == "None" else code_of(arg.value)
         elif key not in _HARMLESS:
             return None  # sampler, batch_sampler: another first batch
     if dataset is None or batch == "None":
@@ -176,7 +177,7 @@ def _item_expression(fn: cst.FunctionDef) -> tuple[cst.BaseExpression, str, str]
         if name in (self_name, index):
             return None
         value = small.value.visit(Substitute(values))
-        values[name] = f"({_code(value)})" if not isinstance(value, (cst.Name, cst.Attribute, cst.Subscript, cst.Call)) else _code(value)
+        values[name] = f"({code_of(value)})" if not isinstance(value, (cst.Name, cst.Attribute, cst.Subscript, cst.Call)) else code_of(value)
     return None
 
 
@@ -184,10 +185,10 @@ def _first_batch(cand: Candidate, dataset: cst.BaseExpression, batch: str) -> li
     """Sources for the first ``batch`` items of ``dataset``, likeliest first, or None."""
     program = cand.program
     deps = program.deps
-    if isinstance(dataset, cst.Call) and _code(dataset.func).split(".")[-1] == "TensorDataset":
+    if isinstance(dataset, cst.Call) and code_of(dataset.func).split(".")[-1] == "TensorDataset":
         if not dataset.args or any(a.keyword is not None or a.star for a in dataset.args):
             return None
-        parts = [f"{_code(a.value)}[:{batch}]" for a in dataset.args]
+        parts = [f"{code_of(a.value)}[:{batch}]" for a in dataset.args]
         return ["(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"]
     if not isinstance(dataset, cst.Name):
         return None
@@ -198,7 +199,7 @@ def _first_batch(cand: Candidate, dataset: cst.BaseExpression, batch: str) -> li
     node = program.stmts[binder].node
     if isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1 and isinstance(node.body[0], cst.Assign):
         value = node.body[0].value
-        if isinstance(value, cst.Call) and _code(value.func).split(".")[-1] == "TensorDataset":
+        if isinstance(value, cst.Call) and code_of(value.func).split(".")[-1] == "TensorDataset":
             return _first_batch(cand, value, batch)
     cls_sid = instance_class(cand, binder)
     if cls_sid is None:
@@ -215,7 +216,7 @@ def _first_batch(cand: Candidate, dataset: cst.BaseExpression, batch: str) -> li
     reads = _Reads(index)
     sliced.visit(reads)
     if slicer.sliced and not reads.count and slicer.ok:
-        return [_code(sliced.visit(Substitute({self_name: dataset.value})))]
+        return [code_of(sliced.visit(Substitute({self_name: dataset.value})))]
     # Not rows of fields (``self.rows[i]["x"]``, ``self.tf(self.paths[i])``): each part
     # of the item becomes the list of its values over the first items, collated.
     if index == dataset.value or "torch" not in module_names(program):
@@ -239,7 +240,7 @@ _MAX_GUESSES = 8
 
 def _likely_kinds(part: cst.BaseExpression) -> list[str]:
     """The collate kinds of one item part, likeliest first, from its shape in the source."""
-    head = _code(part.func) if isinstance(part, cst.Call) else ""
+    head = code_of(part.func) if isinstance(part, cst.Call) else ""
     if isinstance(part, cst.Integer) or head in ("int", "len") or head.endswith(".item"):
         first = "int"
     elif isinstance(part, cst.Float) or head == "float":
@@ -263,7 +264,7 @@ def _collated(item: cst.BaseExpression, index: str, batch: str) -> list[str]:
         and item.elements
         and all(isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString) for e in item.elements)
     ):
-        parts, keys = [e.value for e in item.elements], [_code(e.key) for e in item.elements]
+        parts, keys = [e.value for e in item.elements], [code_of(e.key) for e in item.elements]
     else:
         parts, keys = [item], None
     if len(parts) > 4:
@@ -273,7 +274,7 @@ def _collated(item: cst.BaseExpression, index: str, batch: str) -> list[str]:
     out = []
     for ranks in combos[:_MAX_GUESSES]:
         texts = [
-            _COLLATE[order[r]].format(f"[{_code(part)} for {index} in range({batch})]")
+            _COLLATE[order[r]].format(f"[{code_of(part)} for {index} in range({batch})]")
             for part, order, r in zip(parts, orders, ranks)
         ]
         if keys is not None:
@@ -329,7 +330,7 @@ class FirstBatch(EditPass):
                     # constructor gets much further (measured on eval_label_offset).
                     if not bound_sequence(program, dataset):
                         continue
-                    data = _code(dataset)
+                    data = code_of(dataset)
                     if not isinstance(dataset, (cst.Name, cst.Attribute)):
                         data = f"({data})"
                     text = f"{collate}({data}[:{batch}])"

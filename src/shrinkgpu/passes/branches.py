@@ -8,7 +8,8 @@ body.  A unit never removes a protected (seeding) statement.
 from __future__ import annotations
 
 from shrinkgpu.passes.base import LevelZeroPass, Unit, drops_protected
-from shrinkgpu.syntax.program import BODY_BRANCHES, Candidate, Edit
+from shrinkgpu.syntax.edits import BODY_BRANCHES, Edit
+from shrinkgpu.syntax.program import Candidate
 
 
 class Unwrap(LevelZeroPass):

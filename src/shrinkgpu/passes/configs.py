@@ -3,7 +3,7 @@
 ``cfg = yaml.safe_load(open("config.yaml"))`` (or ``json.load``, ``tomllib.load``) keeps
 a file, the code that finds it and the reader; a maintainer's cut has
 ``cfg = {"model": {"in_channels": 3}, ...}``.  The probe records what each read
-returned (``probe._watch_config_loads``), so the values are those of the run, overrides
+returned (``probe.watchers.watch_config_loads``), so the values are those of the run, overrides
 applied later by the script included only where the script applies them.
 
 Three levels:
@@ -29,8 +29,9 @@ import re
 import libcst as cst
 
 from shrinkgpu.passes.base import EditPass, Unit, deletion_unit, names_read
-from shrinkgpu.syntax.program import Candidate, Edit
-from shrinkgpu.syntax.program import code_of as _code
+from shrinkgpu.syntax.code import code_of
+from shrinkgpu.syntax.edits import Edit
+from shrinkgpu.syntax.program import Candidate
 
 # Names a loader may be called by (the probe records json.load, yaml.safe_load, ...).
 LOADER_NAMES = frozenset({"load", "loads", "safe_load", "full_load", "unsafe_load"})
@@ -51,7 +52,7 @@ class ConfigToLiteral(EditPass):
         program = cand.program
         if not program.facts.loads:
             return []
-        text = "\n".join(_code(m) for m in program.modules.values())
+        text = "\n".join(code_of(m) for m in program.modules.values())
         words = set(_WORD.findall(text))
         out: list[Unit] = []
         live = cand.live
@@ -166,7 +167,7 @@ def _resolve(read: cst.Name, value: ast.expr, parents: dict) -> tuple[cst.CSTNod
                         found = ast.Constant(None)
                     else:
                         # the default, as written: a read that found nothing
-                        return call, _DefaultText(_code(call.args[1].value))
+                        return call, _DefaultText(code_of(call.args[1].value))
                 node, part = call, found
                 continue
         break
@@ -190,7 +191,7 @@ _NO_KEY = object()
 def _constant(node):
     if isinstance(node, (cst.SimpleString, cst.Integer)):
         try:
-            return ast.literal_eval(_code(node))
+            return ast.literal_eval(code_of(node))
         except (ValueError, SyntaxError):
             return _NO_KEY
     return _NO_KEY
@@ -265,7 +266,7 @@ def _loader_call(stmt: cst.CSTNode, function: str) -> cst.Call | None:
             func = node.func
             if isinstance(func, cst.Attribute) and func.attr.value == attr:
                 # ``yaml.safe_load``, ``json.load``; a method of anything else is not a loader
-                if _code(func.value).split(".")[-1] in (module, module.split(".")[-1], "yaml", "json", "tomllib", "tomli"):
+                if code_of(func.value).split(".")[-1] in (module, module.split(".")[-1], "yaml", "json", "tomllib", "tomli"):
                     found.append(node)
             elif isinstance(func, cst.Name) and func.value == attr and attr in LOADER_NAMES - {"load", "loads"}:
                 found.append(node)
@@ -304,15 +305,15 @@ def _unit(cand: Candidate, sid: int, call: cst.Call, literal: str) -> Unit:
     stmts = program.stmts
     edits = [Edit("expr", node=program.node_index(call), text=literal)]
     parent = stmts[sid].parent
-    call_code = _code(call)
+    call_code = code_of(call)
     gone = {sid}
     if parent is not None and stmts[parent].kind == "with" and parent in cand.live and _only_read_by(stmts[parent].node, call):
         edits.append(Edit("body", parent))
         # the header goes; the body stays, its reads counted through ``kept`` below
         gone = {parent} | {s.id for s in stmts if _encloses(program, parent, s.id)}
-        kept = "\n".join(_code(b) for b in stmts[parent].node.body.body)
+        kept = "\n".join(code_of(b) for b in stmts[parent].node.body.body)
     else:
-        kept = _code(stmts[sid].node)
+        kept = code_of(stmts[sid].node)
     kept = kept.replace(call_code, literal, 1)
     if stmts[sid].kind != "simple" and gone == {sid}:
         return tuple(edits)  # a loop or branch header: its body is not gone

@@ -11,8 +11,10 @@ from __future__ import annotations
 import libcst as cst
 
 from shrinkgpu.passes.base import LevelZeroPass, Unit, deletion_unit, single_bindings
-from shrinkgpu.syntax.program import Candidate, Edit
-from shrinkgpu.syntax.program import code_of as _code
+from shrinkgpu.passes.inline import match_arguments
+from shrinkgpu.syntax.code import code_of
+from shrinkgpu.syntax.edits import Edit
+from shrinkgpu.syntax.program import Candidate
 from shrinkgpu.syntax.queries import variable_names
 
 _PARSE_METHODS = ("parse_args", "parse_known_args")
@@ -61,7 +63,7 @@ def _binds_module(module: cst.Module, name: str) -> bool:
             for small in stmt.body:
                 if isinstance(small, cst.Import):
                     for alias in small.names:
-                        if alias.asname is None and _code(alias.name) == name:
+                        if alias.asname is None and code_of(alias.name) == name:
                             return True
     return False
 
@@ -136,9 +138,9 @@ MAX_STRING = 16
 def _constant_text(node: cst.BaseExpression) -> str | None:
     """Source of an immutable literal (numbers, short strings, True/False/None, tuples)."""
     if isinstance(node, (cst.Integer, cst.Float, cst.Imaginary)):
-        return _code(node)
+        return code_of(node)
     if isinstance(node, cst.SimpleString):
-        text = _code(node)
+        text = code_of(node)
         return text if len(text) <= MAX_STRING + 2 else None
     if isinstance(node, cst.Name) and node.value in ("True", "False", "None"):
         return node.value
@@ -178,12 +180,12 @@ def _registry(node: cst.BaseExpression) -> dict[object, str] | None:
         plain = isinstance(value, (cst.Name, cst.Attribute)) and all(
             isinstance(part, (cst.Name, cst.Attribute)) for part in (value, getattr(value, "value", value))
         )
-        text = _code(value) if plain else _constant_text(value)
+        text = code_of(value) if plain else _constant_text(value)
         if text is None:
             return None
         import ast
 
-        out[ast.literal_eval(_code(el.key))] = text
+        out[ast.literal_eval(code_of(el.key))] = text
     return out
 
 
@@ -206,7 +208,7 @@ def _keyed(program, deps, name: cst.Name, integers: bool = False) -> tuple[cst.S
                     and isinstance(key.expression, cst.Integer)
                 )
                 if number or (isinstance(key, cst.SimpleString) and not integers):
-                    found.append((node, ast.literal_eval(_code(key))))
+                    found.append((node, ast.literal_eval(code_of(key))))
 
     program.stmts[sid].node.visit(Find())
     return found[0] if found else None
@@ -233,8 +235,6 @@ def _constructor_fields(cand: Candidate, node: cst.BaseExpression) -> dict[str, 
     """``{field: argument}`` for ``t = Trainer(model, opt)`` where ``Trainer.__init__``
     stores parameters as they are (``self.model = model``) and nothing else rebinds the
     field: ``t.model`` reads what was passed.  Only plain arguments (names, literals)."""
-    from shrinkgpu.passes.inline import match_arguments
-
     if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Name):
         return None
     program = cand.program
@@ -313,7 +313,7 @@ def _config_class(program, stmt, *, instance: bool) -> dict[str, str] | None:
         return None
     if cls.name.value in program.deps.stored_attribute_bases.get(stmt.file, ()):
         return None
-    if any(_code(d.decorator) in ("dataclass", "dataclasses.dataclass") for d in cls.decorators):
+    if any(code_of(d.decorator) in ("dataclass", "dataclasses.dataclass") for d in cls.decorators):
         plain = False
     elif not cls.decorators and not cls.bases and not cls.keywords:
         plain = True
@@ -366,20 +366,20 @@ def _bound_names(small: cst.BaseSmallStatement) -> list[str]:
         targets(small.target)
     elif isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(small.names, cst.ImportStar):
         for alias in small.names:
-            names.append(_code(alias.asname.name) if alias.asname else _code(alias.name).split(".")[0])
+            names.append(code_of(alias.asname.name) if alias.asname else code_of(alias.name).split(".")[0])
     return names
 
 
 def _default_factory(node: cst.BaseExpression) -> str | None:
     """``field(default_factory=lambda: [...])`` -> the literal the lambda returns: every
     instance gets a fresh one, as every read of the pasted literal does."""
-    if not isinstance(node, cst.Call) or _code(node.func) not in ("field", "dataclasses.field"):
+    if not isinstance(node, cst.Call) or code_of(node.func) not in ("field", "dataclasses.field"):
         return None
     for arg in node.args:
         if arg.keyword is not None and arg.keyword.value == "default_factory" and isinstance(arg.value, cst.Lambda):
             body = arg.value.body
             if isinstance(body, (cst.List, cst.Dict, cst.Tuple)) and _literal_container(body):
-                return _code(body)
+                return code_of(body)
     return None
 
 
@@ -410,7 +410,7 @@ def _factory_shape(value: cst.BaseExpression) -> list[str | None] | None:
         return None
     if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)):
         return None
-    if _code(value.func.value) != "torch":
+    if code_of(value.func.value) != "torch":
         return None
     name = value.func.attr.value
     positional = [a.value for a in value.args if a.keyword is None and not a.star]
@@ -427,7 +427,7 @@ def _factory_shape(value: cst.BaseExpression) -> list[str | None] | None:
     if not any(isinstance(n, cst.Integer) for n in sizes):
         return None
     # ``torch.randn(len(NAMES), 32)``: only the literal sizes can be read off.
-    return [_code(n) if isinstance(n, cst.Integer) else None for n in sizes]
+    return [code_of(n) if isinstance(n, cst.Integer) else None for n in sizes]
 
 
 def _shape_read(program, deps, name: cst.Name, attribute, rank: int) -> tuple[cst.BaseExpression, int] | None:
@@ -438,7 +438,7 @@ def _shape_read(program, deps, name: cst.Name, attribute, rank: int) -> tuple[cs
     found: list[tuple[cst.BaseExpression, int]] = []
 
     def index(node) -> int | None:
-        text = _code(node).replace(" ", "")
+        text = code_of(node).replace(" ", "")
         if text.lstrip("-").isdigit() and -rank <= int(text) < rank:
             return int(text) % rank
         return None

@@ -25,7 +25,9 @@ from pathlib import PurePosixPath
 import libcst as cst
 
 from shrinkgpu.passes.base import LevelZeroPass, Unit, names_read
-from shrinkgpu.syntax.program import Candidate, Edit, SavedObject
+from shrinkgpu.syntax.edits import Edit
+from shrinkgpu.syntax.facts import SavedObject
+from shrinkgpu.syntax.program import Candidate
 
 
 def load_text(name: str, saved: SavedObject) -> str:

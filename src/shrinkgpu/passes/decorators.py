@@ -18,8 +18,9 @@ from __future__ import annotations
 import libcst as cst
 
 from shrinkgpu.passes.base import LevelZeroPass, Unit
-from shrinkgpu.syntax.program import Candidate, Edit
-from shrinkgpu.syntax.program import code_of as _code
+from shrinkgpu.syntax.code import code_of
+from shrinkgpu.syntax.edits import Edit
+from shrinkgpu.syntax.program import Candidate
 
 
 class _Reads(cst.CSTVisitor):
@@ -60,7 +61,7 @@ class StripDecorators(LevelZeroPass):
                 continue
             for dec in node.decorators:
                 remove = Edit("remove", node=program.node_index(dec))
-                text = _code(dec.decorator)
+                text = code_of(dec.decorator)
                 if text == "property" and isinstance(node, cst.FunctionDef):
                     calls = self._property_reads(cand, node.name.value)
                     if calls is None:
@@ -84,15 +85,15 @@ class StripDecorators(LevelZeroPass):
                 value = getattr(small, "value", None)
                 if not isinstance(small, cst.AnnAssign) or not isinstance(value, cst.Call):
                     continue
-                if _code(value.func).split(".")[-1] != "field":
+                if code_of(value.func).split(".")[-1] != "field":
                     continue
                 for arg in value.args:
                     if arg.keyword is None:
                         continue
                     if arg.keyword.value == "default_factory":
-                        edits.append(Edit("expr", node=program.node_index(value), text=f"{_code(arg.value)}()"))
+                        edits.append(Edit("expr", node=program.node_index(value), text=f"{code_of(arg.value)}()"))
                     elif arg.keyword.value == "default":
-                        edits.append(Edit("expr", node=program.node_index(value), text=_code(arg.value)))
+                        edits.append(Edit("expr", node=program.node_index(value), text=code_of(arg.value)))
         return edits
 
     def _property_reads(self, cand: Candidate, name: str) -> list[Edit] | None:
@@ -108,7 +109,7 @@ class StripDecorators(LevelZeroPass):
             if reads.assigned:
                 return None
             for attr in reads.found:
-                edits.append(Edit("expr", node=program.node_index(attr), text=f"{_code(attr)}()"))
+                edits.append(Edit("expr", node=program.node_index(attr), text=f"{code_of(attr)}()"))
             setter = f"@{name}.setter"
             if setter in program.texts[path]:
                 return None

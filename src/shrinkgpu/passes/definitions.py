@@ -3,7 +3,9 @@ from __future__ import annotations
 import libcst as cst
 
 from shrinkgpu.passes.base import LevelZeroPass, Unit, deletion_unit
-from shrinkgpu.syntax.program import Candidate, Edit, code_of
+from shrinkgpu.syntax.code import code_of
+from shrinkgpu.syntax.edits import Edit
+from shrinkgpu.syntax.program import Candidate
 
 
 class DeleteDefinitions(LevelZeroPass):

@@ -15,9 +15,10 @@ from typing import Sequence
 
 import libcst as cst
 
-from shrinkgpu.passes.base import EditPass, Unit
-from shrinkgpu.syntax.program import Candidate, Edit
-from shrinkgpu.syntax.program import code_of as _code
+from shrinkgpu.passes.base import EditPass, Unit, names_read
+from shrinkgpu.syntax.code import code_of
+from shrinkgpu.syntax.edits import Edit
+from shrinkgpu.syntax.program import Candidate
 from shrinkgpu.syntax.queries import header_parts, module_names
 
 _SIMPLE = (cst.Call, cst.Name, cst.Attribute, cst.Subscript)
@@ -71,7 +72,7 @@ def fold(node: cst.BaseExpression) -> str | None:
     node.visit(Check())
     if not ok:
         return None
-    source = _code(node)
+    source = code_of(node)
     try:
         tree = ast.parse(source.strip(), mode="eval")
     except SyntaxError:
@@ -109,7 +110,7 @@ def fold_comprehension(node: cst.BaseExpression) -> str | None:
             ast.BinOp, ast.IfExp, ast.Subscript, ast.Slice, ast.Call, ast.Attribute, ast.cmpop, ast.boolop,
             ast.unaryop, ast.operator,
         )
-    source = _code(node).strip()
+    source = code_of(node).strip()
     try:
         tree = ast.parse(source, mode="eval")
     except SyntaxError:
@@ -222,7 +223,7 @@ class _Collect(cst.CSTVisitor):
                     isinstance(el, cst.DictElement) and isinstance(el.value, (cst.Name, cst.Attribute, cst.Integer, cst.Float, cst.SimpleString))
                     for el in others
                 ):
-                    self.picks.append((node, _code(picked[0])))
+                    self.picks.append((node, code_of(picked[0])))
         # ``xs[:n]``, ``xs[1:]``: one plain slice, of anything but a module attribute.
         if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Slice):
             sl = node.slice[0].slice
@@ -294,28 +295,28 @@ def _alternatives(stmt: cst.CSTNode, sizes: Sequence[int] = ()) -> list[tuple[cs
     for ifexp in collect.ifexps:
         truth = _truth(ifexp.test)
         if truth is not None:
-            out.append((ifexp, [("expr", _code(ifexp.body if truth else ifexp.orelse))]))
+            out.append((ifexp, [("expr", code_of(ifexp.body if truth else ifexp.orelse))]))
         else:
             # ``a if cond else b`` -> one branch: the condition did not decide the bug
-            out.append((ifexp, [("expr", _code(ifexp.body)), ("expr", _code(ifexp.orelse))]))
+            out.append((ifexp, [("expr", code_of(ifexp.body)), ("expr", code_of(ifexp.orelse))]))
     for call in collect.calls:
         options: list[tuple[str, str]] = []
         positional = [a for a in call.args if a.keyword is None and not a.star]
         # ``sys.exit(main())``, ``act(fc(h))`` -> the inner call.
         if len(positional) == 1 and isinstance(positional[0].value, _SIMPLE):
-            options.append(("expr", _code(positional[0].value)))
+            options.append(("expr", code_of(positional[0].value)))
         # ``ConcatDataset([vendor])``, ``torch.cat([x])`` -> the one element.
         if len(positional) == 1 and isinstance(positional[0].value, (cst.List, cst.Tuple)):
             elements = positional[0].value.elements
             if len(elements) == 1 and isinstance(elements[0], cst.Element) and isinstance(elements[0].value, _SIMPLE):
-                options.append(("expr", _code(elements[0].value)))
+                options.append(("expr", code_of(elements[0].value)))
         # ``y.squeeze(-1)`` -> ``y``: reshapes after the failing call are not the trigger.
         if (
             isinstance(call.func, cst.Attribute)
             and isinstance(call.func.value, _SIMPLE)
             and not _allocates_uninitialised(call.func.value)
         ):
-            options.append(("expr", _code(call.func.value)))
+            options.append(("expr", code_of(call.func.value)))
         if options:
             out.append((call, options))
         for arg in call.args:
@@ -331,15 +332,15 @@ def _alternatives(stmt: cst.CSTNode, sizes: Sequence[int] = ()) -> list[tuple[cs
         out.append((sub, [("expr", text)]))
     for sub in collect.slices:
         # ``xs[:32]`` -> ``xs``: a slice the data already fits.
-        out.append((sub, [("expr", _code(sub.value))]))
+        out.append((sub, [("expr", code_of(sub.value))]))
     for binop in collect.binops:
         # ``0.3 * torch.randn(n, d)`` -> ``torch.randn(n, d)``, ``base + offset`` -> one of
         # them: scalings and offsets keep dtype and shape, which is what the bug sees.
         literal = (cst.Integer, cst.Float, cst.SimpleString)
         sides = [side for side in (binop.left, binop.right) if not isinstance(side, literal)]
-        sides.sort(key=lambda side: -len(_code(side)))
+        sides.sort(key=lambda side: -len(code_of(side)))
         if sides:
-            out.append((binop, [("expr", _code(side)) for side in sides]))
+            out.append((binop, [("expr", code_of(side)) for side in sides]))
     for number in collect.integers:
         # ``range(3)`` -> ``range(1)``, ``epochs=10`` -> 1: fewer steps run, and the
         # signature tells whether the size mattered (a shape at the operator).
@@ -384,7 +385,7 @@ def _unread_target(program, s) -> str | None:
         return None
     if program.deps.readers(s.id, assign.targets[0].target.value):
         return None
-    return _code(assign.value) + "\n"
+    return code_of(assign.value) + "\n"
 
 
 def _split_tuple_assignment(program, s) -> str | None:
@@ -405,8 +406,6 @@ def _split_tuple_assignment(program, s) -> str | None:
         return None
     names = [n for n, _ in pairs]
     values = [v for _, v in pairs]
-    from shrinkgpu.passes.base import names_read
-
     read = [bool(program.deps.readers(s.id, n.value)) for n in names]
     # ``a = a`` is no assignment at all (``points, t = points, tensor(...)``).
     same = [isinstance(v, cst.Name) and v.value == n.value for n, v in zip(names, values)]
@@ -418,13 +417,13 @@ def _split_tuple_assignment(program, s) -> str | None:
     for name, val, is_read in zip(names, values, read):
         if not is_read and not isinstance(val, cst.Call):
             continue
-        if names_read(_code(val)) & assigned:
+        if names_read(code_of(val)) & assigned:
             return None  # ``a, b = b, a``: the pair is evaluated before either is bound
         if is_read:
-            lines.append(f"{name.value} = {_code(val)}\n")
+            lines.append(f"{name.value} = {code_of(val)}\n")
             assigned.add(name.value)
         else:
-            lines.append(f"{_code(val)}\n")
+            lines.append(f"{code_of(val)}\n")
     return "".join(lines) or None
 
 

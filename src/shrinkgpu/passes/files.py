@@ -1,7 +1,8 @@
 from __future__ import annotations
 
 from shrinkgpu.passes.base import LevelZeroPass, Unit
-from shrinkgpu.syntax.program import Candidate, Edit, inline_candidates
+from shrinkgpu.syntax.edits import Edit
+from shrinkgpu.syntax.program import Candidate, inline_candidates
 
 
 class InlineModules(LevelZeroPass):

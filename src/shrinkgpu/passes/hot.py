@@ -2,7 +2,7 @@
 
 A script that trains for 3000 steps and then fails in ``generate()`` costs two minutes
 per candidate until the training loop is gone; every pass before that pays for it.  The
-original's first run sampled where its time went, by loop (``probe._LoopClock``); this
+original's first run sampled where its time went, by loop (``probe.loops.LoopClock``); this
 pass comes first and offers, for each loop that took a large share of it
 (``Facts.hot_loops``):
 
@@ -19,8 +19,9 @@ simply kept.
 from __future__ import annotations
 
 from shrinkgpu.passes.base import EditPass, Unit, deletion_unit
+from shrinkgpu.syntax.edits import Edit
 from shrinkgpu.syntax.facts import loop_header
-from shrinkgpu.syntax.program import Candidate, Edit
+from shrinkgpu.syntax.program import Candidate
 from shrinkgpu.syntax.queries import one_iteration, runs_once
 
 # More than this many hot loops is a flat profile: ordering buys nothing.

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import libcst as cst
 
-from shrinkgpu.passes.base import LevelZeroPass, Unit, deletion_unit, single_bindings
-from shrinkgpu.syntax.program import Candidate, Edit
-from shrinkgpu.syntax.program import code_of as _code
+from shrinkgpu.passes.base import LevelZeroPass, Unit, deletion_unit, names_read, single_bindings
+from shrinkgpu.syntax.code import code_of, parse_expression
+from shrinkgpu.syntax.deps import mutated_names
+from shrinkgpu.syntax.edits import Edit
+from shrinkgpu.syntax.program import Candidate
 from shrinkgpu.syntax.queries import (
     Substitute, assigned_names, class_method_of, first_param, instance_class, method_of, module_names,
 )
@@ -69,7 +71,7 @@ def decorator_context(fn: cst.FunctionDef) -> tuple[bool, str | None] | None:
         return True, None
     if len(fn.decorators) != 1:
         return None
-    text = _code(fn.decorators[0].decorator)
+    text = code_of(fn.decorators[0].decorator)
     if text in _CONTEXT_DECORATORS:
         return True, text
     if text in ("staticmethod", "classmethod"):
@@ -119,17 +121,17 @@ def match_arguments(
         if arg.keyword is None:
             if index >= len(positional):
                 return None
-            values[positional[index].name.value] = _code(arg.value)
+            values[positional[index].name.value] = code_of(arg.value)
             index += 1
         else:
-            values[arg.keyword.value] = _code(arg.value)
+            values[arg.keyword.value] = code_of(arg.value)
     out: dict[str, str] = {}
     for p in positional + keyword_only:
         name = p.name.value
         if name in values:
             out[name] = values.pop(name)
         elif p.default is not None:
-            out[name] = _code(p.default)
+            out[name] = code_of(p.default)
         else:
             return None
     return None if values else out
@@ -155,9 +157,7 @@ def _bindings(params: cst.Parameters, call: cst.Call, skip_first: bool) -> list[
 def _used_bindings(bindings: list[str], body: list[cst.BaseStatement], returned) -> list[str]:
     """Drop ``param = value`` lines for parameters the body never reads, when the value
     is plain (a name, a literal, an attribute): evaluating it has no effect to keep."""
-    from shrinkgpu.passes.base import names_read
-
-    used = names_read("".join(_code(s) for s in body) + (" " + _code(returned) if returned is not None else ""))
+    used = names_read("".join(code_of(s) for s in body) + (" " + code_of(returned) if returned is not None else ""))
     out = []
     for line in bindings:
         name, _, value = line.partition(" = ")
@@ -184,9 +184,9 @@ def _call_site(stmt: cst.CSTNode) -> tuple[cst.Call, str | None, cst.BaseExpress
     if isinstance(small, cst.Assign) and len(small.targets) == 1:
         head = _head_call(small.value)
         if head is not None:
-            return head, _code(small.targets[0].target), small.value
+            return head, code_of(small.targets[0].target), small.value
         if isinstance(small.value, cst.Call):
-            return small.value, _code(small.targets[0].target), None
+            return small.value, code_of(small.targets[0].target), None
     return None
 
 
@@ -203,7 +203,7 @@ def _call_sites(stmt: cst.CSTNode) -> list[tuple[cst.Call, str | None, cst.BaseE
         return []
     small = stmt.body[0]
     if isinstance(small, cst.Assign) and len(small.targets) == 1:
-        value, target = small.value, _code(small.targets[0].target)
+        value, target = small.value, code_of(small.targets[0].target)
     elif isinstance(small, cst.Expr):
         value, target = small.value, None
     else:
@@ -316,7 +316,7 @@ class _Binds(cst.CSTVisitor):
 
     def visit_ImportAlias(self, node: cst.ImportAlias) -> None:
         if node.asname is None:
-            self.names.add(_code(node.name).split(".")[0])
+            self.names.add(code_of(node.name).split(".")[0])
 
     def visit_Lambda(self, node) -> bool:
         return False
@@ -387,7 +387,7 @@ def _compose(
 ) -> str:
     stmts: list[cst.BaseStatement] = list(body)
     if returned is not None:
-        value = _code(returned)
+        value = code_of(returned)
         stmts.append(cst.parse_statement(f"{target} = {value}\n" if target is not None else f"{value}\n"))
     elif target is not None:
         stmts.append(cst.parse_statement(f"{target} = None\n"))
@@ -438,11 +438,9 @@ class InlineCalls(LevelZeroPass):
             # ``t = f(x)[:, :-1]``, ``loss = crit(f(x), y)``: the returned value takes
             # the call's place, after the body.  Not when the body rebinds a name the
             # rest of the line reads: the line would read the body's value instead.
-            from shrinkgpu.syntax.program import parse_expression
-
             if _rest_reads(whole, call) & _body_binds(body, bindings):
                 return None
-            value = _code(returned)
+            value = code_of(returned)
             # parse_expression parenthesises what is not an atom; a whole argument needs none
             pasted = cst.parse_expression(value) if _stands_alone(whole, call) else parse_expression(value)
             returned = whole.visit(_ReplaceNode(call, pasted))
@@ -503,7 +501,7 @@ class InlineCalls(LevelZeroPass):
         elif any(_mentions_super(stmt) for stmt in body):
             return None
         return cls_sid, init.with_changes(body=init.body.with_changes(body=body or [cst.SimpleStatementLine([cst.Pass()])])), (
-            _code(cls.bases[0].value) + "()"
+            code_of(cls.bases[0].value) + "()"
         )
 
     def _callee(self, cand: Candidate, sid: int, call: cst.Call):
@@ -577,10 +575,10 @@ def _list_backed(program, cls: cst.ClassDef, methods: list[int]) -> cst.Function
         return None
     target = assign.targets[0].target
     self_name = first_param(init)
-    if not (isinstance(target, cst.Attribute) and _code(target.value) == self_name):
+    if not (isinstance(target, cst.Attribute) and code_of(target.value) == self_name):
         return None
     attr = target.attr.value
-    if _code(assign.value).replace(" ", "").count(f"{self_name}.") or self_name in _code(assign.value).split():
+    if code_of(assign.value).replace(" ", "").count(f"{self_name}.") or self_name in code_of(assign.value).split():
         return None
     len_ok = _single_return(defs["__len__"]) == f"len({first_param(defs['__len__'])}.{attr})"
     item = defs["__getitem__"]
@@ -601,7 +599,7 @@ def _single_return(fn: cst.FunctionDef) -> str | None:
     stmt = fn.body.body[0]
     if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Return):
         value = stmt.body[0].value
-        return None if value is None else _code(value).replace(" ", "")
+        return None if value is None else code_of(value).replace(" ", "")
     return None
 
 
@@ -610,14 +608,14 @@ def _is_super_init(stmt: cst.CSTNode) -> bool:
     if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
         return False
     small = stmt.body[0]
-    return isinstance(small, cst.Expr) and _code(small.value).replace(" ", "") in (
+    return isinstance(small, cst.Expr) and code_of(small.value).replace(" ", "") in (
         "super().__init__()",
         "super(self.__class__,self).__init__()",
     )
 
 
 def _mentions_super(stmt: cst.CSTNode) -> bool:
-    return "super(" in _code(stmt) or "__init__" in _code(stmt)
+    return "super(" in code_of(stmt) or "__init__" in code_of(stmt)
 
 
 def _is_method(stmts, sid: int) -> bool:
@@ -700,7 +698,7 @@ class InlineExpressions(LevelZeroPass):
                 ):
                     edits = []
                     break  # an argument would be evaluated twice
-                text = _code(returned.visit(Substitute(values)))
+                text = code_of(returned.visit(Substitute(values)))
                 edits.append(Edit("expr", node=program.node_index(call), text=text))
             if not edits:
                 continue
@@ -846,7 +844,7 @@ class InlineBindings(LevelZeroPass):
                 continue
             if s.id in hosts or user in deleted:
                 continue  # the other half of this pair is taken this round
-            text = _code(value)
+            text = code_of(value)
             if not isinstance(value, _ATOMIC) and not value.lpar:
                 text = f"({text})"
             deleted.add(s.id)
@@ -860,8 +858,6 @@ def _outside_names(value: cst.BaseExpression) -> set[str]:
     comprehensions and lambdas bind."""
     import builtins
 
-    from shrinkgpu.passes.base import names_read
-
     inner: set[str] = set()
 
     class Bound(cst.CSTVisitor):
@@ -872,7 +868,7 @@ def _outside_names(value: cst.BaseExpression) -> set[str]:
             inner.update(p.name.value for p in node.params.params)
 
     value.visit(Bound())
-    return names_read(_code(value)) - inner - set(dir(builtins))
+    return names_read(code_of(value)) - inner - set(dir(builtins))
 
 
 def _changes(program, sid: int, names: set[str]) -> bool:
@@ -880,13 +876,11 @@ def _changes(program, sid: int, names: set[str]) -> bool:
     assignment, an attribute or item store, a method call on it (``x.add_(1)``)."""
     import re
 
-    from shrinkgpu.syntax.deps import _mutated_names
-
     deps = program.deps
     if any(sid in deps.binders_named.get(n, ()) for n in names):
         return True
     node = program.stmts[sid].node
-    if _mutated_names(node) & names:
+    if mutated_names(node) & names:
         return True
     code = program.stmt_code(sid)
     return any(re.search(rf"\b{re.escape(n)}\b(\s*\[[^\]]*\])*\s*\.\s*\w+\s*\(", code) for n in names)

@@ -13,8 +13,9 @@ the callbacks are dead once nothing calls them).
 from __future__ import annotations
 
 from shrinkgpu.passes.base import LevelZeroPass, Unit, names_read
-from shrinkgpu.syntax.program import Candidate, Edit
-from shrinkgpu.syntax.program import code_of as _code
+from shrinkgpu.syntax.code import code_of
+from shrinkgpu.syntax.edits import Edit
+from shrinkgpu.syntax.program import Candidate
 
 
 class CallPastTheLibrary(LevelZeroPass):
@@ -31,7 +32,7 @@ class CallPastTheLibrary(LevelZeroPass):
         for s in program.stmts:
             if s.file != cut.file or s.id not in live or s.kind != "simple":
                 continue
-            first_line = _code(s.node.with_changes(leading_lines=())).strip().splitlines()
+            first_line = code_of(s.node.with_changes(leading_lines=())).strip().splitlines()
             if not first_line or first_line[0].strip() != cut.source:
                 continue
             # What only that statement read goes in the same unit (the trainer, the data

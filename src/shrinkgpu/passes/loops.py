@@ -10,7 +10,8 @@ oracle decides; nothing here guesses).
 from __future__ import annotations
 
 from shrinkgpu.passes.base import LevelZeroPass, Unit
-from shrinkgpu.syntax.program import Candidate, Edit
+from shrinkgpu.syntax.edits import Edit
+from shrinkgpu.syntax.program import Candidate
 from shrinkgpu.syntax.queries import one_iteration, runs_once
 
 

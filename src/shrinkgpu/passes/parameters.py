@@ -23,8 +23,9 @@ from __future__ import annotations
 import libcst as cst
 
 from shrinkgpu.passes.base import LevelZeroPass, Unit
-from shrinkgpu.syntax.program import Candidate, Edit
-from shrinkgpu.syntax.program import code_of as _code
+from shrinkgpu.syntax.code import code_of
+from shrinkgpu.syntax.edits import Edit
+from shrinkgpu.syntax.program import Candidate
 from shrinkgpu.syntax.queries import variable_names
 
 
@@ -98,7 +99,7 @@ def _called_names(code: str) -> set[str]:
 
 
 def _decorator_names(fn: cst.FunctionDef) -> set[str]:
-    return {_code(d.decorator).split("(")[0].split(".")[-1] for d in fn.decorators}
+    return {code_of(d.decorator).split("(")[0].split(".")[-1] for d in fn.decorators}
 
 
 class DropParameters(LevelZeroPass):
@@ -118,7 +119,7 @@ class DropParameters(LevelZeroPass):
             node = s.node
             if isinstance(node, cst.ClassDef):
                 for base in node.bases:
-                    subclassed.add(_code(base.value).split(".")[-1].split("[")[0])
+                    subclassed.add(code_of(base.value).split(".")[-1].split("[")[0])
             if not isinstance(node, (cst.FunctionDef, cst.ClassDef)):
                 continue
             name = node.name.value

@@ -29,8 +29,9 @@ import re
 import libcst as cst
 
 from shrinkgpu.passes.base import LevelZeroPass, Unit, lone_assignment, names_read, single_bindings
-from shrinkgpu.syntax.program import Candidate, Edit
-from shrinkgpu.syntax.program import code_of as _code
+from shrinkgpu.syntax.code import code_of
+from shrinkgpu.syntax.edits import Edit
+from shrinkgpu.syntax.program import Candidate
 from shrinkgpu.syntax.queries import Substitute, assigned_names, header_parts
 
 
@@ -41,7 +42,7 @@ def _enumerate_parts(target: cst.BaseExpression, iterable: cst.BaseExpression):
     index, item = target.elements[0].value, target.elements[1].value
     if not isinstance(index, cst.Name) or any(isinstance(el, cst.StarredElement) for el in target.elements):
         return None
-    if not (isinstance(iterable, cst.Call) and _code(iterable.func) == "enumerate" and len(iterable.args) == 1):
+    if not (isinstance(iterable, cst.Call) and code_of(iterable.func) == "enumerate" and len(iterable.args) == 1):
         return None
     arg = iterable.args[0]
     if arg.keyword is not None or arg.star:
@@ -50,7 +51,7 @@ def _enumerate_parts(target: cst.BaseExpression, iterable: cst.BaseExpression):
 
 
 def _item_text(item: cst.BaseExpression) -> str:
-    text = _code(item)
+    text = code_of(item)
     # ``for k, (a, b) in enumerate(xs)`` -> ``for a, b in xs``
     if isinstance(item, cst.Tuple) and item.lpar:
         return text[1:-1] if text.startswith("(") and text.endswith(")") else text
@@ -109,7 +110,7 @@ class DropEnumerate(LevelZeroPass):
                 if parts is not None and not deps.readers(s.id, parts[0]):
                     _, item, inner = parts
                     new = node.with_changes(target=cst.parse_expression(_item_text(item)), iter=inner, leading_lines=[])
-                    out.append((Edit("replace", s.id, text=_code(new)),))
+                    out.append((Edit("replace", s.id, text=code_of(new)),))
                     continue  # the body's comprehensions: after the rebase
             finder = _Comprehensions()
             for part in header_parts(node):
@@ -121,7 +122,7 @@ class DropEnumerate(LevelZeroPass):
                 _, item, inner = parts
                 out.append((
                     Edit("expr", node=program.node_index(clause.target), text=_item_text(item)),
-                    Edit("expr", node=program.node_index(clause.iter), text=_code(inner)),
+                    Edit("expr", node=program.node_index(clause.iter), text=code_of(inner)),
                 ))
         return out
 
@@ -135,8 +136,8 @@ def _empty_list_binding(node: cst.CSTNode) -> str | None:
     if not isinstance(target, (cst.Name, cst.Attribute)):
         return None
     value = assign.value
-    empty = (isinstance(value, cst.List) and not value.elements) or _code(value).replace(" ", "") == "list()"
-    return _code(target) if empty else None
+    empty = (isinstance(value, cst.List) and not value.elements) or code_of(value).replace(" ", "") == "list()"
+    return code_of(target) if empty else None
 
 
 def _appended(stmt: cst.CSTNode, target: str) -> cst.BaseExpression | None:
@@ -149,7 +150,7 @@ def _appended(stmt: cst.CSTNode, target: str) -> cst.BaseExpression | None:
     call = small.value
     if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == "append"):
         return None
-    if _code(call.func.value) != target or len(call.args) != 1 or call.args[0].keyword or call.args[0].star:
+    if code_of(call.func.value) != target or len(call.args) != 1 or call.args[0].keyword or call.args[0].star:
         return None
     return call.args[0].value
 
@@ -202,7 +203,7 @@ class AppendLoopToList(LevelZeroPass):
             element = _appended(body[-1], target) if body else None
             if element is None or any(not isinstance(b, cst.SimpleStatementLine) for b in body):
                 continue
-            if _mentions(_code(element), target) or any(_mentions(_code(b), target) for b in body[:-1]):
+            if _mentions(code_of(element), target) or any(_mentions(code_of(b), target) for b in body[:-1]):
                 continue  # ``L.append(f(L[-1]))``: a comprehension cannot read itself
             if any(b in cand.edit_of for b in range(loop.id, program.last[loop.id] + 1)):
                 continue
@@ -215,7 +216,7 @@ class AppendLoopToList(LevelZeroPass):
                     ok = False
                     break
                 name = small.targets[0].target.value
-                values[name] = _code(small.value.visit(Substitute(values)))
+                values[name] = code_of(small.value.visit(Substitute(values)))
                 if not isinstance(small.value, (cst.Name, cst.Attribute, cst.Subscript, cst.Call)):
                     values[name] = f"({values[name]})"
                 names.add(name)
@@ -233,7 +234,7 @@ class AppendLoopToList(LevelZeroPass):
             if any(deps.readers(b, n) - inside for b in binders for n in names):
                 continue
             elt = element.visit(Substitute(values))
-            comp = f"[{_code(elt)} for {_code(node.target)} in {_code(node.iter)}]"
+            comp = f"[{code_of(elt)} for {code_of(node.target)} in {code_of(node.iter)}]"
             text = f"{target} = {comp}\n"
             out.append((Edit("delete", s.id), Edit("replace", loop.id, text=text)))
         return out
@@ -265,7 +266,7 @@ def _repeatable(node: cst.BaseExpression) -> bool:
         return _repeatable(node.value) and all(
             isinstance(el.slice, cst.Slice) or _repeatable(el.slice.value) for el in node.slice
         )
-    if isinstance(node, cst.Call) and _code(node.func) in ("range", "len", "zip", "enumerate"):
+    if isinstance(node, cst.Call) and code_of(node.func) in ("range", "len", "zip", "enumerate"):
         return all(a.keyword is None and not a.star and _repeatable(a.value) for a in node.args)
     return False
 
@@ -290,14 +291,14 @@ def _field_reads(program, deps, read: cst.Name, fields) -> tuple[cst.BaseExpress
             field = key.value.evaluated_value
             if field not in fields:
                 return
-            found.append((node, field, "{}" + f"[{_code(index)}]" if isinstance(index, cst.Index) else None))
+            found.append((node, field, "{}" + f"[{code_of(index)}]" if isinstance(index, cst.Index) else None))
 
         def visit_ListComp(self, node: cst.ListComp) -> None:
             clause = node.for_in
             if clause.inner_for_in is not None or clause.ifs or not isinstance(clause.target, cst.Name):
                 return
             it = clause.iter
-            if not (isinstance(it, cst.Call) and _code(it.func) == "range" and len(it.args) == 1 and not it.args[0].keyword):
+            if not (isinstance(it, cst.Call) and code_of(it.func) == "range" and len(it.args) == 1 and not it.args[0].keyword):
                 return
             elt = node.elt
             if not (isinstance(elt, cst.Subscript) and isinstance(elt.value, cst.Subscript) and elt.value.value is read):
@@ -308,7 +309,7 @@ def _field_reads(program, deps, read: cst.Name, fields) -> tuple[cst.BaseExpress
                 return
             if not (isinstance(key, cst.Index) and isinstance(key.value, cst.SimpleString)) or key.value.evaluated_value not in fields:
                 return
-            found.insert(0, (node, key.value.evaluated_value, "{}" + f"[:{_code(it.args[0].value)}]"))
+            found.insert(0, (node, key.value.evaluated_value, "{}" + f"[:{code_of(it.args[0].value)}]"))
 
     program.stmts[sid].node.visit(Find())
     if not found or found[0][2] is None:
@@ -355,7 +356,7 @@ class SplitRecords(LevelZeroPass):
                         break
             if len(renamed) < len(used):
                 continue
-            lines = "".join(f"{renamed[k]} = {_code(comp.with_changes(elt=fields[k]))}\n" for k in used)
+            lines = "".join(f"{renamed[k]} = {code_of(comp.with_changes(elt=fields[k]))}\n" for k in used)
             edits = [Edit("replace", s.id, text=lines)]
             for node_, key, template in parts:  # type: ignore[misc]
                 edits.append(Edit("expr", node=program.node_index(node_), text=template.format(renamed[key])))

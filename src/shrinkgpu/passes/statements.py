@@ -3,7 +3,8 @@ from __future__ import annotations
 from typing import Sequence
 
 from shrinkgpu.passes.base import EditPass, LevelZeroPass, Unit, dedupe, deletion_unit
-from shrinkgpu.syntax.program import Candidate, Edit
+from shrinkgpu.syntax.edits import Edit
+from shrinkgpu.syntax.program import Candidate
 
 
 class DeleteStatements(EditPass):

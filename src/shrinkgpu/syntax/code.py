@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 
 __all__ = ["calls_named", "code_of", "parse_expression"]
@@ -36,8 +38,6 @@ def calls_named(source: str, name: str) -> list:
     ``something.name`` (``F.cross_entropy``, ``torch.gather``), in walk order; none when
     the line does not parse alone.  (``ast``, not libcst: a recorded frame's line, for
     its argument positions and source segments, never a program to edit.)"""
-    import ast
-
     try:
         tree = ast.parse(source.strip())
     except SyntaxError:

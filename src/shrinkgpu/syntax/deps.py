@@ -23,10 +23,9 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, Protocol
 
 import libcst as cst
-import networkx as nx
 from libcst.metadata import (
     Assignment,
     MetadataWrapper,
@@ -34,8 +33,32 @@ from libcst.metadata import (
     ScopeProvider,
 )
 
+from shrinkgpu.syntax.edits import Stmt
+
 if TYPE_CHECKING:
-    from shrinkgpu.syntax.program import Candidate, Program
+    import networkx as nx
+
+__all__ = ["SEEDING_CALLS", "Dependencies", "Enclosing", "Indexed", "Live", "Span", "is_seeding", "mutated_names"]
+
+
+# A ``Program`` and a ``Candidate`` (syntax.program) as this module reads them: the
+# program builds its dependencies, so program.py imports this module, never the reverse.
+class Indexed(Protocol):
+    modules: dict[str, cst.Module]
+    stmts: list[Stmt]
+    by_node: dict[int, int]
+    children: dict[int | None, list[int]]
+    last: list[int]
+
+    def stmts_in_file(self, path: str) -> list[int]: ...
+
+    def seeds_unused_generator(self, sid: int) -> bool: ...
+
+
+class Live(Protocol):
+    @property
+    def live(self) -> frozenset[int]: ...
+
 
 # Calls whose only effect is on global random state: a slice keeps them, because the
 # failing tensors usually come from seeded random data.
@@ -52,10 +75,10 @@ class Span:
     end: int
 
 
-class _Enclosing(cst.CSTVisitor):
+class Enclosing(cst.CSTVisitor):
     """Maps every node to the innermost statement (of the program's table) around it."""
 
-    def __init__(self, program: "Program"):
+    def __init__(self, program: Indexed):
         self.program = program
         self.stack: list[int] = []
         self.of: dict[int, int] = {}
@@ -119,7 +142,7 @@ def _flatten_targets(node: cst.BaseExpression) -> Iterable[cst.BaseExpression]:
         yield node
 
 
-def _mutated_names(stmt: cst.CSTNode) -> set[str]:
+def mutated_names(stmt: cst.CSTNode) -> set[str]:
     """Names whose object a simple statement (probably) changes in place."""
     out: set[str] = set()
     if not isinstance(stmt, cst.SimpleStatementLine):
@@ -189,7 +212,7 @@ def is_seeding(stmt: cst.CSTNode) -> bool:
 
 
 class Dependencies:
-    def __init__(self, program: "Program"):
+    def __init__(self, program: Indexed):
         self.program = program
         n = len(program.stmts)
         needs: list[list[frozenset[int]]] = [[] for _ in range(n)]
@@ -215,7 +238,7 @@ class Dependencies:
             wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
             scopes = wrapper.resolve(ScopeProvider)
             positions = wrapper.resolve(PositionProvider)
-            enclosing = _Enclosing(program)
+            enclosing = Enclosing(program)
             module.visit(enclosing)
             of = enclosing.of
             self._enclosing_of.update(of)
@@ -227,7 +250,7 @@ class Dependencies:
                 pos = positions.get(node)
                 if pos is not None:
                     self.spans[sid] = Span(path, pos.start.line, pos.end.line)
-                for name in _mutated_names(node):
+                for name in mutated_names(node):
                     mutators_by_file[(path, name)].add(sid)
                 for attr in _written_attributes(node):
                     attr_writers[attr].add(sid)
@@ -305,6 +328,9 @@ class Dependencies:
         (``part``, or ``whole`` for functions and classes).  Reachability from the
         seeds is the slice.
         """
+        # networkx takes longer to import than the rest of the package: only a slice needs it.
+        import networkx as nx
+
         program = self.program
         g = nx.DiGraph()
         for s in program.stmts:
@@ -365,7 +391,7 @@ class Dependencies:
         return best
 
     def deletion_closure(
-        self, cand: "Candidate", roots: Iterable[int], ignore: frozenset[int] = frozenset()
+        self, cand: Live, roots: Iterable[int], ignore: frozenset[int] = frozenset()
     ) -> frozenset[int]:
         """``roots``, their descendants, and every live statement left with a read that
         nothing binds any more -- except ``ignore``, statements whose reads another edit
@@ -400,7 +426,7 @@ class Dependencies:
         return frozenset(deleted)
 
     def dead_binders(
-        self, cand: "Candidate", deleted: frozenset[int], still_read: Iterable[str] = (), pure_only: bool = True
+        self, cand: Live, deleted: frozenset[int], still_read: Iterable[str] = (), pure_only: bool = True
     ) -> frozenset[int]:
         """Statements that only bind names no surviving statement reads once ``deleted``
         is gone (``DEFAULTS = {...}`` after the parser that read it): plain bindings of
@@ -431,7 +457,7 @@ class Dependencies:
                             changed = True
         return frozenset(dead)
 
-    def backward_slice(self, cand: "Candidate", seeds: Iterable[int]) -> frozenset[int]:
+    def backward_slice(self, cand: Live, seeds: Iterable[int]) -> frozenset[int]:
         """Statements the seeds may depend on (see ``slice_graph``), plus every seeding
         call and what it depends on."""
         program = self.program
@@ -442,6 +468,8 @@ class Dependencies:
             for s in program.stmts
             if s.id in live and is_seeding(s.node) and not program.seeds_unused_generator(s.id)
         }
+        import networkx as nx  # (see slice_graph)
+
         reached = set(starts)
         graph = self.slice_graph
         for node in starts:

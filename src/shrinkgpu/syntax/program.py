@@ -7,37 +7,28 @@ by identity.  Nothing is ever mutated, so any two edit sets can be rendered, com
 merged, and the text of every statement that survives is the user's own, comments and
 formatting included.
 
-Edits:
-
-``delete``   remove a statement (an emptied block gets ``pass``)
-``body``     replace a compound statement by its body: ``if`` -> its then-branch, ``try``
-             -> body + ``else`` + ``finally`` (the path without an exception), ``with``
-             -> body
-``else``     replace an ``if`` by its ``else`` branch (an ``elif`` chain becomes an ``if``)
-``inline``   replace ``import mod`` / ``from mod import ...`` of a local module by the
-             module's own (edited) statements
-``drop``     leave a local module file out of the program
-``replace``  new text (one or more statements) for a statement (a compound one's
-             children go with it)
-``expr``     new text for one expression of the original
-``remove``   take one original node (a call argument, a collection element) out of the
-             sequence that holds it
+The edits themselves, and what each does, are described in syntax/edits.py.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import io
+import tokenize
 from functools import cached_property
 from typing import Iterable, Mapping, Sequence
 
 import libcst as cst
 
 from shrinkgpu.syntax.code import code_of, parse_expression
+from shrinkgpu.syntax.deps import Dependencies, Enclosing
+from shrinkgpu.syntax.edits import BODY_BRANCHES, STRUCTURAL, Edit, Stmt, import_targets
 from shrinkgpu.syntax.facts import CutRecord, Facts, LoadRecord, ParseRecord, SavedObject, loop_facts, loop_header
+from shrinkgpu.syntax.render import render_all
 from shrinkgpu.syntax.tokens import count_tokens, measure
 
-# The program and its candidates live here; what a run showed (facts), source text
-# (code) and rendering (render) have modules of their own, re-exported for callers.
+# The program and its candidates live here; statements and edits (edits), what a run
+# showed (facts) and source text (code) have modules of their own, re-exported for
+# callers.
 __all__ = [
     "BODY_BRANCHES", "Candidate", "CutRecord", "Edit", "Facts", "LoadRecord", "ParseRecord", "Program", "STRUCTURAL", "SavedObject", "Stmt",
     "code_of", "import_targets", "inline_candidates", "loop_facts", "loop_header", "parse_expression",
@@ -55,16 +46,6 @@ LOOP_COST = 10
 # wants, and an empty ``pkg/__init__.py`` left behind has no tokens to count.
 FILE_COST = 10
 
-# Which parts of a compound statement survive a ``body`` edit.
-BODY_BRANCHES: dict[str, frozenset[str]] = {
-    "if": frozenset({"body"}),
-    "elif": frozenset({"body"}),
-    "try": frozenset({"body", "orelse", "finalbody"}),
-    "with": frozenset({"body"}),
-    "for": frozenset({"body"}),
-    "while": frozenset({"body"}),
-}
-
 _KINDS: tuple[tuple[type, str], ...] = (
     (cst.SimpleStatementLine, "simple"),
     (cst.FunctionDef, "def"),
@@ -77,45 +58,6 @@ _KINDS: tuple[tuple[type, str], ...] = (
     (cst.TryStar, "try"),
     (cst.Match, "match"),
 )
-
-_PASS = cst.SimpleStatementLine(body=[cst.Pass()])
-
-
-@dataclass(frozen=True)
-class Stmt:
-    id: int
-    file: str
-    node: cst.CSTNode = field(compare=False, repr=False)
-    parent: int | None
-    branch: str | None  # the part of the parent holding it: body/orelse/handlers/finalbody/cases
-    kind: str
-    depth: int
-    size: int  # tokens of its original text
-
-
-@dataclass(frozen=True, order=True)
-class Edit:
-    op: str
-    stmt: int = -1
-    file: str = ""
-    node: int = -1  # for ``expr``: index of an original expression node (Program.node_index)
-    text: str = ""  # for ``replace`` and ``expr``: the new code
-
-    def __repr__(self) -> str:
-        if self.op == "expr":
-            return f"expr(@{self.node} -> {self.text!r})"
-        if self.op == "remove":
-            return f"remove(@{self.node})"
-        target = f"#{self.stmt}" if self.stmt >= 0 else self.file
-        extra = f", {self.text!r}" if self.text else ""
-        return f"{self.op}({target}{extra})"
-
-
-# Edits that change a statement's shape; a statement carrying one is no longer offered to
-# other passes.  ``replace`` (new text for a simple statement) and ``expr`` (new text for
-# one expression) are refinements: a newer one for the same target supersedes the older.
-STRUCTURAL = frozenset({"delete", "body", "else", "inline"})
-
 
 class Program:
     """The immutable original: files, parse trees and the statement table."""
@@ -155,11 +97,9 @@ class Program:
     @cached_property
     def enclosing(self) -> dict[int, int]:
         """id(node) -> the innermost statement around it, for every node."""
-        from shrinkgpu.syntax.deps import _Enclosing
-
         out: dict[int, int] = {}
         for module in self.modules.values():
-            visitor = _Enclosing(self)
+            visitor = Enclosing(self)
             module.visit(visitor)
             out.update(visitor.of)
         return out
@@ -197,9 +137,7 @@ class Program:
         return idx
 
     @cached_property
-    def deps(self):
-        from shrinkgpu.syntax.deps import Dependencies
-
+    def deps(self) -> Dependencies:
         return Dependencies(self)
 
     @cached_property
@@ -260,9 +198,6 @@ class Program:
     def _bare_name_uses(self) -> dict[str, int]:
         """How often ``random``, ``np`` and ``numpy`` are read as plain names (not as
         attributes) in the program's files, counted once per program."""
-        import io
-        import tokenize
-
         counts = {"random": 0, "np": 0, "numpy": 0}
         for path, text in self.texts.items():
             if not path.endswith(".py"):
@@ -456,8 +391,6 @@ class Candidate:
     @cached_property
     def files(self) -> dict[str, str]:
         """Rendered program: path -> source, without dropped or inlined files."""
-        from shrinkgpu.syntax.render import render_all
-
         rendered = render_all(self)
         return {p: t for p, t in rendered.items() if p not in self.dropped_files}
 
@@ -500,54 +433,6 @@ class Candidate:
 
     def __repr__(self) -> str:
         return f"Candidate({sorted(self.edits)!r})"
-
-
-def import_targets(node: cst.CSTNode, file: str | None = None) -> tuple[str, list[tuple[str, str | None]]] | None:
-    """For a line holding one plain import: (module, [(name, alias)]); else None.
-
-    ``import mod`` gives ("mod", []); ``from mod import a, b as c`` gives ("mod",
-    [("a", None), ("b", "c")]); ``from mod import *`` gives ("mod", [("*", None)]).
-    A relative import (``from .models import Net`` in ``pkg/train.py``) is resolved
-    against ``file``'s package: ("pkg.models", [("Net", None)]).
-    """
-    if not isinstance(node, cst.SimpleStatementLine) or len(node.body) != 1:
-        return None
-    imp = node.body[0]
-    if isinstance(imp, cst.Import):
-        if len(imp.names) != 1:
-            return None
-        return _dotted(imp.names[0].name), []
-    if isinstance(imp, cst.ImportFrom):
-        if imp.module is None:
-            return None  # ``from . import mod``: modules as attributes, not rewritten
-        module = _dotted(imp.module)
-        if imp.relative:
-            package = _package_of(file, len(imp.relative)) if file is not None else None
-            if package is None:
-                return None
-            module = f"{package}.{module}" if package else module
-        if isinstance(imp.names, cst.ImportStar):
-            return module, [("*", None)]
-        names = []
-        for alias in imp.names:
-            asname = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else None
-            names.append((_dotted(alias.name), asname))
-        return module, names
-    return None
-
-
-def _package_of(file: str, level: int) -> str | None:
-    """The package a relative import of ``level`` dots in ``file`` starts from
-    (``pkg/__init__.py``, 1 -> ``pkg``; ``pkg/sub/m.py``, 2 -> ``pkg``)."""
-    parts = file.split("/")[:-1]  # the directories: the file's own package
-    up = level - 1
-    if up > len(parts) or not parts:
-        return None
-    return ".".join(parts[: len(parts) - up])
-
-
-def _dotted(node) -> str:
-    return code_of(node)
 
 
 def inline_candidates(cand: Candidate) -> list[tuple[Stmt, str]]:

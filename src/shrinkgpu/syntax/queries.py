@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import libcst as cst
 
+from shrinkgpu.syntax.code import code_of, parse_expression
 from shrinkgpu.syntax.program import Candidate
-from shrinkgpu.syntax.program import code_of as _code
 
 __all__ = [
     "Substitute", "assigned_names", "bound_sequence", "class_method_of", "first_item", "first_param", "header_parts", "instance_class", "method_of",
@@ -70,7 +70,7 @@ def module_names(program) -> set[str]:
                     if isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(small.names, cst.ImportStar):
                         for alias in small.names:
                             bound = alias.asname.name if alias.asname else alias.name
-                            out.add(_code(bound).split(".")[0])
+                            out.add(code_of(bound).split(".")[0])
     return out
 
 
@@ -107,7 +107,7 @@ def method_of(cand: Candidate, cls_sid: int, name: str) -> tuple[int, cst.Functi
     for child in program.children.get(cls_sid, ()):
         node = program.stmts[child].node
         if isinstance(node, cst.FunctionDef) and node.name.value == name and child in cand.live:
-            if any(_code(d.decorator) in ("staticmethod", "classmethod", "property") for d in node.decorators):
+            if any(code_of(d.decorator) in ("staticmethod", "classmethod", "property") for d in node.decorators):
                 return None
             return child, node
     return None
@@ -121,7 +121,7 @@ def class_method_of(cand: Candidate, cls_sid: int, name: str) -> tuple[int, cst.
     for child in program.children.get(cls_sid, ()):
         node = program.stmts[child].node
         if isinstance(node, cst.FunctionDef) and node.name.value == name and child in cand.live:
-            kinds = [_code(d.decorator) for d in node.decorators]
+            kinds = [code_of(d.decorator) for d in node.decorators]
             if kinds == ["staticmethod"]:
                 return child, node, "static"
             if kinds == ["classmethod"]:
@@ -175,8 +175,6 @@ class Substitute(cst.CSTTransformer):
         text = self.values.get(original_node.value)
         if text is None or any(original_node.value in names for names in self.shadowed):
             return updated_node
-        from shrinkgpu.syntax.program import parse_expression
-
         return parse_expression(text)
 
 
@@ -220,8 +218,8 @@ def first_item(iterable: cst.BaseExpression) -> str:
     if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value == "range":
         args = [a for a in iterable.args if a.keyword is None and not a.star]
         if len(args) == len(iterable.args) and len(args) in (1, 2):
-            return "0" if len(args) == 1 else _code(args[0].value)
-    return f"next(iter({_code(iterable)}))"
+            return "0" if len(args) == 1 else code_of(args[0].value)
+    return f"next(iter({code_of(iterable)}))"
 
 
 def nth_item(iterable: cst.BaseExpression, n: int, program=None) -> tuple[str, str | None]:
@@ -250,8 +248,8 @@ def nth_item(iterable: cst.BaseExpression, n: int, program=None) -> tuple[str, s
             start = args[0].value
             if isinstance(start, cst.Integer):
                 return str(int(start.value, 0) + n), None
-            return f"{_code(start)} + {n}", None
-    return f"next(itertools.islice({_code(iterable)}, {n}, None))", "itertools"
+            return f"{code_of(start)} + {n}", None
+    return f"next(itertools.islice({code_of(iterable)}, {n}, None))", "itertools"
 
 
 def bound_sequence(program, node, kinds=None) -> bool:
@@ -295,9 +293,9 @@ def one_iteration(loop: cst.CSTNode, iteration: int, program=None) -> str | None
     if not isinstance(loop, cst.For) or not runs_once(loop):
         return None
     if iteration <= 0:
-        lines = [f"{_code(loop.target)} = {first_item(loop.iter)}\n"]
+        lines = [f"{code_of(loop.target)} = {first_item(loop.iter)}\n"]
     else:
         item, module = nth_item(loop.iter, iteration, program)
-        lines = ([f"import {module}\n"] if module else []) + [f"{_code(loop.target)} = {item}\n"]
-    lines += [_code(stmt) for stmt in loop.body.body]
+        lines = ([f"import {module}\n"] if module else []) + [f"{code_of(loop.target)} = {item}\n"]
+    lines += [code_of(stmt) for stmt in loop.body.body]
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)

@@ -7,20 +7,54 @@ This is the reducer's hottest loop (once per candidate).  ``Candidate.files`` ca
 from __future__ import annotations
 
 import bisect
-from typing import TYPE_CHECKING, Mapping
+from graphlib import CycleError, TopologicalSorter
+from typing import Mapping, Protocol
 
 import libcst as cst
 
 from shrinkgpu.syntax.code import parse_expression
-from shrinkgpu.syntax.program import _PASS, Edit, import_targets
+from shrinkgpu.syntax.edits import PASS_LINE, Edit, Stmt, import_targets
 
-if TYPE_CHECKING:
-    from shrinkgpu.syntax.program import Candidate, Program
-
-__all__ = ["render_all"]
+__all__ = ["Edited", "Original", "render_all"]
 
 
-def _render_all(cand: Candidate) -> dict[str, str]:
+# A ``Program`` and a ``Candidate`` (syntax.program) as the renderer reads them: a
+# candidate renders itself, so program.py imports this module, never the reverse.
+class Original(Protocol):
+    main: str
+    texts: dict[str, str]
+    modules: dict[str, cst.Module]
+    stmts: list[Stmt]
+    by_node: dict[int, int]
+    last: list[int]
+    nodes: list[cst.CSTNode]
+    node_ids: dict[int, int]
+
+    @property
+    def enclosing(self) -> dict[int, int]: ...
+
+    @property
+    def top_code(self) -> dict[int, str]: ...
+
+
+class Edited(Protocol):
+    @property
+    def program(self) -> Original: ...
+
+    @property
+    def edits(self) -> frozenset[Edit]: ...
+
+    @property
+    def edit_of(self) -> dict[int, Edit]: ...
+
+    @property
+    def expr_of(self) -> dict[int, Edit]: ...
+
+    @property
+    def replacement_of(self) -> dict[int, Edit]: ...
+
+
+def render_all(cand: Edited) -> dict[str, str]:
     """Render every file.  This is the reducer's hottest loop (once per candidate), so it
     does as little as libcst allows: files without edits are returned as they are, the
     transformer only descends into statements that hold an edit, and unchanged top-level
@@ -43,11 +77,9 @@ def _render_all(cand: Candidate) -> dict[str, str]:
     return {p: texts[p] for p in program.modules}
 
 
-def _inline_order(cand: Candidate, order: list[str]) -> list[str]:
+def _inline_order(cand: Edited, order: list[str]) -> list[str]:
     """Files in an order where each comes after the files it inlines, at any depth (a
     package's ``__init__`` inlining its modules, inlined in turn by the script)."""
-    from graphlib import CycleError, TopologicalSorter
-
     graph: dict[str, set[str]] = {p: set() for p in order}
     for e in cand.edits:
         if e.op == "inline" and e.file in graph:
@@ -60,7 +92,7 @@ def _inline_order(cand: Candidate, order: list[str]) -> list[str]:
     return sorted(order, key=lambda p: ranked.get(p, len(ranked)))
 
 
-def _dirty_statements(cand: Candidate) -> dict[str, frozenset[int]]:
+def _dirty_statements(cand: Edited) -> dict[str, frozenset[int]]:
     """Per file, the statements that carry an edit or hold an edited expression."""
     program = cand.program
     out: dict[str, set[int]] = {}
@@ -78,7 +110,7 @@ def _dirty_statements(cand: Candidate) -> dict[str, frozenset[int]]:
     return {p: frozenset(v) for p, v in out.items()}
 
 
-def _module_code(program: Program, original: cst.Module, tree: cst.Module) -> str:
+def _module_code(program: Original, original: cst.Module, tree: cst.Module) -> str:
     top = program.top_code
     parts = [tree.code_for_node(cst.Module(body=[], header=tree.header, footer=()))] if tree.header else []
     for stmt in tree.body:
@@ -120,11 +152,11 @@ def _block_statements(block: cst.BaseSuite) -> list[cst.BaseStatement]:
 
 
 def _only_added_pass(block: cst.BaseSuite | None) -> bool:
-    return isinstance(block, cst.IndentedBlock) and len(block.body) == 1 and block.body[0] is _PASS
+    return isinstance(block, cst.IndentedBlock) and len(block.body) == 1 and block.body[0] is PASS_LINE
 
 
 class _Renderer(cst.CSTTransformer):
-    def __init__(self, cand: Candidate, path: str, trees: Mapping[str, cst.Module], dirty: list[int]):
+    def __init__(self, cand: Edited, path: str, trees: Mapping[str, cst.Module], dirty: list[int]):
         self.cand = cand
         self.dirty = dirty  # sorted ids of statements with edits in them
         self.expr_dirty = {
@@ -167,7 +199,7 @@ class _Renderer(cst.CSTTransformer):
                     return cst.RemoveFromParent()
                 return parse_expression(edit.text)
         if isinstance(updated_node, cst.IndentedBlock) and not updated_node.body:
-            return updated_node.with_changes(body=[_PASS])
+            return updated_node.with_changes(body=[PASS_LINE])
         if isinstance(updated_node, cst.IndentedBlock) and len(updated_node.body) < len(original_node.body):
             updated_node = _block_starts_as_before(original_node, updated_node)
         if self.expr_of and isinstance(updated_node, (cst.Assign, cst.Expr, cst.Return, cst.Arg)):
@@ -352,5 +384,3 @@ def _alias_assignments(node: cst.CSTNode, file: str | None = None) -> list[cst.B
             out.append(cst.parse_statement(f"{asname} = {name}\n"))
     return out
 
-
-render_all = _render_all

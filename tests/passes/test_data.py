@@ -1,11 +1,13 @@
-"""load-saved-objects: a data object the first run saved is loaded instead of built."""
+"""load-saved-objects (passes/data.py): a data object the first run saved is loaded instead
+of built.
+"""
 
 from __future__ import annotations
 
 from shrinkgpu.passes import LoadSavedObjects
 from shrinkgpu.syntax import Facts, Program, SavedObject
 
-from test_passes import after, each, start
+from .helpers import after, each, start
 
 SRC = """\
 import numpy as np

@@ -1,5 +1,5 @@
-"""The program representation: an immutable libcst original, a statement table, edits,
-and the renderer that turns a candidate back into source text.
+"""Rendering a candidate (syntax/render.py): the original trees walked with its edits
+applied.
 
 Every expectation is the exact text a candidate renders to, so a change in what
 survives an edit (a comment, a blank line, an ``else:``) shows up as a failing diff.
@@ -16,53 +16,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shrinkgpu.syntax import Candidate, Edit, Facts, Program
-from shrinkgpu.syntax.program import inline_candidates
+from shrinkgpu.syntax import Edit, Program
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
-
-
-def program(src: str, facts: Facts | None = None, **modules: str) -> Program:
-    """``a.py`` (the main file) from ``src``, plus ``name.py`` for each keyword."""
-    files = {"a.py": textwrap.dedent(src)}
-    files.update({f"{name}.py": textwrap.dedent(text) for name, text in modules.items()})
-    return Program(files, "a.py", facts)
+from .helpers import DATA, HELPERS, IF_CHAIN, MAIN, call_in, editable_ids, edited, own_text, program, sid, text
 
 
-def sid(p: Program, code: str, file: str = "a.py") -> int:
-    """The id of the one statement of ``file`` whose own text starts with ``code``."""
-    found = [s.id for s in p.stmts if s.file == file and _own_text(p, s).startswith(code)]
-    assert len(found) == 1, (code, found)
-    return found[0]
-
-
-def _own_text(p: Program, s) -> str:
-    """A statement's code without the blank and comment lines above it."""
-    lines = p.modules[s.file].code_for_node(s.node).splitlines()
-    while lines and (not lines[0].strip() or lines[0].lstrip().startswith("#")):
-        lines.pop(0)
-    return "\n".join(lines).strip()
-
-
-def edited(p: Program, *edits: Edit) -> Candidate:
-    return p.initial().with_edits(edits)
-
-
-def text(c: Candidate, file: str = "a.py") -> str:
-    return c.files[file]
-
-
-def editable_ids(c: Candidate) -> list[int]:
-    return [s.id for s in c.editable()]
-
-
-def call_in(p: Program, code: str) -> cst.Call:
-    """The outermost call on the right of the assignment or expression statement ``code``."""
-    line = p.stmts[sid(p, code)].node
-    small = line.body[0]
-    value = small.value
-    assert isinstance(value, cst.Call)
-    return value
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 
 # --------------------------------------------------------------------------------------
@@ -149,6 +108,8 @@ def _compound(children):
 
 
 _TREES = st.lists(st.recursive(_simple(), _compound, max_leaves=12), min_size=1, max_size=6)
+
+
 _GAPS = st.sampled_from(("", "\n", "# note\n", "\n\n# section\n"))
 
 
@@ -211,7 +172,7 @@ def test_any_set_of_deletions_renders_code_that_compiles(trees, gaps, data):
     out = iter(cand.files["a.py"].splitlines())
     for s in p.stmts:
         if s.kind == "simple" and not dead(s.id):
-            first = _own_text(p, s).splitlines()[0].strip()
+            first = own_text(p, s).splitlines()[0].strip()
             assert any(line.strip() == first for line in out), first
 
 
@@ -233,7 +194,7 @@ def test_any_mix_of_structural_edits_renders_code_that_compiles(trees, gaps, dat
     out = iter(cand.files["a.py"].splitlines())
     for s in p.stmts:
         if s.kind == "simple" and s.id in cand.live:
-            first = _own_text(p, s).splitlines()[0].strip()
+            first = own_text(p, s).splitlines()[0].strip()
             assert any(line.strip() == first for line in out), first
 
 
@@ -252,62 +213,6 @@ def test_deleting_one_top_level_statement_of_a_fixture_is_libcsts_own_rendering(
         cand = p.initial().with_edits([Edit("delete", top)])
         expected = module.with_changes(body=[s for s in module.body if s is not p.stmts[top].node]).code
         assert cand.files[path.name] == expected, top
-
-
-# --------------------------------------------------------------------------------------
-# The statement table
-# --------------------------------------------------------------------------------------
-
-def test_statement_table_records_kind_parent_branch_and_depth():
-    p = program(
-        """\
-        import torch
-        if a:
-            b = 1
-        elif c:
-            d = 2
-        else:
-            e = 3
-        try:
-            f = 4
-        except E:
-            g = 5
-        finally:
-            h = 6
-        def fn():
-            with ctx():
-                return 7
-        """
-    )
-    table = [(s.kind, s.parent, s.branch, s.depth) for s in p.stmts]
-    assert table == [
-        ("simple", None, None, 0),  # 0 import torch
-        ("if", None, None, 0),  # 1
-        ("simple", 1, "body", 1),  # 2 b = 1
-        ("elif", 1, "orelse", 1),  # 3 elif c
-        ("simple", 3, "body", 2),  # 4 d = 2
-        ("simple", 3, "orelse", 2),  # 5 e = 3
-        ("try", None, None, 0),  # 6
-        ("simple", 6, "body", 1),  # 7 f = 4
-        ("simple", 6, "handlers", 1),  # 8 g = 5
-        ("simple", 6, "finalbody", 1),  # 9 h = 6
-        ("def", None, None, 0),  # 10
-        ("with", 10, "body", 1),  # 11
-        ("simple", 11, "body", 2),  # 12 return 7
-    ]
-    assert p.children[None] == [0, 1, 6, 10]
-    assert p.children[1] == [2, 3]
-    assert p.stmts[0].size == 2  # ``import torch``: two tokens
-
-
-def test_a_program_that_does_not_parse_is_a_syntax_error():
-    with pytest.raises(SyntaxError, match="a.py"):
-        Program({"a.py": "def broken(:\n"}, "a.py")
-
-
-def test_the_main_file_must_be_one_of_the_files():
-    with pytest.raises(ValueError, match="main.py"):
-        Program({"a.py": "x = 1\n"}, "main.py")
 
 
 # --------------------------------------------------------------------------------------
@@ -449,23 +354,24 @@ def test_delete_inside_an_elif_leaves_pass_in_that_branch():
     assert text(c) == "if a:\n    x = 1\nelif b:\n    pass\nelse:\n    x = 3\n"
 
 
+def test_a_block_whose_first_statement_went_starts_as_the_original_did():
+    src = (
+        "class A:\n    def __init__(self):\n        self.x = 1\n\n    def f(self):\n        return 2\n\n\n"
+        "class B:\n\n    def __init__(self):\n        pass\n\n    # kept\n    def g(self):\n        return 3\n"
+    )
+    program = Program({"a.py": src}, "a.py")
+    inits = [s.id for s in program.stmts if isinstance(s.node, cst.FunctionDef) and s.node.name.value == "__init__"]
+    text = program.initial().with_edits(Edit("delete", i) for i in inits).files["a.py"]
+    # A had no blank line under its header, B had one; a comment line stays
+    assert text == (
+        "class A:\n    def f(self):\n        return 2\n\n\n"
+        "class B:\n\n    # kept\n    def g(self):\n        return 3\n"
+    )
+
+
 # --------------------------------------------------------------------------------------
 # body: if -> then-branch, try -> body + else + finally, with -> body
 # --------------------------------------------------------------------------------------
-
-IF_CHAIN = """\
-import torch
-if args.cuda:  # header comment goes with the header
-    # the gpu
-    dev = "cuda"  # gpu
-    n = 2
-elif args.mps:
-    dev = "mps"
-else:
-    dev = "cpu"
-x = torch.ones(n, device=dev)
-"""
-
 
 def test_body_of_an_if_keeps_the_then_branch_with_its_comments():
     p = program(IF_CHAIN)
@@ -642,30 +548,9 @@ def test_else_of_a_middle_elif_keeps_the_next_elif():
     assert text(edited(p, Edit("else", 2))) == "if a:\n    x = 1\nelif c:\n    x = 3\n"
 
 
-def test_depth_of_a_statement_in_an_elif_branch_is_its_rendered_depth():
-    p = program(IF_CHAIN)
-    c = p.initial()
-    assert c.depth(sid(p, 'dev = "cuda"')) == 1
-    assert c.depth(sid(p, 'dev = "mps"')) == 1
-    assert c.depth(sid(p, 'dev = "cpu"')) == 1
-
-
 # --------------------------------------------------------------------------------------
 # replace: new text for a simple statement
 # --------------------------------------------------------------------------------------
-
-DATA = """\
-import torch
-
-# make data
-x = torch.randn(3, 4)  # inputs
-y = f(x, 2, dim=1)
-z = g(
-    x,
-    y,
-)
-"""
-
 
 def test_replace_with_one_statement_keeps_the_comment_lines_above():
     p = program(DATA)
@@ -691,13 +576,6 @@ def test_replace_inside_a_block_is_indented_there():
     p = program("for i in r:\n    x = i  # loop\n")
     c = edited(p, Edit("replace", 1, text="x = 0\nx += i\n"))
     assert text(c) == "for i in r:\n    x = 0\n    x += i\n"
-
-
-def test_a_newer_replace_supersedes_an_older_one_for_the_same_statement():
-    p = program(DATA)
-    c = p.initial().with_edits([Edit("replace", 1, text="x = 1\n")]).with_edits([Edit("replace", 1, text="x = 2\n")])
-    assert c.edits == {Edit("replace", 1, text="x = 2\n")}
-    assert "x = 2\ny = f" in text(c)
 
 
 def test_two_replacements_in_one_set_render_the_same_whatever_their_order():
@@ -739,13 +617,6 @@ def test_expr_on_a_node_inside_a_multiline_call_keeps_the_layout():
     assert text(c) == DATA.replace("    y,\n)", "    y.float(),\n)")
 
 
-def test_node_index_is_stable_for_one_node():
-    p = program(DATA)
-    call = call_in(p, "y = f(")
-    assert p.node_index(call) == p.node_index(call)
-    assert p.node_index(call) != p.node_index(call.args[0])
-
-
 @pytest.mark.parametrize(
     "removed, expected",
     [
@@ -783,36 +654,9 @@ def test_remove_of_a_keyword_argument_inside_a_nested_call():
 
 
 # --------------------------------------------------------------------------------------
-# inline and drop: local modules
+# inline: local modules
 # --------------------------------------------------------------------------------------
 
-MAIN = """\
-import torch
-from helpers import make, scale as sc
-import helpers
-
-x = make(3)  # build
-y = sc(x) + helpers.K
-"""
-HELPERS = '''\
-"""Helpers."""
-from __future__ import annotations
-import torch
-
-K = 2  # a constant
-
-
-def make(n):
-    return torch.ones(n)
-
-
-def scale(t):
-    return t * K
-
-
-if __name__ == "__main__":
-    print(make(1))
-'''
 HELPERS_BODY = '''\
 """Helpers."""
 import torch
@@ -877,262 +721,3 @@ def test_inline_pastes_the_module_as_edited():
         '''
     )
     assert make_def not in c.live
-
-
-def test_inline_of_a_deleted_import_does_not_drop_the_module():
-    p = program(MAIN, helpers=HELPERS)
-    c = edited(p, Edit("inline", 1, "helpers.py"), Edit("delete", 1))
-    assert sorted(c.files) == ["a.py", "helpers.py"]
-    assert c.files["helpers.py"] == HELPERS
-    assert c.dropped_files == frozenset()
-
-
-def test_inline_candidates_are_live_imports_of_local_modules():
-    p = program(MAIN + "import os\nfrom pkg.sub import thing\nimport pkg.sub\n", helpers=HELPERS, **{"pkg/sub": "thing = 1\n"})
-    c = p.initial()
-    found = [(s.id, path) for s, path in inline_candidates(c)]
-    assert found == [(1, "helpers.py"), (2, "helpers.py"), (6, "pkg/sub.py")]  # not ``import pkg.sub``
-    assert inline_candidates(c.with_edits([Edit("drop", file="helpers.py")])) == [(p.stmts[6], "pkg/sub.py")]
-
-
-def test_drop_leaves_a_file_out_and_its_statements_out_of_the_live_set():
-    p = program(MAIN, helpers=HELPERS)
-    c = edited(p, Edit("drop", file="helpers.py"))
-    assert c.files == {"a.py": MAIN}
-    assert c.live == frozenset(p.stmts_in_file("a.py"))
-    assert c.dropped_files == {"helpers.py"}
-
-
-def test_local_module_names_cover_packages():
-    p = Program({"a.py": "", "m.py": "", "pkg/__init__.py": "", "pkg/mod.py": ""}, "a.py")
-    assert p.local_module_names() == {"m": "m.py", "pkg": "pkg/__init__.py", "pkg.mod": "pkg/mod.py"}
-
-
-# --------------------------------------------------------------------------------------
-# Size and identity
-# --------------------------------------------------------------------------------------
-
-def test_size_counts_tokens_not_comments_or_blank_lines():
-    p = program("x = 1  # a long comment that costs nothing\n\n\ny = f(x)\n")
-    assert p.initial().size == 3 + 6
-    assert edited(p, Edit("delete", 0)).size == 6
-
-
-def test_with_edits_of_nothing_is_the_same_candidate():
-    c = program(DATA).initial()
-    assert c.with_edits([]) is c
-
-
-def test_key_identifies_the_rendered_text():
-    p = program("x = 1\ny = 2\n")
-    a = edited(p, Edit("delete", 0))
-    b = edited(p, Edit("replace", 0, text=""))
-    assert a.edits != b.edits and a.key == b.key == (("a.py", "y = 2\n"),)
-
-
-# --------------------------------------------------------------------------------------
-# Dependencies
-# --------------------------------------------------------------------------------------
-
-DEPS = """\
-import torch
-
-def helper(t):
-    return t + 1
-
-torch.manual_seed(0)
-x = torch.randn(3)
-y = helper(x)
-x.add_(1)
-z = x * 2
-w = 5
-print(y, z)
-"""
-# ids:   0 import   1 def helper   2 return   3 manual_seed   4 x =   5 y =   6 x.add_
-#        7 z =      8 w = 5        9 print
-
-
-def test_statement_at_finds_the_innermost_statement_of_a_line():
-    p = program(DEPS)
-    deps = p.deps
-    assert [deps.statement_at("a.py", line) for line in range(1, 14)] == [0, None, 1, 2, None, 3, 4, 5, 6, 7, 8, 9, None]
-    assert deps.statement_at("other.py", 1) is None
-
-
-def test_statement_at_a_continuation_line_of_a_multiline_statement():
-    p = program("x = f(\n    1,\n    2,\n)\nif x:\n    y = (1 +\n         2)\n")
-    assert [p.deps.statement_at("a.py", n) for n in range(1, 8)] == [0, 0, 0, 0, 1, 2, 2]
-
-
-def test_binders_and_readers():
-    p = program(DEPS)
-    deps = p.deps
-    x_read = p.stmts[7].node.body[0].value.left  # the ``x`` of ``z = x * 2``
-    assert deps.binders(x_read) == {4}
-    assert deps.readers(4, "x") == {5, 6, 7}
-    assert deps.readers(1, "helper") == {5}
-    assert deps.readers(0, "torch") == {3, 4}
-    assert deps.readers(8, "w") == set()
-
-
-def test_binders_of_a_name_bound_in_two_branches():
-    p = program("if c:\n    x = 1\nelse:\n    x = 2\nprint(x)\n")
-    read = p.stmts[3].node.body[0].value.args[0].value
-    assert p.deps.binders(read) == {1, 2}
-
-
-def test_deletion_closure_takes_the_users_left_without_a_binding():
-    p = program(DEPS)
-    deps, c = p.deps, p.initial()
-    closure = {i: sorted(deps.deletion_closure(c, [i])) for i in range(len(p.stmts))}
-    assert closure == {
-        0: [0, 3, 4, 5, 6, 7, 9],  # everything that reads ``torch``, and their users
-        1: [1, 2, 5, 9],  # the def, its body, ``y = helper(x)`` and ``print(y, z)``
-        2: [2],
-        3: [3],
-        4: [4, 5, 6, 7, 9],
-        5: [5, 9],
-        6: [6],
-        7: [7, 9],
-        8: [8],
-        9: [9],
-    }
-
-
-def test_deletion_closure_spares_ignored_statements_and_dead_ones():
-    p = program(DEPS)
-    deps, c = p.deps, p.initial()
-    assert sorted(deps.deletion_closure(c, [1], ignore=frozenset({5}))) == [1, 2]
-    assert sorted(deps.deletion_closure(c, [4], ignore=frozenset({7}))) == [4, 5, 6, 9]
-    # Statements that are already gone are not part of a closure.
-    gone = c.with_edits([Edit("delete", 7)])
-    assert sorted(deps.deletion_closure(gone, [4])) == [4, 5, 6, 9]
-    assert deps.deletion_closure(gone, [7]) == frozenset()
-
-
-def test_deletion_closure_keeps_a_user_with_another_binding():
-    p = program("if c:\n    x = 1\nelse:\n    x = 2\nprint(x)\n")
-    c = p.initial()
-    assert sorted(p.deps.deletion_closure(c, [1])) == [1]
-    # Both branches gone: the ``if`` left with nothing inside goes too, and ``print(x)``
-    # has no binding left.
-    assert sorted(p.deps.deletion_closure(c, [1, 2])) == [0, 1, 2, 3]
-
-
-@pytest.mark.parametrize(
-    "src, closure",
-    [
-        ("for i in r:\n    x = i\ny = 1\n", [0, 1]),
-        ("while w:\n    x = 1\n", [0, 1]),
-        ("with ctx():\n    x = 1\n", [0, 1]),
-        ("if a:\n    x = 1\n", [0, 1]),
-        ("if a:\n    x = 1\nelif b:\n    x = 2\n", [1]),  # the ``if`` still holds the elif
-        ("def f():\n    x = 1\n", [1]),  # a def stays, as ``pass``
-        ("try:\n    x = 1\nexcept E:\n    pass\n", [1]),
-    ],
-)
-def test_deletion_closure_takes_a_loop_with_or_if_left_empty(src, closure):
-    p = program(src)
-    assert sorted(p.deps.deletion_closure(p.initial(), [1])) == closure
-
-
-def test_deletion_closure_follows_function_scopes():
-    p = program(
-        """\
-        def f(a):
-            b = a * 2
-            return b
-        x = 1
-        def g():
-            x = 3
-            return x
-        print(x)
-        """
-    )
-    c = p.initial()
-    assert sorted(p.deps.deletion_closure(c, [sid(p, "b = a")])) == [1, 2]
-    # ``x = 3`` inside g binds a local: the module's ``print(x)`` does not need it.
-    assert sorted(p.deps.deletion_closure(c, [sid(p, "x = 3")])) == [5, 6]
-    assert sorted(p.deps.deletion_closure(c, [sid(p, "x = 1")])) == [3, 7]
-
-
-def test_backward_slice_follows_bindings_mutations_and_seeding():
-    p = program(DEPS)
-    deps, c = p.deps, p.initial()
-    # ``z = x * 2`` needs x, the in-place ``x.add_(1)``, torch, and the seeding call.
-    assert sorted(deps.backward_slice(c, [7])) == [0, 3, 4, 6, 7]
-    # ``w = 5`` needs nothing, but seeding calls are always part of a slice.
-    assert sorted(deps.backward_slice(c, [8])) == [0, 3, 8]
-    # A slice takes the whole body of a function it calls.
-    assert sorted(deps.backward_slice(c, [9])) == [0, 1, 2, 3, 4, 5, 6, 7, 9]
-    # Deleted statements are not in a slice.
-    assert sorted(deps.backward_slice(c.with_edits([Edit("delete", 6)]), [7])) == [0, 3, 4, 7]
-
-
-def test_backward_slice_keeps_enclosing_statements_and_attribute_writers():
-    p = program(
-        """\
-        class Cfg:
-            pass
-        cfg = Cfg()
-        cfg.n = 4
-        noise = 1
-        def run():
-            if cfg:
-                return cfg.n
-        run()
-        """
-    )
-    c = p.initial()
-    ret = sid(p, "return cfg.n")
-    assert sorted(p.deps.backward_slice(c, [ret])) == [0, 1, 2, 3, 5, 6, ret]
-
-
-def test_protected_and_seeding_statements_come_from_seed_sites():
-    src = """\
-    import torch
-
-
-    def seed_all(seed):
-        torch.manual_seed(seed)
-
-
-    def main():
-        seed_all(0)
-        x = torch.randn(3)
-
-
-    main()
-    """
-    facts = Facts(seed_sites=(("a.py", 13, False), ("a.py", 9, False), ("a.py", 5, True), ("a.py", 99, False)))
-    p = program(src, facts)
-    assert p.protected == {sid(p, "main()"), sid(p, "seed_all(0)"), sid(p, "torch.manual_seed")}
-    assert p.seeding == {sid(p, "torch.manual_seed")}
-    assert program(src).protected == frozenset()
-
-
-def test_order_is_tokens_plus_block_and_loop_costs_then_the_magnitude_of_constants():
-    from shrinkgpu.syntax.tokens import measure
-
-    src = "for i in range(30):\n    xs = [j for j in range(4)]\n    while i:\n        i -= 1  # comment\n"
-    # tokens, indented blocks, loops (not the comprehension's ``for``), integer literals
-    assert measure(src) == (26, 2, 2, 35)
-    cand = program(src).initial()
-    assert cand.order == (26 + 5 * 2 + 10 * 2, 35)
-    straight = program("i = 0\nxs = [j for j in range(4)]\ni -= 1\n").initial()
-    assert straight.order < cand.order
-
-
-def test_a_block_whose_first_statement_went_starts_as_the_original_did():
-    src = (
-        "class A:\n    def __init__(self):\n        self.x = 1\n\n    def f(self):\n        return 2\n\n\n"
-        "class B:\n\n    def __init__(self):\n        pass\n\n    # kept\n    def g(self):\n        return 3\n"
-    )
-    program = Program({"a.py": src}, "a.py")
-    inits = [s.id for s in program.stmts if isinstance(s.node, cst.FunctionDef) and s.node.name.value == "__init__"]
-    text = program.initial().with_edits(Edit("delete", i) for i in inits).files["a.py"]
-    # A had no blank line under its header, B had one; a comment line stays
-    assert text == (
-        "class A:\n    def f(self):\n        return 2\n\n\n"
-        "class B:\n\n    # kept\n    def g(self):\n        return 3\n"
-    )

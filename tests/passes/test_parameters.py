@@ -1,11 +1,13 @@
-"""drop-parameters: parameters nothing reads, with the arguments that fill them."""
+"""drop-parameters (passes/parameters.py): parameters nothing reads, with the arguments
+that fill them.
+"""
 
 from __future__ import annotations
 
 from shrinkgpu.passes import DropParameters
 from shrinkgpu.syntax import CutRecord, Facts
 
-from test_passes import after, each, start
+from .helpers import after, each, start
 
 
 def test_drop_parameters_removes_an_unread_parameter_and_the_argument_every_call_passes():

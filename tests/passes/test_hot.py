@@ -1,11 +1,11 @@
-"""cut-hot-loops: the loops where the original's time went are cut first."""
+"""cut-hot-loops (passes/hot.py): the loops where the original's time went are cut first."""
 
 from __future__ import annotations
 
 from shrinkgpu.passes import CutHotLoops
 from shrinkgpu.syntax import Facts
 
-from test_passes import dedent, each, line_of, start
+from .helpers import dedent, each, line_of, start
 
 SOURCE = """\
 import torch

@@ -1,11 +1,13 @@
-"""strip-annotations: signatures and annotated assignments of typed code."""
+"""strip-annotations (passes/annotations.py): signatures and annotated assignments of typed
+code.
+"""
 
 from __future__ import annotations
 
 from shrinkgpu.passes import StripAnnotations
 from shrinkgpu.syntax import Edit
 
-from test_passes import after, each, start
+from .helpers import after, each, start
 
 TYPED = """\
 from typing import NamedTuple, Protocol

@@ -1,10 +1,10 @@
-"""split-assignments: one assignment per target."""
+"""split-assignments (passes/assignments.py): one assignment per target."""
 
 from __future__ import annotations
 
 from shrinkgpu.passes import SplitAssignments
 
-from test_passes import after, dedent, start
+from .helpers import after, dedent, start
 
 
 def test_split_assignments_one_statement_per_target():

@@ -1,11 +1,13 @@
-"""config-to-literal: a loaded configuration becomes the values the program reads."""
+"""config-to-literal (passes/configs.py): a loaded configuration becomes the values the
+program reads.
+"""
 
 from __future__ import annotations
 
 from shrinkgpu.passes import ConfigToLiteral
 from shrinkgpu.syntax import Facts, LoadRecord
 
-from test_passes import dedent, each, line_of, start
+from .helpers import dedent, each, line_of, start
 
 SOURCE = """\
 import argparse
@@ -135,15 +137,3 @@ def test_level_zero_keeps_a_part_used_whole_and_refuses_a_written_config():
     cand = start(updated, Facts(loads=(LoadRecord("a.py", 2, "json.load", LOADED),)))
     assert ConfigToLiteral().units(cand, 0) == []
 
-
-def test_a_registry_read_with_a_key_the_program_spells_becomes_the_entry():
-    from shrinkgpu.passes import PropagateConstants
-
-    source = dedent("""\
-        import torch
-        MODELS = {"tcn": torch.nn.Conv1d, "mlp": torch.nn.Linear}
-        model = MODELS["tcn"](3, 4, 5)
-        """)
-    assert each(PropagateConstants(), start(source), 0) == ["import torch\nmodel = torch.nn.Conv1d(3, 4, 5)\n"]
-    mutated = source + 'MODELS["gru"] = torch.nn.GRU\n'
-    assert each(PropagateConstants(), start(mutated), 0) == []

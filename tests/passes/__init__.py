@@ -1,0 +1,1 @@
+"""Tests of shrinkgpu.passes, one file per module of src/shrinkgpu/passes/."""

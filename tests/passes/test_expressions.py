@@ -1,0 +1,236 @@
+"""simplify-expressions (passes/expressions.py): the exact program before and after its
+units, and the folding of literal arithmetic and comprehensions it offers.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from shrinkgpu.passes import SimplifyExpressions
+from shrinkgpu.passes.expressions import fold, fold_comprehension
+from shrinkgpu.syntax import Edit, Facts
+
+from .helpers import after, dedent, each, line_of, start
+
+
+# --------------------------------------------------------------------------------------
+# SimplifyExpressions
+# --------------------------------------------------------------------------------------
+
+SIMPLE = """\
+import sys
+import torch
+
+h = torch.ones(2, 4) * 2
+print(act(fc(h)))
+use(torch.zeros(3, dtype=torch.float64, device="cpu"))
+use(1 if True else 2, a if 0 else b)
+x = torch.empty(3).uniform_(0, 1) * 1
+check(flag and not False)
+for b in tqdm(loader, desc="train"):
+    pass
+n = 5
+sys.exit(main())
+"""
+
+
+def test_simplify_expressions_level_0():
+    # Applied together, an outer replacement hides the ones inside it.
+    assert after(SimplifyExpressions(), start(SIMPLE), 0) == dedent(
+        """\
+        import sys
+        import torch
+
+        h = 0
+        act(fc(h))
+        torch.zeros(3, dtype=torch.float64, device="cpu")
+        use(1, b)
+        x = 0
+        check(flag and True)
+        for b in loader:
+            pass
+        n = 1
+        main()
+        """
+    )
+
+
+def _changed_line(before: str, after_: str) -> tuple[str, str]:
+    old = [line for line in before.splitlines() if line not in after_.splitlines()]
+    new = [line for line in after_.splitlines() if line not in before.splitlines()]
+    assert len(old) == len(new) == 1, (old, new)
+    return old[0], new[0]
+
+
+def test_simplify_expressions_level_0_one_unit_at_a_time():
+    changes = [_changed_line(SIMPLE, t) for t in each(SimplifyExpressions(), start(SIMPLE), 0)]
+    assert changes == [
+        ("h = torch.ones(2, 4) * 2", "h = 0"),  # a right-hand side nobody checks
+        # not ``h = torch * 2``: a method call -> its receiver, but never a module object
+        ("h = torch.ones(2, 4) * 2", "h = torch.ones(1, 4) * 2"),  # sizes -> 1
+        ("h = torch.ones(2, 4) * 2", "h = torch.ones(2, 1) * 2"),
+        ("h = torch.ones(2, 4) * 2", "h = torch.ones(2, 4) * 1"),
+        ("print(act(fc(h)))", "act(fc(h))"),  # a wrapper call, at each depth
+        ("print(act(fc(h)))", "print(fc(h))"),
+        ("print(act(fc(h)))", "print(act(h))"),
+        ('use(torch.zeros(3, dtype=torch.float64, device="cpu"))', 'torch.zeros(3, dtype=torch.float64, device="cpu")'),
+        ('use(torch.zeros(3, dtype=torch.float64, device="cpu"))', 'use(torch.zeros(3, device="cpu"))'),  # a keyword
+        ('use(torch.zeros(3, dtype=torch.float64, device="cpu"))', "use(torch.zeros(3, dtype=torch.float64))"),
+        ('use(torch.zeros(3, dtype=torch.float64, device="cpu"))', 'use(torch.zeros(1, dtype=torch.float64, device="cpu"))'),
+        ("use(1 if True else 2, a if 0 else b)", "use(1, a if 0 else b)"),  # a constant condition
+        ("use(1 if True else 2, a if 0 else b)", "use(1 if True else 2, b)"),
+        ("use(1 if True else 2, a if 0 else b)", "use(1 if True else 1, a if 0 else b)"),
+        ("x = torch.empty(3).uniform_(0, 1) * 1", "x = 0"),
+        # not ``torch.empty(3) * 1``: uninitialised memory differs from run to run
+        ("x = torch.empty(3).uniform_(0, 1) * 1", "x = torch.empty(1).uniform_(0, 1) * 1"),
+        ("check(flag and not False)", "check(flag and True)"),
+        ('for b in tqdm(loader, desc="train"):', "for b in loader:"),  # compound headers too
+        ('for b in tqdm(loader, desc="train"):', "for b in tqdm(loader):"),
+        ("n = 5", "n = 1"),
+        ("sys.exit(main())", "main()"),
+    ]
+
+
+def test_simplify_expressions_leaves_numbers_in_literals_alone():
+    # ``[0, 2, 4]`` is data; ``range(8)`` is a size.
+    cand = start("t = torch.tensor([0, 2, 4])\nfor i in range(8):\n    pass\n")
+    changed = [_changed_line("t = torch.tensor([0, 2, 4])\nfor i in range(8):\n    pass\n", t)
+               for t in each(SimplifyExpressions(), cand, 0)]
+    assert ("for i in range(8):", "for i in range(1):") in changed
+    assert not any(new.startswith("t = torch.tensor([") for _, new in changed)
+
+
+def test_simplify_expressions_level_1_offers_the_receiver_of_a_method_call():
+    # One node, three alternatives, one level each: the right-hand side -> 0, the call
+    # -> its argument, the call -> its receiver; ``sys.exit(...)`` never -> ``sys``.
+    cand = start("import sys\nsys.exit(main())\ny = model.head(feats)\n")
+    # Level 0 also offers dropping the unread ``y`` (the call stays); applied together
+    # with ``y = 0``, the statement's new text wins.
+    assert after(SimplifyExpressions(), cand, 0) == "import sys\nmain()\nmodel.head(feats)\n"
+    assert after(SimplifyExpressions(), cand, 1) == "import sys\nsys.exit(main())\ny = feats\n"
+    assert after(SimplifyExpressions(), cand, 2) == "import sys\nsys.exit(main())\ny = model\n"
+    assert SimplifyExpressions().units(cand, 3) is None
+
+
+def test_simplify_expressions_waits_for_a_rebase_after_other_edits():
+    cand = start("x = f(g(1))\ny = 2\n")
+    assert SimplifyExpressions().units(cand, 0) != []
+    assert SimplifyExpressions().units(cand.with_edits([Edit("delete", 1)]), 0) == []
+
+
+def test_simplify_expressions_leaves_the_seeding_call_alone():
+    cand = start("import torch\ntorch.manual_seed(int(seed))\n", Facts(seed_sites=(("a.py", 2, True),)))
+    assert SimplifyExpressions().units(cand, 0) == []
+    assert SimplifyExpressions().units(start("import torch\ntorch.manual_seed(int(seed))\n"), 0) != []
+
+
+def test_simplify_expressions_offers_one_alternative_per_node_and_level():
+    cand = start("h = torch.ones(2, 4)\nout = act(fc(h))\nw = 1 if True else 2\nok = not False\n")
+    for level in range(3):
+        units = SimplifyExpressions().units(cand, level)
+        if units is None:
+            break
+        nodes = [e.node for u in units for e in u]
+        assert len(nodes) == len(set(nodes)), level
+
+
+def test_simplify_expressions_keeps_calls_on_the_chain_to_a_seeding_call():
+    src = "import torch\n\n\ndef seed_all(seed):\n    torch.manual_seed(seed)\n    return seed\n\n\ns = seed_all(1)\n"
+    cand = start(src, Facts(seed_sites=(("a.py", line_of(src, "s = seed_all"), False), ("a.py", line_of(src, "torch.manual_seed"), True))))
+    for level in range(3):
+        for text in each(SimplifyExpressions(), cand, level):
+            assert "seed_all(1)" in text
+
+
+def test_sequential_is_cut_to_the_layers_that_matter():
+    src = "import torch.nn as nn\nnet = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))\n"
+    changed = [t for t in each(SimplifyExpressions(), start(src)) if "Sequential(nn.Linear(4, 8), nn.Linear(8, 2))" in t]
+    assert changed == ["import torch.nn as nn\nnet = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 2))\n"]
+
+
+def test_an_unread_assignment_keeps_its_call_and_loses_its_name():
+    cand = start("import random\nlabel = random.randint(0, 1)\nx = f()\nprint(x)\n")
+    outs = each(SimplifyExpressions(), cand)
+    assert "import random\nrandom.randint(0, 1)\nx = f()\nprint(x)\n" in outs
+    assert not any(o.endswith("f()\nprint(x)\n") and "x = f()" not in o for o in outs)
+
+
+def test_simplify_expressions_lifts_an_operand_out_of_an_operation():
+    cand = start("import torch\nx = 0 + 0.3 * torch.randn(4, 3)\nx.view(-1)\n")
+    outs = [each(SimplifyExpressions(), cand, level) for level in range(3)]
+    flat = [o for level in outs for o in level]
+    assert "import torch\nx = 0.3 * torch.randn(4, 3)\nx.view(-1)\n" in flat
+    assert "import torch\nx = 0 + torch.randn(4, 3)\nx.view(-1)\n" in flat
+
+
+def test_simplify_expressions_splits_a_tuple_assignment_with_unread_names():
+    cand = start("x, y = a[:16], b[:16]\nwin, n = x.view(3, 4), 5\nprint(x)\n")
+    flat = each(SimplifyExpressions(), cand, 0)
+    assert "x = a[:16]\nwin, n = x.view(3, 4), 5\nprint(x)\n" in flat
+    assert "x, y = a[:16], b[:16]\nx.view(3, 4)\nprint(x)\n" in flat
+    # a name assigned to itself is no assignment
+    cand = start("pts, t = pts, tensor(xs)\nf(pts, t)\n")
+    assert "t = tensor(xs)\nf(pts, t)\n" in each(SimplifyExpressions(), cand, 0)
+    # reading one's own old value is fine; a swap is not two assignments
+    cand = start("t, n, labels = padded, 0, labels\nf(t)\n")
+    assert "t = padded\nf(t)\n" in each(SimplifyExpressions(), cand, 0)
+    swap = start("a, b, c = b, a, 0\nf(a, b)\n")
+    assert not any(o.startswith("a = b") for o in each(SimplifyExpressions(), swap, 0))
+
+
+def test_simplify_expressions_takes_the_one_element_of_a_wrapped_list():
+    cand = start("train_set = ConcatDataset([vendor])\nloader = DataLoader(train_set)\n")
+    assert "train_set = vendor\nloader = DataLoader(train_set)\n" in each(SimplifyExpressions(), cand, 0) + each(
+        SimplifyExpressions(), cand, 1
+    )
+
+
+def test_simplify_expressions_splits_a_nested_tuple_assignment():
+    cand = start("step, (x, y) = (0, (a[:2], b[:2]))\nf(x, y)\n")
+    assert each(SimplifyExpressions(), cand, 0)[0] == "x = a[:2]\ny = b[:2]\nf(x, y)\n"
+
+
+def test_simplify_expressions_offers_smaller_sizes_the_program_already_uses():
+    cand = start("xs = torch.randn(48)\nys = xs[:32]\n")
+    flat = [o for level in range(6) for o in each(SimplifyExpressions(), cand, level)]
+    assert "xs = torch.randn(32)\nys = xs[:32]\n" in flat  # 32 appears in the program
+    assert "xs = torch.randn(48)\nys = xs\n" in flat  # the slice dropped
+
+
+def test_simplify_expressions_splits_a_parenthesised_tuple_assignment():
+    cand = start("x, y = (f(a), g(b))\nh(x, y)\n")
+    assert "x = f(a)\ny = g(b)\nh(x, y)\n" in each(SimplifyExpressions(), cand, 0)
+
+
+def test_simplify_expressions_picks_an_entry_out_of_a_dict_literal():
+    cand = start('ids = {"input_ids": torch.randint(1, 50, (8, 12)), "n": n}["input_ids"]\nf(ids)\n')
+    flat = [o for level in range(3) for o in each(SimplifyExpressions(), cand, level)]
+    assert 'ids = torch.randint(1, 50, (8, 12))\nf(ids)\n' in flat
+    # another entry does work of its own: it would be lost
+    cand = start('ids = {"a": f(x), "b": g(y)}["a"]\nh(ids)\n')
+    assert not any(o.startswith("ids = f(x)\n") for level in range(3) for o in each(SimplifyExpressions(), cand, level))
+
+
+# --------------------------------------------------------------------------------------
+# fold and fold_comprehension
+# --------------------------------------------------------------------------------------
+
+def test_fold_evaluates_only_literal_arithmetic():
+    assert fold(cst.parse_expression("16 + 1")) == "17"
+    assert fold(cst.parse_expression("0 != 0")) == "False"
+    assert fold(cst.parse_expression("len(['a', 'b', 'c'])")) == "3"
+    for text in ("x + 1", "2 ** 100", "f(1) + 2", "1.0 / 3", "7"):
+        assert fold(cst.parse_expression(text)) is None, text
+
+
+def test_a_comprehension_over_literals_folds_to_its_value():
+    def folded(text):
+        return fold_comprehension(cst.parse_expression(text))
+
+    assert folded('{k: v for k, v in {"name": "tcn", "hidden": [32], "k": 5}.items() if k != "name"}') == "{'hidden': [32], 'k': 5}"
+    assert folded("[x * 2 for x in [1, 2, 3]]") == "[2, 4, 6]"
+    assert folded("[f(x) for x in [1, 2]]") is None  # a call
+    assert folded("[x for x in data]") is None  # a name the comprehension does not bind
+    assert folded("[x for x in ().__class__.__subclasses__()]") is None
+    cand = start('make(**{k: v for k, v in {"name": "tcn", "k": 5}.items() if k != "name"})\n')
+    assert "make(**{'k': 5})\n" in each(SimplifyExpressions(), cand, 0)

@@ -1,0 +1,42 @@
+"""cut-library (passes/library.py): the library call the first run cut replaces the
+code that only fed it.
+"""
+
+from __future__ import annotations
+
+from shrinkgpu.passes import CallPastTheLibrary
+from shrinkgpu.syntax import CutRecord, Facts, Program
+
+
+def test_cut_library_replaces_the_library_call_and_deletes_what_only_it_read():
+    source = (
+        "import torch\n"
+        "import framework\n"
+        "class Net:\n"
+        "    def step(self, batch):\n"
+        "        return batch\n"
+        "model = Net()\n"
+        "loader = framework.Loader(size=8)\n"
+        "trainer = framework.Trainer(epochs=1)\n"
+        "trainer.fit(model, loader)\n"
+    )
+    replacement = "import torch\n_call = torch.load('s.call.pt')\nmodel.step(*_call['args'])\n"
+    cut = CutRecord("s.py", "trainer.fit(model, loader)", replacement, "Trainer.fit")
+    program = Program({"s.py": source}, "s.py", facts=Facts(cut=cut))
+    cand = program.initial()
+    units = CallPastTheLibrary().units(cand, 0)
+    assert len(units) == 1
+    # the framework's import goes too: nothing reads it once the trainer and loader are gone
+    assert CallPastTheLibrary().apply(cand, [units[0]]).files["s.py"] == (
+        "import torch\n"
+        "class Net:\n"
+        "    def step(self, batch):\n"
+        "        return batch\n"
+        "model = Net()\n"
+        "import torch\n"
+        "_call = torch.load('s.call.pt')\n"
+        "model.step(*_call['args'])\n"
+    )
+    assert CallPastTheLibrary().units(cand, 1) is None
+    # without the fact, nothing is offered
+    assert CallPastTheLibrary().units(Program({"s.py": source}, "s.py").initial(), 0) == []

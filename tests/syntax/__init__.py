@@ -1,0 +1,1 @@
+"""Tests of shrinkgpu.syntax, one file per module of src/shrinkgpu/syntax/."""
