@@ -52,18 +52,18 @@ def log(msg: str) -> None:
 
 # -- part 1: candidate cost ---------------------------------------------------------------------
 def measure_cost(fx: common.Fixture, fresh_runs: int, fork_runs: int) -> list[dict]:
-    from shrinkgpu.reducer import _local_files
+    from shrinkgpu.reducer import local_files
     from shrinkgpu.signature import Signature
-    from shrinkgpu.worker import Isolation, Runner, ScriptSpec, preload_candidates
+    from shrinkgpu.worker import Isolation, Runner, ScriptSpec, Watch, preload_candidates
 
     spec = ScriptSpec(script=fx.path.resolve(), args=fx.args, cwd=fx.dir.resolve(), argv0=fx.script)
     original = {spec.script_rel: spec.script.read_text(encoding="utf-8")}
     with Runner(spec, isolation=Isolation.FRESH) as r:
         r.start()
-        first = r.run(original, timeout=600, collect_modules=True)
+        first = r.run(original, timeout=600, watch=Watch(collect_modules=True))
     if first.signature is None:
         raise RuntimeError(f"{fx.name}: the original did not fail: {first.describe()}")
-    files = _local_files(first, spec)
+    files = local_files(first, spec)
     candidates = {"original": files}
     if fx.ideal is not None:
         candidates["ideal_cut.py"] = {spec.script_rel: fx.ideal.read_text(encoding="utf-8")}

@@ -229,14 +229,17 @@ def test_parallel_ddmin_merges_two_successes_of_one_batch():
     assert accepted[0] == [0, 1, 2, 9, 10, 11]
 
 
-def test_driver_with_jobs_gives_the_same_result_as_sequential():
+def test_driver_with_jobs_gives_the_same_result_as_sequential_under_ddmin():
+    # ddmin's complements judged side by side merge to the sequential answer here; probdd
+    # tries several prefixes at once and may take another path (its results depend only
+    # on ``jobs``), so this is ddmin's property.
     def test(state):
         return R if 7 in state and sum(state) >= 10 else P
 
-    seq = reduce_to_fixpoint((1, 7, 8, 2, 40, 3, 9), [DropItems(), Halve()], test, size)
+    seq = reduce_to_fixpoint((1, 7, 8, 2, 40, 3, 9), [DropItems(), Halve()], test, size, search="ddmin")
     par = reduce_to_fixpoint(
         (1, 7, 8, 2, 40, 3, 9), [DropItems(), Halve()], test, size,
-        test_many=lambda states: [test(s) for s in states], jobs=3,
+        test_many=lambda states: [test(s) for s in states], jobs=3, search="ddmin",
     )
     assert test(par.best) is R and size(par.best) == size(seq.best)
 

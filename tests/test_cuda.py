@@ -17,7 +17,7 @@ import pytest
 from conftest import CUDA_FIXTURE_NAMES, load_fixture, tree_digest
 from shrinkgpu.reducer import ReduceConfig, reduce, run_observed, run_once
 from shrinkgpu.signature import Family
-from shrinkgpu.worker import Isolation, Runner, ScriptSpec, preload_candidates
+from shrinkgpu.worker import Isolation, Runner, ScriptSpec, Watch, preload_candidates
 
 pytestmark = pytest.mark.cuda
 
@@ -35,7 +35,7 @@ def test_the_first_error_is_a_device_side_assert_with_its_kernel_assertion():
 
 
 def test_the_asynchronous_assert_is_localised_at_the_loss_with_launch_blocking():
-    first = run_observed(ReduceConfig(script=FX.path, cwd=FX.dir), collect=False)
+    first = run_observed(ReduceConfig(script=FX.path, cwd=FX.dir))
     assert first.launch == ("CUDA_LAUNCH_BLOCKING", "1")
     sig = first.observation.signature
     assert sig is not None and sig.family is Family.DEVICE_ASSERT
@@ -57,7 +57,7 @@ def test_forked_workers_get_clean_cuda_contexts_after_a_device_side_assert(tmp_p
     spec = ScriptSpec(script=fail, cwd=tmp_path)
     with Runner(spec, isolation=Isolation.FRESH) as fresh:
         fresh.start()
-        first = fresh.run({"fail.py": fail.read_text()}, timeout=120, collect_modules=True)
+        first = fresh.run({"fail.py": fail.read_text()}, timeout=120, watch=Watch(collect_modules=True))
     with Runner(spec) as runner:
         runner.start(preload_candidates(first.modules))
         seen = []
@@ -79,7 +79,7 @@ def test_reduce_keeps_the_device_side_assert(tmp_path):
     assert tree_digest(FX.dir) == before
     assert result.tokens_after < result.tokens_before
     assert result.launch_env == {"CUDA_LAUNCH_BLOCKING": "1"}  # localised by default
-    first = run_observed(ReduceConfig(script=out, cwd=tmp_path), collect=False)
+    first = run_observed(ReduceConfig(script=out, cwd=tmp_path))
     obs = first.observation
     assert obs.signature is not None and result.signature.same_bug(obs.signature), result.signature.differences(obs.signature)
     assert "cuda" in Path(out).read_text()

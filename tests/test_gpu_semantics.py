@@ -19,9 +19,9 @@ import pytest
 from shrinkgpu.core import Verdict
 from shrinkgpu.core.rates import RateTest
 from shrinkgpu.families import Family
-from shrinkgpu.oracle import Oracle, Target
+from shrinkgpu.oracle import Oracle
 from shrinkgpu.reducer import ReduceConfig, pin_variable_for, reduce, run_observed
-from shrinkgpu.signature import Signature, Strictness
+from shrinkgpu.signature import Signature, Strictness, Target
 from shrinkgpu.worker import Observation, Runner, ScriptSpec
 from shrinkgpu.worker.devices import parse_nvidia_smi_list, visible_gpus
 
@@ -37,7 +37,7 @@ def async_script(tmp_path) -> Path:
 
 
 def test_an_asynchronous_error_is_run_again_with_synchronous_launches(async_script):
-    first = run_observed(ReduceConfig(script=async_script, cwd=async_script.parent), collect=False)
+    first = run_observed(ReduceConfig(script=async_script, cwd=async_script.parent))
     # Where Python saw it: the next synchronising call.
     assert first.surfaced is not None and first.surfaced.op.name == "Tensor.item"
     # Where the kernel failed: the loss, with the same kernel assertion.
@@ -48,7 +48,7 @@ def test_an_asynchronous_error_is_run_again_with_synchronous_launches(async_scri
     assert first.launch == ("CUDA_LAUNCH_BLOCKING", "1")
     assert first.config.env["CUDA_LAUNCH_BLOCKING"] == "1"
     # Asked not to, it stays where it surfaced.
-    never = run_observed(ReduceConfig(script=async_script, cwd=async_script.parent, sync_launches="never"), collect=False)
+    never = run_observed(ReduceConfig(script=async_script, cwd=async_script.parent, sync_launches="never"))
     assert never.observation.signature.op.name == "Tensor.item" and never.launch is None
 
 
@@ -268,7 +268,7 @@ class _DyingRunner:
         self.calls: list[dict] = []
         self.alive = True
 
-    def submit(self, files, *, timeout, env=None, isolation=None):
+    def submit(self, files, *, timeout, env=None, isolation=None, watch=None):
         from concurrent.futures import Future
 
         fut: Future = Future()

@@ -74,11 +74,11 @@ def test_a_value_read_from_the_environment_stays_a_read_of_the_environment(priva
 
 
 def test_the_report_shows_the_results_own_error():
-    from shrinkgpu.report import _verbatim
+    from shrinkgpu.report import verbatim_error
     from shrinkgpu.signature import Signature
 
     sig = Signature("IndexError", "Target 5 is out of bounds.", "Target <n> is out of bounds.", None, None)
-    assert _verbatim(sig) == "IndexError: Target 5 is out of bounds."
+    assert verbatim_error(sig) == "IndexError: Target 5 is out of bounds."
 
 
 # -- verify and the regression test on a patched fixture ------------------------------------------

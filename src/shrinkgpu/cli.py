@@ -216,7 +216,7 @@ def run(script, script_args, module, timeout, isolation, root, stdin_file, sync_
     try:
         config = _config(script, script_args, module, timeout=timeout, root=root,
                          stdin=_stdin_bytes(stdin_file, notes), sync_launches=sync_launches)
-        first = run_observed(config, isolation=Isolation(isolation), collect=False)
+        first = run_observed(config, isolation=Isolation(isolation))
     except ReduceError as exc:
         _fail(str(exc), exc.exit_code, as_json)
     except (OSError, click.ClickException) as exc:
@@ -423,37 +423,17 @@ def extract_cmd(script, script_args, module, output, timeout, root, stdin_file, 
     bool tensors exact; if that does not fail the same way, every tensor is loaded from a
     .pt beside the script. The script is checked in a fresh interpreter.
     """
-    from shrinkgpu.extract import ExtractionFailed, extract
-    from shrinkgpu.oracle import Target
-    from shrinkgpu.reducer import main_source, spec_for
-    from shrinkgpu.worker import Runner
+    from shrinkgpu.reducer import extract_call
 
     notes: list[str] = []
     try:
         config = _config(script, script_args, module, timeout=timeout, root=root,
                          stdin=_stdin_bytes(stdin_file, notes), sync_launches=sync_launches)
-        first = run_observed(config, collect=False)
+        _first, result = extract_call(config, output)
     except ReduceError as exc:
-        _fail(str(exc), exc.exit_code, as_json)
-    obs = first.observation
-    if obs.infra_error:
-        _fail(f"could not run the script: {obs.infra_error}", EXIT_ERROR, as_json)
-    if obs.signature is None:
-        _fail(f"the script did not fail: {obs.describe()}", EXIT_NOT_REPRODUCED, as_json)
-    spec = spec_for(first.config)
-    text, _ = main_source(first.config, spec)
-    stem = Path(output).with_suffix("") if output else spec.script.with_name(spec.script.stem)
-    if output and Path(output).name.endswith(".extracted.py"):
-        stem = Path(output).with_name(Path(output).name[: -len(".extracted.py")])
-    limit = timeout or max(30.0, 10 * obs.wall + 5)
-    try:
-        with Runner(spec, isolation=Isolation.FRESH) as runner:
-            runner.start()
-            result = extract(runner, {spec.script_rel: text}, Target(obs.signature), stem.resolve(), limit,
-                             env=first.config.env)
-    except ExtractionFailed as exc:
-        _fail(f"not extracted: {exc.reason}", EXIT_NOT_REPRODUCED, as_json,
-              signature=obs.signature.to_json())
+        obs = exc.observation
+        _fail(str(exc), exc.exit_code, as_json,
+              **({"signature": obs.signature.to_json()} if obs is not None and obs.signature else {}))
     if as_json:
         _emit_json({"output": str(result.path), "data": str(result.data) if result.data else None,
                     "level": result.level, "lines": result.lines, "note": result.note,

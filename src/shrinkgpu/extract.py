@@ -25,13 +25,12 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from shrinkgpu.oracle import Target
-from shrinkgpu.signature import Signature
-from shrinkgpu.worker import Isolation, Observation, Runner, ScriptSpec
+from shrinkgpu.results import Extraction
+from shrinkgpu.signature import Signature, Target
+from shrinkgpu.worker import Capture, Isolation, Observation, Runner, ScriptSpec, Watch
 
 MAX_LINES = 8  # beyond imports: what a maintainer reads at a glance
 
@@ -40,17 +39,6 @@ class ExtractionFailed(Exception):
     def __init__(self, reason: str):
         super().__init__(reason)
         self.reason = reason
-
-
-@dataclass(frozen=True)
-class Extraction:
-    path: Path  # the script
-    data: Path | None  # the tensors it loads, when it loads any
-    text: str
-    level: str  # "metadata" or "exact"
-    lines: int  # lines beyond the imports
-    signature: Signature  # its first error, from a fresh interpreter
-    note: str | None = None  # why it is longer than MAX_LINES
 
 
 def capture_call(runner: Runner, files: dict[str, str], sig: Signature, where: Path, timeout: float,
@@ -64,8 +52,8 @@ def capture_call(runner: Runner, files: dict[str, str], sig: Signature, where: P
             "which the call's arguments do not carry; the minimal example keeps that graph"
         )
     path = where / "call.pt"
-    capture = {"op": sig.op.name, "call": sig.call or 1, "path": str(path)}
-    obs = runner.run(files, timeout=timeout, capture=capture, env=env or {})
+    capture = Capture(op=sig.op.name, call=sig.call or 1, path=str(path))
+    obs = runner.run(files, timeout=timeout, watch=Watch(capture=capture), env=env or {})
     sidecar = Path(str(path) + ".json")
     if not sidecar.is_file():
         raise ExtractionFailed(f"the call was not reached in the capture run ({obs.describe()})")

@@ -2,43 +2,23 @@
 
 It is the only place where "interesting" is decided, so every rule of faithfulness
 lives here: a candidate that does not compile never reaches a worker; a candidate is
-REPRODUCED only if its first error is the same bug as the original's (``Signature.
-same_bug``) *and* matches the user's ``--keep-error`` pattern; a timeout is never a
-reproduction.  Verdicts are cached by the content of the rendered files, so two edit
+REPRODUCED only if its first error is the bug to keep (``signature.Target``: the same
+bug as the original's, matching the user's ``--keep-error`` or ``--family``), and again
+in a confirmation run; a timeout is never a reproduction.  Every run a reduction makes
+once its workers are calibrated goes through here and is counted (``OracleStats``).  Verdicts are cached by the content of the rendered files, so two edit
 sets that render alike cost one run.
 """
 
 from __future__ import annotations
 
-import re
 import threading
-from dataclasses import dataclass, field
 from typing import Mapping
 
 from shrinkgpu.core import Verdict
 from shrinkgpu.core.rates import RateTest
-from shrinkgpu.families import Family, family_matches
-from shrinkgpu.signature import Signature, Strictness
-from shrinkgpu.worker import Isolation, Observation, Runner
-
-
-@dataclass(frozen=True)
-class Target:
-    """The bug to keep."""
-
-    signature: Signature
-    pattern: re.Pattern[str] | None = None
-    strictness: Strictness = Strictness.STRICT
-    family: Family | None = None  # --family: the first error must be a face of it
-
-    def matches(self, sig: Signature | None) -> bool:
-        if sig is None:
-            return False
-        if self.pattern is not None and not self.pattern.search(sig.keep_text()):
-            return False
-        if self.family is not None and not family_matches(self.family, sig.family, sig.kernel_assertion):
-            return False
-        return self.signature.same_bug(sig, self.strictness)
+from shrinkgpu.results import OracleStats
+from shrinkgpu.signature import Target
+from shrinkgpu.worker import Isolation, Observation, Runner, Watch
 
 
 def classify(obs: Observation, target: Target) -> Verdict:
@@ -51,6 +31,12 @@ def classify(obs: Observation, target: Target) -> Verdict:
     if obs.status in ("no-report", "probe-error"):
         return Verdict.CRASHED
     return Verdict.PASSED
+
+
+def files_key(files: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The identity of a program: its files' paths and texts.  What the cache and the
+    record of reproductions are keyed by."""
+    return tuple(sorted(files.items()))
 
 
 def _compiles(files: Mapping[str, str]) -> bool:
@@ -68,18 +54,6 @@ def _facts_only(obs: Observation) -> Observation:
     from dataclasses import replace
 
     return replace(obs, stdout="", stderr="", modules=())
-
-
-@dataclass
-class OracleStats:
-    runs: int = 0
-    cache_hits: int = 0
-    invalid: int = 0
-    by_verdict: dict[str, int] = field(default_factory=dict)
-    run_seconds: float = 0.0
-    # candidates that failed with another error, by the error's class (``NameError``:
-    # a pass proposed something that could not run; the peers' tables count the same)
-    other_errors: dict[str, int] = field(default_factory=dict)
 
 
 class Oracle:
@@ -125,7 +99,7 @@ class Oracle:
 
     def many(self, batch: list[Mapping[str, str]]) -> list[Verdict]:
         """Verdicts for several programs, run side by side in the workers."""
-        keys = [tuple(sorted(files.items())) for files in batch]
+        keys = [files_key(files) for files in batch]
         verdicts: list[Verdict | None] = [None] * len(batch)
         todo: dict[tuple, int] = {}  # key -> index of its first occurrence
         for i, (files, key) in enumerate(zip(batch, keys)):
@@ -247,15 +221,24 @@ class Oracle:
             return {}
         return {self.pin_variable: self.gpus[slot % len(self.gpus)]}
 
+    def reproduction(self, files: Mapping[str, str]) -> Observation | None:
+        """What the run of ``files`` showed, when it reproduced (None otherwise, or when
+        the verdict came from the cache without a run)."""
+        return self.reproduced.get(files_key(files))
+
     def observe(
-        self, files: Mapping[str, str], isolation: Isolation | None = None, timeout: float | None = None
+        self, files: Mapping[str, str], isolation: Isolation | None = None, timeout: float | None = None,
+        watch: Watch = Watch(),
     ) -> Observation:
+        """One run of ``files``, counted in the statistics: the final checks (fresh
+        interpreters), and the runs that record more than a verdict needs (``watch``:
+        a rebase counting loops or saving objects, a resume)."""
         limit = timeout or self.timeout
         env = self._pin(0)
-        obs = self.runner.run(files, timeout=limit, isolation=isolation, env=env)
+        obs = self.runner.run(files, timeout=limit, isolation=isolation, env=env, watch=watch)
         if obs.infra_error and not self.runner.alive:
             self.runner.restart()
-            obs = self.runner.run(files, timeout=limit, isolation=isolation, env=env)
+            obs = self.runner.run(files, timeout=limit, isolation=isolation, env=env, watch=watch)
         if isolation is Isolation.FRESH and self.target.matches(obs.signature):
             self.verified_reads = obs.reads
         self.stats.runs += 1

@@ -29,7 +29,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Sequence
 
-from shrinkgpu.families import Family, classify_family, parse_kernel_assertion, parse_native_error
+from shrinkgpu.families import Family, classify_family, family_matches, parse_kernel_assertion, parse_native_error
 
 __all__ = [
     "ExceptionRecord",
@@ -38,6 +38,7 @@ __all__ = [
     "OpRecord",
     "Signature",
     "Strictness",
+    "Target",
     "TensorMeta",
     "batch_compatible",
     "choose_first_error",
@@ -453,6 +454,36 @@ CRASH_TAIL_LINES = 3
 # What the dying process printed last is what tells crashes apart; progress and warnings
 # are not that, and the faulthandler dump goes to its own file.
 _NOISE = re.compile(r"^\s*(\d+%\||Epoch \d|warnings\.warn|.*Warning: )")
+
+
+@dataclass(frozen=True)
+class Target:
+    """The bug to keep: the original's first error, and what the user said to keep.
+
+    The one same-bug decision: the first run's checks, the oracle's verdicts, the final
+    checks and ``verify`` all ask it."""
+
+    signature: Signature
+    pattern: re.Pattern[str] | None = None  # --keep-error
+    strictness: Strictness = Strictness.STRICT
+    family: Family | None = None  # --family: the first error must be a face of it
+
+    def mismatch(self, sig: Signature | None) -> str | None:
+        """Why ``sig`` is not the bug to keep, or None when it is: ``"no error"``,
+        ``"keep-error"`` (the pattern does not match), ``"family"`` (not a face of the
+        family asked for) or ``"other bug"`` (not the same bug as the original's)."""
+        if sig is None:
+            return "no error"
+        if self.pattern is not None and not self.pattern.search(sig.keep_text()):
+            return "keep-error"
+        if self.family is not None and not family_matches(self.family, sig.family, sig.kernel_assertion):
+            return "family"
+        if not self.signature.same_bug(sig, self.strictness):
+            return "other bug"
+        return None
+
+    def matches(self, sig: Signature | None) -> bool:
+        return self.mismatch(sig) is None
 
 
 def crash_tail(stderr: str) -> tuple[str, ...]:

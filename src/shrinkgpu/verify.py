@@ -29,8 +29,8 @@ from typing import Callable
 
 from shrinkgpu.families import family_by_name
 from shrinkgpu.inputs import read_source
-from shrinkgpu.oracle import Target
-from shrinkgpu.signature import Signature, Strictness
+from shrinkgpu.layout import case_file
+from shrinkgpu.signature import Signature, Strictness, Target
 from shrinkgpu.syntax.neighbours import INDEX_OPERATORS, index_neighbours, loader_neighbours
 from shrinkgpu.worker import Isolation, Observation, Runner, ScriptSpec
 
@@ -88,15 +88,6 @@ class Verification:
             ],
             "warnings": self.warnings,
         }
-
-
-def case_file(result_path: Path) -> Path:
-    """Where ``reduce`` put the case file of a result (``x.min.py`` or ``x.min/``)."""
-    result_path = Path(result_path)
-    if result_path.suffix == ".json":
-        return result_path
-    base = result_path.with_suffix("") if result_path.suffix == ".py" else result_path
-    return base.with_name(base.name + ".json")
 
 
 def load_case(result_path: Path) -> dict:
@@ -318,7 +309,7 @@ def _first_error():
                               text=True, timeout=600)
         last = [line for line in done.stderr.splitlines() if re.match(r"^[\\w.]+(Error|Exception)\\b", line)]
         return None if done.returncode == 0 or not last else last[-1]
-    first = run_observed(ReduceConfig(script=CASE, cwd=CASE.parent, env=env, sync_launches="never"), collect=False)
+    first = run_observed(ReduceConfig(script=CASE, cwd=CASE.parent, env=env, sync_launches="never"))
     return first.observation.signature
 
 

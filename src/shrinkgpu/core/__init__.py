@@ -5,6 +5,7 @@ from shrinkgpu.core.ddmin import ddmin
 from shrinkgpu.core.probdd import probdd
 from shrinkgpu.core.rates import RateTest, describe_rate
 from shrinkgpu.core.search import (
+    DEFAULT_SEARCH,
     Budget,
     Improved,
     Outcome,
@@ -18,6 +19,7 @@ from shrinkgpu.core.verdict import Verdict
 
 __all__ = [
     "Budget",
+    "DEFAULT_SEARCH",
     "Improved",
     "Outcome",
     "Pass",

@@ -1,4 +1,4 @@
-"""The reduction driver: passes, levels, ddmin, to a fixpoint.
+"""The reduction driver: passes, levels, a delta-debugging search, to a fixpoint.
 
 The driver knows states only through three injected things: a ``test(state) ->
 Verdict``, a ``size(state)`` order, and passes that propose *units* (edits) on a state
@@ -8,8 +8,10 @@ changes one, it describes a new one.
 Each pass is asked for units level by level (``level`` 0, 1, 2, ... until it answers
 ``None``): a statement-deleting pass uses the level as nesting depth, which gives
 hierarchical delta debugging; passes without levels answer only level 0.  Units of one
-level go through ``ddmin`` together.  Sweeps over all passes repeat until one makes no
-progress, so a pass that found nothing is not re-run on an unchanged state.
+level go through one search together: ``probdd`` (the default, ``DEFAULT_SEARCH``:
+probabilistic delta debugging, which learns which units are needed) or ``ddmin``.
+Sweeps over all passes repeat until one makes no progress, so a pass that found
+nothing is not re-run on an unchanged state.
 
 Stopping (test budget, deadline, Ctrl-C) ends the search early with the best state
 found so far: a candidate that reproduced is never lost.  ``Outcome.stopped`` says why.
@@ -26,6 +28,7 @@ from shrinkgpu.core.probdd import probdd
 from shrinkgpu.core.verdict import Verdict
 
 SEARCHES = ("ddmin", "probdd")
+DEFAULT_SEARCH = "probdd"
 # A unit that was needed in the last sweep is probably still needed: ProbDD tries it
 # alone instead of letting it sink the groups it is put in.
 NEEDED_BEFORE = 0.9
@@ -70,22 +73,22 @@ class PassStarted:
     name: str
     level: int
     units: int
-    size: int
+    size: Any  # the best state's ``size`` (the order the search minimises: a number or a tuple)
 
 
 @dataclass(frozen=True)
 class Tested:
     verdict: Verdict
-    size: int
-    best: int
+    size: Any  # the tested state's ``size``
+    best: Any  # the best state's ``size`` before this test
     tests: int
 
 
 @dataclass(frozen=True)
 class Improved:
     name: str
-    size: int
-    before: int
+    size: Any  # the best state's ``size`` after the pass
+    before: Any  # and before it
 
 
 @dataclass
@@ -140,7 +143,7 @@ def reduce_to_fixpoint(
     normalize: Callable[[S], S] | None = None,
     test_many: Callable[[list[S]], list[Verdict]] | None = None,
     jobs: int = 1,
-    search: str = "ddmin",
+    search: str = DEFAULT_SEARCH,
 ) -> Outcome[S]:
     """Reduce ``state`` (assumed interesting) until no pass makes progress.
 
@@ -154,9 +157,9 @@ def reduce_to_fixpoint(
     it; it must return an equivalent state of the same size (a program re-parsed from its
     own text, say), which lets passes work on a simpler representation.
 
-    ``test_many`` and ``jobs`` let ddmin judge ``jobs`` candidates at once (see ddmin).
-    ``search`` is "ddmin" or "probdd" (which also learns across sweeps which units were
-    needed, through the passes' optional ``unit_key``).
+    ``test_many`` and ``jobs`` let the search judge ``jobs`` candidates at once (see
+    ``ddmin`` and ``probdd``).  ``search`` is "probdd" (the default: it also learns across
+    sweeps which units were needed, through the passes' optional ``unit_key``) or "ddmin".
     """
     budget = Budget() if budget is None else budget
     if search not in SEARCHES:

@@ -1,27 +1,48 @@
-"""Isolation: running a program as the user's script would run, one process per run."""
+"""Isolation: running a program as the user's script would run, one process per run.
+
+``Runner`` prepares each run (``Sandbox``: a copy of the user's directory) as a ``Job``
+holding the typed ``RunRequest`` the probe reads, and an ``Executor`` runs it: a fork
+server or fresh interpreters today (worker/executors.py), one class per way to run.
+"""
 
 from shrinkgpu.worker.devices import usable_cpus
-from shrinkgpu.worker.observation import Observation
-from shrinkgpu.worker.runner import (
+from shrinkgpu.worker.executors import (
+    Executor,
+    ExecutorFactory,
+    ExecutorSettings,
+    ForkServer,
     ForkUnavailable,
+    FreshInterpreters,
     Isolation,
+    Job,
     PreloadReport,
-    Runner,
-    ScriptSpec,
-    preload_candidates,
+    default_executor,
 )
+from shrinkgpu.worker.observation import Observation
+from shrinkgpu.worker.request import Capture, RunRequest, Watch
+from shrinkgpu.worker.runner import Runner, ScriptSpec, preload_candidates
 from shrinkgpu.worker.sandbox import Sandbox, SandboxError, sweep_stale_sessions
 
 __all__ = [
+    "Capture",
+    "Executor",
+    "ExecutorFactory",
+    "ExecutorSettings",
+    "ForkServer",
     "ForkUnavailable",
+    "FreshInterpreters",
     "Isolation",
+    "Job",
     "Observation",
     "PreloadReport",
+    "RunRequest",
     "Runner",
     "Sandbox",
     "SandboxError",
-    "sweep_stale_sessions",
     "ScriptSpec",
+    "Watch",
+    "default_executor",
     "preload_candidates",
+    "sweep_stale_sessions",
     "usable_cpus",
 ]

@@ -1,45 +1,39 @@
 """Run a program exactly as the user's script would run, in isolation, and observe it.
 
 ``Runner`` is the one object the reducer talks to.  It owns a sandbox (temporary
-directories) and a supervisor, learns from a fresh run of the original which modules to
-preload, and turns ``files -> Observation`` into a future so candidates can run in
-parallel.
+directories), prepares each run as a ``Job`` (a copy of the user's directory with the
+candidate's files, and the typed request the probe reads) and hands it to an executor
+(worker/executors.py: a fork server or fresh interpreters), so candidates run in
+parallel as futures.  It learns from a fresh run of the original which modules to
+preload.
 """
 
 from __future__ import annotations
 
-import enum
-import itertools
 import os
-import random
 import site
 import sys
 import sysconfig
 import threading
+import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-from shrinkgpu.worker.executor import PreloadRefused, SupervisorClient, SupervisorGone
+from shrinkgpu.worker.executors import (
+    Executor,
+    ExecutorFactory,
+    ExecutorSettings,
+    ForkUnavailable,
+    Isolation,
+    Job,
+    PreloadReport,
+    default_executor,
+)
 from shrinkgpu.worker.observation import Observation
+from shrinkgpu.worker.request import RunRequest, Watch
 from shrinkgpu.worker.sandbox import Sandbox
-
-PRELOAD_ATTEMPTS = 6
-
-
-class ForkUnavailable(RuntimeError):
-    """No fork server can be made that hands candidates a clean process."""
-
-    def __init__(self, reason: str, dropped: tuple[str, ...] = ()):
-        super().__init__(reason)
-        self.reason = reason
-        self.dropped = dropped
-
-
-class Isolation(str, enum.Enum):
-    FORK = "fork"
-    FRESH = "fresh"
 
 
 @dataclass(frozen=True)
@@ -70,15 +64,6 @@ class ScriptSpec:
             return str(self.cwd.resolve().relative_to(self.root_dir))
         except ValueError:
             return None
-
-
-@dataclass(frozen=True)
-class PreloadReport:
-    modules: tuple[str, ...]
-    dropped: tuple[str, ...]  # modules refused because importing them threaded or touched CUDA
-    seconds: float
-    isolation: Isolation
-    note: str = ""
 
 
 def installed_paths() -> tuple[str, ...]:
@@ -138,6 +123,7 @@ class Runner:
         sandbox: Sandbox | None = None,
         threads: int | None = None,
         lanes: int = 1,
+        executors: ExecutorFactory = default_executor,
     ):
         """``sandbox``: a template shared with other runners of the same reduction (the
         caller closes it); by default the runner copies the root directory itself.
@@ -146,7 +132,8 @@ class Runner:
         different random hash seeds, taken in turn: a forked child keeps its server's
         seed, so a failure that depends on the order of a set of strings needs several
         servers to be seen at the rate ``python`` shows (1 when the user's environment
-        fixes ``PYTHONHASHSEED``)."""
+        fixes ``PYTHONHASHSEED``).  ``executors``: what makes the executor of an
+        isolation (the real ones by default; a fake in tests of the reduction's phases)."""
         self.spec = spec
         self.isolation = isolation
         self.capture_ops = capture_ops
@@ -157,82 +144,64 @@ class Runner:
         if sandbox is None:
             sandbox = Sandbox(spec.root_dir, exclude=exclude, stdin=spec.stdin, keep=keep_temp)
         self.sandbox = sandbox
-        self.lanes = 1 if "PYTHONHASHSEED" in self.env else max(1, lanes)
-        self._clients: list[SupervisorClient] = []
-        self._turn = itertools.count()
+        self._lanes = 1 if "PYTHONHASHSEED" in self.env else max(1, lanes)
+        self._make = executors
+        self._executor: Executor | None = None  # the candidates' executor
+        self._fresh: Executor | None = None  # fresh interpreters beside a fork server, made when first asked
         self._lock = threading.Lock()
         self.preload_report: PreloadReport | None = None
 
-    # -- lifecycle ------------------------------------------------------------------
-    def start(self, preload: Sequence[str] = (), *, required: bool = False) -> PreloadReport:
-        """Start the supervisor; in fork isolation, preload ``preload`` (in order).
+    @property
+    def lanes(self) -> int:
+        return self._executor.lanes if self._executor is not None else self._lanes
 
-        A module whose import makes forking unsafe is dropped (the script imports it
-        itself, at a fresh interpreter's cost); when no fork-safe server can be made,
-        every candidate runs fresh, or, with ``required``, ``ForkUnavailable`` is raised.
-        The report says which and why, for the user's first progress lines."""
-        import time
-
-        started = time.perf_counter()
-        if self.isolation is Isolation.FRESH:
-            self._clients = [self._new_client(lane) for lane in range(self.lanes)]
-            self.preload_report = PreloadReport((), (), 0.0, Isolation.FRESH)
-            return self.preload_report
-        modules = list(preload)
-        dropped: list[str] = []
-        reason = f"{PRELOAD_ATTEMPTS} modules in a row made forking unsafe"
-        for _ in range(PRELOAD_ATTEMPTS):
-            client = self._new_client(0)
-            try:
-                client.preload(modules, threads=self.threads)
-            except PreloadRefused as refused:
-                client.close()
-                if refused.module is None:
-                    reason = refused.reason
-                    break  # tainted before any import, or by the preload as a whole
-                bad = refused.module
-                dropped.append(f"{bad} ({refused.reason})")
-                # Its submodules would bring it back.
-                modules = [m for m in modules if m != bad and not m.startswith(bad + ".")]
-                continue
-            self._clients = [client]
-            for lane in range(1, self.lanes):
-                other = self._new_client(lane)
-                other.preload(modules, threads=self.threads)  # what one server took, the others take
-                self._clients.append(other)
-            self.preload_report = PreloadReport(
-                tuple(modules), tuple(dropped), time.perf_counter() - started, Isolation.FORK
-            )
-            return self.preload_report
-        if required:
-            raise ForkUnavailable(reason, tuple(dropped))
-        # Could not make a clean fork server: every candidate pays for a fresh interpreter.
-        self.isolation = Isolation.FRESH
-        self._clients = [self._new_client(lane) for lane in range(self.lanes)]
-        self.preload_report = PreloadReport(
-            (), tuple(dropped), time.perf_counter() - started, Isolation.FRESH,
-            note=f"forking is not safe here ({reason}); every candidate runs in a fresh interpreter",
-        )
-        return self.preload_report
-
-    def _new_client(self, lane: int = 0) -> SupervisorClient:
+    def _settings(self, lanes: int) -> ExecutorSettings:
         # What preloaded imports put in their temporary directory (torch's compiler
         # caches) stays in the session and goes with it; each run gets its own TMPDIR.
-        env = {**self.env, "TMPDIR": str(self.sandbox.tmp)}
-        unset: tuple[str, ...] = ()
-        if self.lanes > 1:
-            # A seed of its own for each server; the script must not see the variable,
-            # as a fresh interpreter with a random seed would not.
-            env["PYTHONHASHSEED"] = str(random.randrange(1, 2**32 - 1))
-            unset = ("PYTHONHASHSEED",)
-        client = SupervisorClient(env=env, unset=unset)
-        client.start()
-        return client
+        return ExecutorSettings(env={**self.env, "TMPDIR": str(self.sandbox.tmp)}, lanes=lanes, threads=self.threads)
+
+    # -- lifecycle ------------------------------------------------------------------
+    def start(self, preload: Sequence[str] = (), *, required: bool = False) -> PreloadReport:
+        """Start the executor; in fork isolation, preload ``preload`` (in order).
+
+        When no fork-safe server can be made, every candidate runs fresh, or, with
+        ``required``, ``ForkUnavailable`` is raised.  The report says which and why, for
+        the user's first progress lines."""
+        started = time.perf_counter()
+        executor = self._make(self.isolation, self._settings(self._lanes))
+        try:
+            report = executor.start(preload)
+        except ForkUnavailable as unavailable:
+            executor.close()
+            if required:
+                raise
+            # Could not make a clean fork server: every candidate pays for a fresh interpreter.
+            self.isolation = Isolation.FRESH
+            executor = self._make(Isolation.FRESH, self._settings(self._lanes))
+            executor.start()
+            report = PreloadReport(
+                (), unavailable.dropped, time.perf_counter() - started, Isolation.FRESH,
+                note=f"forking is not safe here ({unavailable.reason}); every candidate runs in a fresh interpreter",
+            )
+        self._executor = executor
+        self.preload_report = report
+        return report
+
+    def _fresh_executor(self) -> Executor:
+        if self._executor is not None and self._executor.isolation is Isolation.FRESH:
+            return self._executor
+        with self._lock:
+            if self._fresh is None:
+                fresh = self._make(Isolation.FRESH, self._settings(1))
+                fresh.start()
+                self._fresh = fresh
+        return self._fresh
 
     def close(self) -> None:
-        for client in self._clients:
-            client.close()
-        self._clients = []
+        for executor in (self._executor, self._fresh):
+            if executor is not None:
+                executor.close()
+        self._executor = self._fresh = None
         if self._owns_sandbox:
             self.sandbox.close()
 
@@ -243,30 +212,9 @@ class Runner:
         self.close()
 
     # -- running --------------------------------------------------------------------
-    def submit(
-        self,
-        files: Mapping[str, str],
-        *,
-        timeout: float,
-        isolation: Isolation | None = None,
-        collect_modules: bool = False,
-        collect_env: bool = False,
-        count_loops: bool = False,
-        env: Mapping[str, str] | None = None,
-        capture: Mapping[str, object] | None = None,
-        cut: str | None = None,
-        save_objects: str | None = None,
-    ) -> Future:
-        """Run ``files`` (path relative to root -> source); the future yields an Observation.
-
-        ``env`` adds variables for this run only (GPU pinning).  Besides those, a run
-        differs from the user's environment in one variable: ``TMPDIR`` names the run's
-        own ``tmp/``, so what the script leaves in its temporary directory goes with the
-        run; and, when ``threads`` caps the pools, in the thread-count variables."""
-        mode = isolation or self.isolation
-        if mode is Isolation.FORK and self.isolation is Isolation.FRESH:
-            mode = Isolation.FRESH
-        run = self.sandbox.prepare(files, omit=self.program_files)
+    def request(self, run, watch: Watch) -> RunRequest:
+        """The probe's request for ``files`` in the run directory ``run``: the script as
+        the user starts it, in the run's copy."""
         spec = self.spec
         script = run.root / spec.script_rel
         cwd = run.root / spec.cwd_rel if spec.cwd_rel is not None else run.root
@@ -276,75 +224,64 @@ class Runner:
         elif os.path.normpath(os.path.join(cwd, argv0)) != os.path.normpath(script):
             # Typed relative to a cwd outside root: point at the copy instead.
             argv0 = os.path.relpath(script, cwd)
-        request = {
-            "script": str(script),
-            "argv": [argv0, *spec.args],
-            "cwd": str(cwd),
-            "observation": str(run.observation),
-            "crash_log": str(run.crash_log),
-            "module": spec.module,
-            "roots": [str(run.root)],
-            "capture_ops": self.capture_ops,
-            "collect_modules": collect_modules,
-            "collect_env": collect_env,
-            "count_loops": count_loops,
-            # {"op": name, "call": N, "path": file}: save that call's arguments before it runs
-            "capture": dict(capture) if capture else None,
-            # a path: where a library called back into a user object, save that call
-            "cut": cut,
-            # a directory: at the first error, pickle the user's data objects there
-            "save_objects": save_objects,
-        }
-        extra = {"TMPDIR": str(run.tmp), **self.thread_env(), **(env or {})}
-        if mode is Isolation.FRESH:
-            import json
+        return RunRequest(
+            script=str(script),
+            argv=(argv0, *spec.args),
+            cwd=str(cwd),
+            observation=str(run.observation),
+            crash_log=str(run.crash_log),
+            roots=(str(run.root),),
+            module=spec.module,
+            capture_ops=self.capture_ops,
+            watch=watch,
+        )
 
-            run.request.write_text(json.dumps(request), encoding="utf-8")
-        cmd = {
-            "mode": mode.value,
-            "request": request,
-            "request_path": str(run.request),
-            "timeout": timeout,
-            "stdin": str(self.sandbox.stdin),
-            "stdout": str(run.stdout),
-            "stderr": str(run.stderr),
-            "env": extra,
-        }
-        result: Future = Future()
-        if not self._clients:
+    def submit(
+        self,
+        files: Mapping[str, str],
+        *,
+        timeout: float,
+        isolation: Isolation | None = None,
+        env: Mapping[str, str] | None = None,
+        watch: Watch = Watch(),
+    ) -> Future:
+        """Run ``files`` (path relative to root -> source); the future yields an Observation.
+
+        ``env`` adds variables for this run only (GPU pinning); ``watch`` says what the
+        run records beyond its first error.  Besides ``env``, a run differs from the
+        user's environment in one variable: ``TMPDIR`` names the run's own ``tmp/``, so
+        what the script leaves in its temporary directory goes with the run; and, when
+        ``threads`` caps the pools, in the thread-count variables."""
+        if self._executor is None:
             raise RuntimeError("Runner.start() was not called")
-        client = self._clients[next(self._turn) % len(self._clients)]
+        fresh = (isolation or self.isolation) is Isolation.FRESH
+        executor = self._fresh_executor() if fresh else self._executor
+        run = self.sandbox.prepare(files, omit=self.program_files)
+        job = Job(
+            request=self.request(run, watch),
+            run=run,
+            timeout=timeout,
+            stdin=self.sandbox.stdin,
+            env={"TMPDIR": str(run.tmp), **self.thread_env(), **(env or {})},
+        )
         try:
-            raw = client.submit(cmd)
-        except SupervisorGone as exc:
+            future = executor.submit(job)
+        except BaseException:
             self.sandbox.release(run)
-            result.set_result(Observation.infrastructure(str(exc)))
-            return result
+            raise
+        result: Future = Future()
 
-        def finish(raw_fut: Future) -> None:
-            interrupted = None
+        def finish(done: Future) -> None:
             try:
-                event = raw_fut.result()
-                obs = Observation.from_run(
-                    event, run.observation, run.stdout, run.stderr, crash_log=run.crash_log, root=run.root
-                )
-            except SupervisorGone as exc:
-                obs = Observation.infrastructure(str(exc))
-            except KeyboardInterrupt as exc:
-                # Ctrl-C while this ran in the main thread (a future already done when
-                # the callback was added): the run is lost, the interrupt is not.
-                obs = Observation.infrastructure("the run was cancelled")
-                interrupted = exc
-            except Exception as exc:  # noqa: BLE001 - surfaced as an infrastructure failure
+                obs = done.result()
+            except Exception as exc:  # noqa: BLE001 - an executor's failure is the infrastructure's
                 obs = Observation.infrastructure(f"{type(exc).__name__}: {exc}")
             try:
                 self.sandbox.release(run)
             finally:
                 result.set_result(obs)
-            if interrupted is not None:
-                raise interrupted
 
-        raw.add_done_callback(finish)
+        future.add_done_callback(finish)
         return result
 
     def thread_env(self) -> dict[str, str]:
@@ -359,12 +296,14 @@ class Runner:
 
     @property
     def alive(self) -> bool:
-        return bool(self._clients) and all(c.alive for c in self._clients)
+        started = [e for e in (self._executor, self._fresh) if e is not None]
+        return bool(started) and all(e.alive for e in started)
 
     def restart(self) -> None:
-        """Start a new supervisor after the old one died, with the same preload."""
-        for client in self._clients:
-            client.close()
-        self._clients = []
+        """Start new executors after the old ones died, with the same preload."""
+        for executor in (self._executor, self._fresh):
+            if executor is not None:
+                executor.close()
+        self._executor = self._fresh = None
         modules = self.preload_report.modules if self.preload_report else ()
         self.start(modules)

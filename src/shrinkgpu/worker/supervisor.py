@@ -316,8 +316,9 @@ class Supervisor:
                 os.environ.clear()
                 os.environ.update(environ)
             from shrinkgpu.worker import probe
+            from shrinkgpu.worker.request import RunRequest
 
-            code = probe.run(cmd["request"], forked=True)
+            code = probe.run(RunRequest.from_json(cmd["request"]), forked=True)
         except BaseException:  # noqa: BLE001 - report, then leave by os._exit below
             try:
                 traceback.print_exc()

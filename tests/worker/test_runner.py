@@ -1,4 +1,5 @@
-"""The worker layer with real processes: fork server, fresh interpreters, sandbox, probe.
+"""The worker layer with real processes, through the Runner: fork server, fresh
+interpreters, sandbox and the probe.
 
 Nothing here is mocked.  One fork server with torch preloaded (``fork_runner``) serves
 most tests; each test writes its own script text under the same file name through the
@@ -23,7 +24,7 @@ import psutil
 import pytest
 
 from shrinkgpu.signature import Family, Frame, TensorMeta
-from shrinkgpu.worker import Isolation, Observation, Runner, ScriptSpec, preload_candidates
+from shrinkgpu.worker import Isolation, Observation, Runner, ScriptSpec, Watch, preload_candidates
 
 # What the user typed: ``cd project/work && python ../s.py ARGS < stdin``.  The
 # arguments carry the error text on purpose (a worker whose argv held the reducer's
@@ -175,8 +176,9 @@ def fork_runner(spec, pristine):
     runner.close()
 
 
-def run(runner: Runner, text: str, timeout: float = 20.0, **kwargs) -> Observation:
-    return runner.run(script(text), timeout=timeout, **kwargs)
+def run(runner: Runner, text: str, timeout: float = 20.0, isolation: Isolation | None = None, **watch) -> Observation:
+    """One run of ``text``; ``watch``: what it records beyond its first error (``Watch``'s fields)."""
+    return runner.run(script(text), timeout=timeout, isolation=isolation, watch=Watch(**watch))
 
 
 FACTS = """\

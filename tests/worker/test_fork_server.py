@@ -315,6 +315,7 @@ def test_files_beside_the_script_are_linked_from_one_copy_never_copied_again(pro
 
 def test_one_copy_of_the_users_directory_per_reduction(tmp_path, monkeypatch):
     import shrinkgpu.reducer as reducer
+    import shrinkgpu.reducer.session as session
 
     made: list[Path] = []
 
@@ -323,7 +324,7 @@ def test_one_copy_of_the_users_directory_per_reduction(tmp_path, monkeypatch):
             made.append(Path(root))
             super().__init__(root, **kw)
 
-    monkeypatch.setattr(reducer, "Sandbox", Counting)
+    monkeypatch.setattr(session, "Sandbox", Counting)
     (tmp_path / "s.py").write_text("import torch\ntorch.zeros(2).view(3)\n")
     (tmp_path / "weights.bin").write_bytes(b"0" * 1024)
     result = reducer.reduce(

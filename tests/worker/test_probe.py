@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from shrinkgpu.worker import Isolation, Runner, ScriptSpec
+from shrinkgpu.worker import Isolation, Runner, ScriptSpec, Watch
 
 ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/root"),
        "DATA_ROOT": "/srv/datasets/har"}
@@ -28,8 +28,8 @@ def runner(tmp_path_factory):
         yield r
 
 
-def run(runner, text: str, **kwargs):
-    return runner.run({"s.py": textwrap.dedent(text)}, timeout=60, **kwargs)
+def run(runner, text: str, **watch):
+    return runner.run({"s.py": textwrap.dedent(text)}, timeout=60, watch=Watch(**watch))
 
 
 def test_config_reads_are_recorded_as_literals_where_the_users_code_made_them(runner):

@@ -1,0 +1,136 @@
+"""What a run of a program tells the passes (``syntax.Facts``), decoded from its
+observation: the program's files, the call chain, argparse and configuration values,
+seeding, the library cut and the data objects it saved."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from shrinkgpu.inputs import InputError, read_source
+from shrinkgpu.layout import OutputLayout
+from shrinkgpu.syntax import CutRecord, Facts, LoadRecord, ParseRecord, Program, SavedObject
+from shrinkgpu.syntax.code import calls_named
+from shrinkgpu.worker import Observation, Sandbox, ScriptSpec
+
+
+def local_files(obs: Observation, spec: ScriptSpec, main_text: str | None = None) -> dict[str, str]:
+    """The program: the script and the local Python files its run imported, read as
+    Python reads them (their coding declarations)."""
+    files = {spec.script_rel: main_text if main_text is not None else read_source(spec.script)}
+    for _name, _file, local in obs.modules:
+        if local is None or not local.endswith(".py") or local in files:
+            continue
+        original = spec.root_dir / local
+        if original.is_file():
+            try:
+                files[local] = read_source(original)
+            except InputError:
+                continue
+    return files
+
+
+def facts_of(obs: Observation | None) -> Facts:
+    """The run facts passes use, from an observation of that exact program."""
+    if obs is None:
+        return Facts()
+    stack = obs.signature.stack if obs.signature is not None else ()
+    parses = []
+    for p in obs.parses:
+        try:
+            parses.append(
+                ParseRecord(
+                    file=p["file"],
+                    line=int(p["line"]),
+                    values=tuple(sorted(p["values"].items())),
+                    known_args="parse_known_args" in p.get("caller", ""),
+                )
+            )
+        except (KeyError, TypeError, ValueError):
+            continue
+    loads = []
+    for rec in obs.loads:
+        try:
+            if rec.get("literal"):
+                loads.append(LoadRecord(rec["file"], int(rec["line"]), str(rec["function"]), str(rec["literal"])))
+        except (KeyError, TypeError, ValueError, AttributeError):
+            continue
+    return Facts(stack=tuple(stack), parses=tuple(parses), loads=tuple(loads), seed_sites=tuple(obs.seed_sites))
+
+
+def loop_around_failure(program: Program) -> bool:
+    """Whether a ``for`` statement encloses a line of the failing stack."""
+    stmts = program.stmts
+    for file, line in program.facts.stack:
+        cur = program.deps.statement_at(file, line)
+        while cur is not None:
+            if stmts[cur].kind == "for":
+                return True
+            cur = stmts[cur].parent
+    return False
+
+
+def library_cut(first: Observation, spec: ScriptSpec, sandbox: Sandbox, saved: Path):
+    """The first run's library cut as a fact for passes, its saved call beside the file
+    that will load it (in every run's copy, and beside the result)."""
+    cut = first.cut
+    if not cut or not saved.is_file() or not cut.get("source"):
+        return None, {}
+    obj, setup = cut["object"], ""
+    if obj.startswith("arg:"):
+        # passed to the library without a name: its expression in the user's call
+        _, position, param = obj.split(":", 2)
+        expr = argument_text(cut["source"], cut.get("entry", ""), int(position), param)
+        if expr is None:
+            return None, {}
+        obj, setup = "_obj", f"_obj = {expr}\n"
+    name = f"{spec.script.stem}.call.pt"
+    rel = str(Path(cut["file"]).parent / name) if Path(cut["file"]).parent != Path(".") else name
+    sandbox.add_file(rel, saved)
+    call = f"{obj}.{cut['method']}" if cut.get("method") else obj
+    replacement = (
+        "import pathlib\nimport torch\n" + setup
+        + f"_call = torch.load(pathlib.Path(__file__).with_name({name!r}), weights_only=False)\n"
+        f"{call}(*_call['args'], **_call['kwargs'])\n"
+    )
+    return CutRecord(cut["file"], cut["source"], replacement, cut.get("library", "")), {name: saved}
+
+
+def saved_objects(first: Observation, spec: ScriptSpec, sandbox: Sandbox, layout: OutputLayout):
+    """The data objects a run saved, as facts for passes/data.py, each file beside the
+    main script (in every run's copy, and beside the result).  Named after the result
+    (``train.min.train_set.pkl``), like its report: a later reduction to the same
+    output replaces them, and no name of the user's is taken."""
+    records, files = [], {}
+    main_dir = Path(spec.script_rel).parent
+    base = layout.data_stem
+    beside = layout.data_dir
+    for saved in first.saved_objects:
+        try:
+            name, cls, path, size = saved["name"], saved["class"], Path(saved["path"]), int(saved["bytes"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        if not name.isidentifier() or not path.is_file():
+            continue
+        file_name = f"{base}.{name}.pkl"
+        in_root = spec.root_dir / main_dir / file_name
+        if file_name in files or (in_root.exists() and in_root.resolve() != (beside / file_name).resolve()):
+            continue  # a file of the user's by that name is neither shadowed nor overwritten
+        sandbox.add_file(str(main_dir / file_name) if main_dir != Path(".") else file_name, path)
+        records.append(SavedObject(name, cls, file_name, size, str(main_dir) if main_dir != Path(".") else ""))
+        files[file_name] = path
+    return tuple(records), files
+
+
+def argument_text(source: str, function: str, position: int, keyword: str) -> str | None:
+    """The text of the argument at ``position`` (or ``keyword=``) of the call of
+    ``function`` in a statement's source."""
+    import ast
+
+    line = source.strip()
+    for node in calls_named(line, function):
+        if position < len(node.args) and not isinstance(node.args[position], ast.Starred):
+            return ast.get_source_segment(line, node.args[position])
+        for kw in node.keywords:
+            if kw.arg == keyword:
+                return ast.get_source_segment(line, kw.value)
+    return None

@@ -1,0 +1,728 @@
+"""One reduction as an object: its state on ``self``, each phase a short method that
+returns a small frozen value, in this order (``Reduction.run``):
+
+    prepare()                      the output refused or accepted, the sandbox, the listeners
+    observe_original()  -> Original   the original in a fresh interpreter (synchronous
+                                   launches for an asynchronous error; --confirm runs
+                                   when a flaky one passed)
+    target_of(...)      -> Target     the bug to keep, or NotReproduced
+    build_program(...)  -> Program    its files and the facts of its run
+    plan_workers(...)   -> WorkerPlan jobs, GPUs, threads per candidate
+    start_workers(...)  -> PreloadReport
+    measure_rate(...)   -> Rate       how often the original fails in fresh interpreters
+    calibrate(...)      -> Calibration the original timed where candidates run, or fresh
+    search(...)         -> Outcome    core.reduce_to_fixpoint over the passes; candidates
+                                   judged by ``test_many``, each accepted one ``rebase``d
+    verify(...)         -> Verified   the result in fresh interpreters, else a fallback
+    extract(...)        -> Extracted  the failing call alone
+    finish(...)         -> ReductionResult, written with its report
+
+Every run of a program goes through the runner's executor (worker/executors.py); the
+ones after the workers start go through the oracle too, so they are counted.  A new
+phase is a method called from ``run``; a new way to run a candidate is a new executor,
+passed as ``executors``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from shrinkgpu.core import Budget, Outcome, Verdict, reduce_to_fixpoint
+from shrinkgpu.core.rates import describe_rate
+from shrinkgpu.extract import ExtractionFailed, extract
+from shrinkgpu.families import Family
+from shrinkgpu.layout import OutputLayout
+from shrinkgpu.oracle import Oracle
+from shrinkgpu.passes import PASSES
+from shrinkgpu.reducer.budget import HOT_MIN_SECONDS, RECOUNT_MAX_SECONDS, checks_reserve, hot_loops
+from shrinkgpu.reducer.config import ReduceConfig, ReduceError, NotReproduced, compile_pattern, with_hash_seed
+from shrinkgpu.reducer.facts import facts_of, library_cut, local_files, loop_around_failure, saved_objects
+from shrinkgpu.reducer.first_run import FORK_ADVICE, FirstRun, run_observed
+from shrinkgpu.reducer.setup import check_output, imported_files, main_source, missing_file_hint, spec_for
+from shrinkgpu.reducer.stats import PassStats
+from shrinkgpu.reducer.verification import run_where_written, verify_history, written_elsewhere
+from shrinkgpu.reducer.workers import (
+    FLAKY_LANES,
+    FLAKY_SAMPLE,
+    SLOW_ORIGINAL,
+    WorkerPlan,
+    calibrate,
+    calibrated_timeout,
+    pin_variable_for,
+    plan_jobs,
+    run_threads,
+    runs,
+)
+from shrinkgpu.report import BestSoFar, CollectEnv, PartialWriter, Reducing, Stage, read_partial, write_outputs
+from shrinkgpu.results import Extraction, ReductionResult
+from shrinkgpu.signature import Signature, Target
+from shrinkgpu.syntax import Candidate, Program
+from shrinkgpu.syntax.facts import loop_facts
+from shrinkgpu.worker import (
+    ExecutorFactory,
+    ForkUnavailable,
+    Isolation,
+    Observation,
+    PreloadReport,
+    Runner,
+    Sandbox,
+    SandboxError,
+    Watch,
+    default_executor,
+    preload_candidates,
+    sweep_stale_sessions,
+    usable_cpus,
+)
+from shrinkgpu.worker.devices import visible_gpus
+
+
+@dataclass(frozen=True)
+class Original:
+    """The original's first run as the reduction keeps it, and every fresh run made
+    before it (a flaky original may pass the first time)."""
+
+    first: FirstRun
+    attempts: tuple[Observation, ...]
+
+
+@dataclass(frozen=True)
+class Rate:
+    """How often the original failed with its first error in fresh interpreters."""
+
+    reproduced: int
+    runs: int
+
+    @property
+    def value(self) -> float:
+        return self.reproduced / self.runs
+
+
+@dataclass(frozen=True)
+class Calibration:
+    walls: tuple[float, ...]  # the original's run times where candidates run
+    timeout: float  # a candidate's limit
+    fresh_timeout: float  # a fresh interpreter's limit (it pays for its imports again)
+
+
+@dataclass(frozen=True)
+class Verified:
+    best: Candidate
+    counts: tuple[int, int]  # (reproduced, runs) in fresh interpreters
+    signature: Signature | None  # a reproducing fresh run's first error
+    stopped: str | None  # why the reduction ended early, if it did
+
+
+@dataclass(frozen=True)
+class Extracted:
+    extraction: Extraction | None
+    error: str | None  # why there is none
+
+
+class Reduction:
+    """A reduction of ``config``'s script; ``run()`` does it all (see the module's
+    docstring for the phases).  ``on_event`` sees progress events (the core's and
+    ``report.progress``'s); ``executors`` makes the executor of an isolation (a fake
+    one in tests of the phases)."""
+
+    def __init__(
+        self,
+        config: ReduceConfig,
+        on_event: Callable[[object], None] | None = None,
+        *,
+        executors: ExecutorFactory = default_executor,
+    ):
+        self.started = time.monotonic()
+        self.config = config
+        self.executors = executors
+        self.stats = PassStats()
+        self.listeners: list[Callable[[object], None]] = [self.stats, *([on_event] if on_event else [])]
+        self.notes: list[str] = []
+        self.trace: list[tuple[float, int]] = []
+        self.deadline = None if config.max_time is None else self.started + config.max_time
+        self.versions: CollectEnv | None = None
+        self.partial: PartialWriter | None = None
+        self.sandbox: Sandbox | None = None
+        self.runner: Runner | None = None
+        self.oracle: Oracle | None = None
+        self.budget = Budget()
+        self.data_files: dict[str, Path] = {}
+        self._recordings = itertools.count(1)
+
+    # -- talking -------------------------------------------------------------------
+    def emit(self, event: object) -> None:
+        for listener in self.listeners:
+            listener(event)
+
+    def note(self, message: str, *, show: bool = True) -> None:
+        """A fact for the report's notes; ``show``: the user sees it now too (progress)."""
+        self.notes.append(message)
+        if show:
+            self.emit(Stage(message))
+
+    def left(self) -> float | None:
+        """Seconds left of --max-time, which bounds the whole run, first run included."""
+        return None if self.deadline is None else max(0.1, self.deadline - time.monotonic())
+
+    def out_of_time(self) -> bool:
+        return self.deadline is not None and time.monotonic() >= self.deadline
+
+    # -- the whole run ---------------------------------------------------------------
+    def run(self) -> ReductionResult:
+        self.prepare()
+        try:
+            return self._phases()
+        except BaseException:
+            if self.partial is not None:
+                self.partial.flush()  # whatever was found last, before the error or the signal
+            raise
+        finally:
+            self.sandbox.close()
+            if self.versions is not None:
+                self.versions.close()
+
+    def _phases(self) -> ReductionResult:
+        original = self.observe_original()
+        # Every later run sees what the first one settled (synchronous launches).
+        self.spec = original.first.spec
+        first = original.first.observation
+        self.target = self.target_of(original)
+        self.program = self.build_program(first)
+        self.note_how_it_ran(original.first)
+        self.plan = self.plan_workers(first)
+        self.runner = self.new_runner(self.config.isolation or Isolation.FORK)
+        try:
+            self.preload = self.start_workers(first)
+            rate = self.measure_rate(first, original.attempts)
+            calibration = self.calibrate(first, rate)
+            self.calibration = calibration
+            self.oracle = Oracle(
+                self.runner, self.target, calibration.timeout,
+                fresh_timeout=calibration.fresh_timeout,
+                confirm=self.config.confirm_runs,
+                gpus=self.plan.gpus,
+                rate=rate.value,
+                pin_variable=self.plan.pin_variable,
+            )
+            outcome = self.search(first)
+            verified = self.verify(outcome)
+            extracted = self.extract(verified)
+        finally:
+            self.runner.close()
+        return self.finish(original.first, rate, calibration, outcome, verified, extracted)
+
+    # -- before any work ---------------------------------------------------------------
+    def prepare(self) -> None:
+        """The config checked, the spec and output layout, the output refused if it would
+        overwrite one of the user's files, the listeners, one sandbox for every run."""
+        config = self.config
+        self.pattern = compile_pattern(config.keep_error)
+        self.config = config = with_hash_seed(config)
+        self.spec = spec = spec_for(config)
+        self.layout = OutputLayout(Path(config.output).resolve()) if config.output else OutputLayout.beside(spec.script)
+        check_output(
+            self.layout, spec,
+            [*([Path(config.script).resolve()] if config.module is None else []), *imported_files(spec, config)],
+        )
+        if config.write:
+            self.versions = CollectEnv(sys.executable, spec.env)
+            # The best program so far is on disk at every moment: nothing is lost to an
+            # interrupt, a SIGTERM or a crash.
+            self.partial = PartialWriter(self.layout)
+            self.listeners.insert(0, self.partial)
+        stale = sweep_stale_sessions()
+        if stale:
+            size = sum(n for _, n in stale) / 1e6
+            self.emit(Stage(f"removed {len(stale)} temporary director{'y' if len(stale) == 1 else 'ies'} "
+                            f"({size:.1f} MB) left by earlier runs that were killed: {stale[0][0]}"
+                            + (" and others" if len(stale) > 1 else "")))
+        try:
+            # One copy of the user's directory serves every run of this reduction.
+            self.sandbox = Sandbox(spec.root_dir, exclude=list(self.layout.ours()), stdin=spec.stdin,
+                                   keep=config.keep_temp)
+        except SandboxError as exc:
+            if self.versions is not None:
+                self.versions.close()
+            raise ReduceError(str(exc), exit_code=2) from None
+
+    # -- the original --------------------------------------------------------------------
+    def observe_original(self) -> Original:
+        config = self.config
+        self.main_text, input_notes = main_source(config, self.spec)
+        for note in input_notes:
+            self.note(note)
+        self.emit(Stage("running the original in a fresh interpreter"))
+        self.saved_call = self.sandbox.session / "call.pt"
+        # The first run also counts loop iterations (a line tracer: this run only).
+        watch = Watch(
+            collect_modules=True, collect_env=True, count_loops=True,
+            cut=str(self.saved_call) if config.cut_library else None,
+            save_objects=str(self.sandbox.session / "objects") if config.save_objects else None,
+        )
+
+        def observe() -> FirstRun:
+            return run_observed(config, isolation=Isolation.FRESH, watch=watch, sandbox=self.sandbox,
+                                limit=self.left(), executors=self.executors)
+
+        first = observe()
+        attempts = [first.observation]
+        # A flaky script may pass the first time: the --confirm runs may find its failure.
+        while (
+            attempts[-1].signature is None
+            and not attempts[-1].infra_error
+            and not attempts[-1].timed_out
+            and len(attempts) <= config.confirm
+        ):
+            self.emit(Stage(f"the original did not fail (run {len(attempts)}); running it again (--confirm)"))
+            first = observe()
+            attempts.append(first.observation)
+        return Original(first, tuple(attempts))
+
+    def target_of(self, original: Original) -> Target:
+        """The bug to keep; ``NotReproduced`` (exit 3) when the original did not fail as
+        asked, ``ReduceError`` when it could not run."""
+        first, config = original.first.observation, self.config
+        if first.infra_error:
+            raise ReduceError(f"could not run the script: {first.infra_error}")
+        if first.timed_out:
+            bound = "--max-time" if self.deadline is not None and first.wall >= (config.max_time or 0) - 1 else "--timeout"
+            raise NotReproduced(
+                f"the original did not finish within {first.wall:.0f}s ({bound}); a script that runs longer needs "
+                f"a larger --timeout (and --max-time), or a cut of its own that fails sooner",
+                first,
+            )
+        if first.signature is None:
+            runs_made = f" in {len(original.attempts)} runs" if len(original.attempts) > 1 else ""
+            raise NotReproduced(f"the script did not fail{runs_made}: {first.describe()}", first)
+        target = Target(first.signature, self.pattern, config.strictness, config.family)
+        why = target.mismatch(first.signature)
+        if why == "keep-error":
+            raise NotReproduced(
+                f"the first error does not match --keep-error {self.pattern.pattern!r}:\n{first.signature.describe()}"
+                + missing_file_hint(first.signature, self.spec),
+                first,
+            )
+        if why == "family":
+            raise NotReproduced(
+                f"the first error is not of the family {config.family.key!r} ({config.family.value}):\n"
+                f"{first.signature.describe()}",
+                first,
+            )
+        return target
+
+    def build_program(self, first: Observation) -> Program:
+        """The program (the script and the local modules its run imported) with the facts
+        of its first run: loops, the library cut, the data objects saved, hot loops."""
+        spec = self.spec
+        files = local_files(first, spec, self.main_text)
+        # Now that the run showed which files are the program's and which it reads, none of
+        # them may be the output.
+        check_output(self.layout, spec, [spec.root_dir / rel for rel in (*files, *first.reads)])
+        self.files = files
+        self.loops = loop_facts(files, first.loops)
+        self.cut, self.data_files = library_cut(first, spec, self.sandbox, self.saved_call)
+        self.saved_objects, object_files = saved_objects(first, spec, self.sandbox, self.layout)
+        self.data_files.update(object_files)
+        self.hot = hot_loops(files, first.loop_time) if first.wall >= HOT_MIN_SECONDS else ()
+        facts = dataclasses.replace(
+            facts_of(first), loops=self.loops, cut=self.cut, hot_loops=self.hot, saved_objects=self.saved_objects
+        )
+        return Program(files, spec.script_rel, facts=facts)
+
+    def note_how_it_ran(self, first: FirstRun) -> None:
+        """What the report must say about how the original was run."""
+        launch = first.launch
+        if first.surfaced is not None:
+            where = first.surfaced.op.name if first.surfaced.op else "a call that is not torch's"
+            self.note(
+                f"the first error was asynchronous: without synchronous launches it surfaced at {where}; the "
+                f"original was run again with {launch[0]}={launch[1]}, which put it at the operator whose kernel "
+                "failed, and every candidate ran that way (timings under it say nothing about speed)",
+                show=False,
+            )
+        elif launch is not None:
+            self.note(
+                f"kernel launches were synchronous ({launch[0]}={launch[1]}) for the original and every "
+                "candidate: the first error is where the failing kernel was launched",
+                show=False,
+            )
+        if first.note:
+            self.note(first.note, show=False)
+        if self.spec.cwd_rel is None:
+            # No absolute paths in what goes to a maintainer (field guide, rule 8).
+            self.note(
+                "the working directory was outside the script's directory (--root); candidates ran "
+                "in a copy of the script's directory as their working directory",
+                show=False,
+            )
+
+    # -- the workers ----------------------------------------------------------------------
+    def plan_workers(self, first: Observation) -> WorkerPlan:
+        config, spec = self.config, self.spec
+        gpus = tuple(config.gpus if config.gpus is not None else visible_gpus(spec.env))
+        cores = usable_cpus()
+        per_run = run_threads(first.environment)
+        jobs, threads = plan_jobs(config.jobs, len(gpus), cores, per_run)
+        if gpus and first.signature.family is Family.OUT_OF_MEMORY and jobs > len(gpus):
+            # Two candidates on one device would each see the other's memory.
+            jobs = len(gpus)
+            self.note(f"out of memory: {jobs} candidate(s) at once, one per GPU, never two on one device")
+        if threads is not None:
+            self.note(
+                f"{jobs} candidates at once on {cores} CPU cores: each runs with {threads} thread(s) where "
+                f"python would use {per_run} (-j {max(1, cores // per_run)} keeps {per_run})"
+            )
+        return WorkerPlan(gpus, pin_variable_for(spec.env, first.environment), jobs, threads, cores, per_run)
+
+    def new_runner(self, isolation: Isolation, lanes: int = 1) -> Runner:
+        return Runner(
+            self.spec, program_files=self.files, isolation=isolation, keep_temp=self.config.keep_temp,
+            sandbox=self.sandbox, threads=self.plan.threads, lanes=lanes, executors=self.executors,
+        )
+
+    def start(self, runner: Runner) -> PreloadReport:
+        try:
+            return runner.start(self.modules, required=self.config.isolation is Isolation.FORK)
+        except ForkUnavailable as exc:
+            raise ReduceError(f"--isolation fork is not possible here: {exc.reason}. {FORK_ADVICE}") from None
+
+    def start_workers(self, first: Observation) -> PreloadReport:
+        """The fork server, preloaded with the installed modules the original imported
+        (or fresh interpreters), and what the user must know about it."""
+        fork = self.runner.isolation is Isolation.FORK
+        self.emit(Stage("starting workers" + (" and preloading modules" if fork else "")))
+        self.modules = preload_candidates(first.modules, [self.spec.root_dir])
+        report = self.start(self.runner)
+        if report.isolation is Isolation.FORK:
+            self.emit(Stage(f"fork server ready: {len(report.modules)} modules preloaded in {report.seconds:.1f}s"))
+        if report.dropped:
+            self.note(
+                "not preloaded, because forking after importing them is unsafe (each candidate imports "
+                "them itself, which is slower): " + "; ".join(report.dropped)
+            )
+        if report.note:
+            self.note(f"{report.note}: expect seconds per candidate instead of milliseconds. {FORK_ADVICE}")
+        imported = {name for name, _file, _local in first.modules}
+        if report.isolation is Isolation.FORK and "torch" in imported and "torch" not in report.modules:
+            # Forking still works, but every candidate pays torch's import: a fallback in
+            # all but name, and it must not be a silent one.
+            torch_file = next((f for n, f, _ in first.modules if n == "torch"), None)
+            # A preload candidate the server did not keep was dropped (the line above says why).
+            why = ("Importing it made forking unsafe here (above): a module or an import hook that starts "
+                   "threads when torch is imported is the usual cause." if "torch" in self.modules else
+                   "It is preloaded when it is installed (site-packages), not one of your files.")
+            self.note(f"torch ({torch_file}) is not preloaded: each candidate imports it itself (seconds instead "
+                      f"of milliseconds). {why}")
+        return report
+
+    def measure_rate(self, first: Observation, attempts: tuple[Observation, ...]) -> Rate:
+        """How often the original fails, run as python runs it (a fresh interpreter: new
+        random seeds, a new hash seed each time).  A result must fail as reliably."""
+        config, target, plan = self.config, self.target, self.plan
+        fresh_limit = calibrated_timeout([first.wall])
+        confirmed = list(attempts)
+        more = config.confirm - (len(attempts) - 1)
+        if more > 0:
+            self.emit(Stage(f"running the original {more} more time(s) in fresh interpreters"))
+            confirmed += runs(self.runner, self.files, more, plan.jobs, Isolation.FRESH, fresh_limit,
+                              plan.first_device)
+        if config.confirm > 0 and not all(target.matches(o.signature) for o in confirmed):
+            if len(confirmed) < FLAKY_SAMPLE:
+                self.emit(Stage("the original does not fail every time: measuring how often"))
+                confirmed += runs(self.runner, self.files, FLAKY_SAMPLE - len(confirmed), plan.jobs,
+                                  Isolation.FRESH, fresh_limit, plan.first_device)
+        rate = Rate(sum(target.matches(o.signature) for o in confirmed), len(confirmed))
+        if rate.value < 1.0:
+            others = sorted({o.describe() for o in confirmed if not target.matches(o.signature)})
+            self.note(
+                f"the original reproduced in {describe_rate(rate.reproduced, rate.runs)} in fresh interpreters "
+                "(otherwise: " + "; ".join(others[:3]) + "); each candidate is judged by a sequential test of its "
+                "own rate against that one"
+            )
+            if self.runner.isolation is Isolation.FORK and self.runner.lanes == 1 and FLAKY_LANES > 1:
+                self.runner.close()
+                self.runner = self.new_runner(Isolation.FORK, lanes=FLAKY_LANES)
+                self.start(self.runner)
+                if self.runner.lanes > 1:
+                    self.emit(Stage(f"{self.runner.lanes} fork servers with different hash seeds, taken in turn"))
+        return rate
+
+    def calibrate(self, first: Observation, rate: Rate) -> Calibration:
+        """Time the original where candidates will run, pinned as they will be: the same
+        bug (at the same rate), or forking (or pinning) is not faithful here and every
+        candidate runs fresh (or sees every GPU)."""
+        walls = [first.wall]
+        if self.runner.isolation is Isolation.FORK:
+            slow = first.wall >= SLOW_ORIGINAL
+            pin = self.plan.first_device
+            walls, why = calibrate(self.runner, self.files, self.target, rate.value, pin, slow)
+            if why is not None and pin:
+                unpinned, why_unpinned = calibrate(self.runner, self.files, self.target, rate.value, {}, slow)
+                if why_unpinned is None:
+                    self.note(
+                        f"pinned to one GPU the original failed differently ({why}); the script needs more "
+                        "devices than one, so candidates see every GPU, one at a time"
+                    )
+                    self.plan = dataclasses.replace(self.plan, gpus=(), jobs=1)
+                    walls, why = unpinned, None
+            if why is not None:
+                if self.config.isolation is Isolation.FORK:
+                    raise ReduceError(f"--isolation fork is not faithful for this script: {why}")
+                self.note(f"{why}; every candidate runs in a fresh interpreter, which is slower")
+                self.runner.close()
+                self.runner = self.new_runner(Isolation.FRESH, lanes=self.runner.lanes)
+                self.runner.start()
+                walls = [first.wall]
+        timeout = self.config.timeout or calibrated_timeout(walls)
+        return Calibration(tuple(walls), timeout, calibrated_timeout([first.wall]))
+
+    # -- the search ------------------------------------------------------------------------
+    def search_deadline(self, result_wall: float) -> float | None:
+        """When the search must stop so that --max-time leaves the final checks and the
+        extraction what they take (``checks_reserve``)."""
+        if self.deadline is None:
+            return None
+        extracting = self.config.extract and self.config.write
+        return self.deadline - checks_reserve(
+            self.config.verify_runs, extracting, self.original_wall, result_wall, self.preload.seconds
+        )
+
+    def search(self, first: Observation) -> Outcome:
+        self.original_wall = first.wall
+        # Before any candidate ran, the result is expected to take what the original took
+        # outside its hot loops: they go first, and keeping four runs of a slow original
+        # back would leave the search no time to cut them (the deadline follows the real
+        # run times from the first reproducing candidate on).
+        expected_wall = first.wall * (1.0 - max((share for _, _, share in self.hot), default=0.0))
+        self.budget = Budget(max_tests=self.config.max_tests, deadline=self.search_deadline(expected_wall))
+        initial = self.program.initial()
+        self.original_size = initial.size
+        if self.config.resume:
+            resumed = self.resume_from()
+            if isinstance(resumed, str):
+                self.note(resumed)
+            else:
+                self.note(f"resumed from the partial result at {self.layout.output.name} ({resumed.size} tokens)")
+                initial = resumed
+        self.emit(Stage(f"reducing {initial.size} tokens (timeout {self.calibration.timeout:.1f}s per candidate)"))
+        self.emit(Reducing(dict(initial.files), self.program.main, initial.size))
+        self.trace.append((round(time.monotonic() - self.started, 3), initial.size))
+        return reduce_to_fixpoint(
+            initial, PASSES, self.test, lambda c: c.order, budget=self.budget, on_event=self.emit,
+            normalize=self.rebase, test_many=self.test_many, jobs=self.plan.jobs, search=self.config.search,
+        )
+
+    def test(self, cand: Candidate) -> Verdict:
+        return self.test_many([cand])[0]
+
+    def test_many(self, cands: list[Candidate]) -> list[Verdict]:
+        rendered: list = []
+        for cand in cands:
+            try:
+                rendered.append(cand.files)
+            except Exception:  # an edit combination libcst cannot render
+                rendered.append(None)
+        runnable = [files for files in rendered if files is not None]
+        verdicts = iter(self.oracle.many(runnable)) if runnable else iter(())
+        out = [Verdict.INVALID if files is None else next(verdicts) for files in rendered]
+        if self.deadline is not None:
+            # A reproducing candidate is what the search keeps: the time kept for the
+            # final checks follows its run at once, not only when the pass ends.
+            for files, verdict in zip(rendered, out):
+                seen = self.oracle.reproduction(files) if verdict == Verdict.REPRODUCED else None
+                if seen is not None:
+                    self.budget.deadline = self.search_deadline(seen.wall)
+        return out
+
+    def budget_left(self) -> bool:
+        """Whether the search may still spend a run (--max-tests, and its deadline)."""
+        budget = self.budget
+        if budget.max_tests is not None and self.stats.tested >= budget.max_tests:
+            return False
+        return budget.deadline is None or time.monotonic() < budget.deadline
+
+    def rebase(self, cand: Candidate) -> Candidate:
+        """The accepted candidate becomes the new original: fresh statement ids and
+        dependencies for its own text, and the facts of its own run."""
+        if not cand.edits:
+            return cand
+        files, main = cand.files, self.program.main
+        self.emit(BestSoFar(dict(files), main, cand.size))
+        self.trace.append((round(time.monotonic() - self.started, 3), cand.size))
+        seen = self.oracle.reproduction(files)
+        facts = facts_of(seen)
+        # A loop stays worth cutting first while runs are still long.
+        still_slow = seen is None or seen.wall >= HOT_MIN_SECONDS
+        carried = dict(loops=self.loops, cut=self.cut, hot_loops=self.hot if still_slow else (),
+                       saved_objects=self.saved_objects)
+        rebased = Program(files, main, facts=dataclasses.replace(facts, **carried))
+        quick = seen is not None and seen.wall <= RECOUNT_MAX_SECONDS
+        short = seen is None or seen.wall <= RECOUNT_MAX_SECONDS  # (no run seen: a cache hit)
+        # The objects as this program builds them, not as the original did: the code
+        # after them has been reduced against this program's data, and a load of the
+        # original's object would often no longer fail the same way.  At every
+        # rebase, so the file beside the program is never a stale one.
+        save = short and self.saved_objects and not all(
+            any(o.file in t for t in files.values()) for o in self.saved_objects
+        )
+        # Shrinking the data moves the failing item: count again, on this program (a
+        # traced run: only while runs are short, or it costs more than it saves).
+        count = quick and rebased.loop_iterations and loop_around_failure(rebased)
+        if (save or count) and self.budget_left():
+            # One run for both: the same program, observed once.
+            watch = Watch(
+                count_loops=bool(count),
+                save_objects=str(self.sandbox.session / f"objects-{next(self._recordings)}") if save else None,
+            )
+            again = self.oracle.observe(files, timeout=self.calibration.timeout, watch=watch)
+            if self.target.matches(again.signature):
+                if count:
+                    carried["loops"] = loop_facts(files, again.loops)
+                fresh, fresh_files = (
+                    saved_objects(again, self.spec, self.sandbox, self.layout) if save else ((), {})
+                )
+                if fresh:
+                    self.saved_objects = fresh
+                    self.data_files.update(fresh_files)
+                    carried["saved_objects"] = fresh
+                rebased = Program(files, main, facts=dataclasses.replace(facts, **carried))
+        return rebased.initial()
+
+    def resume_from(self) -> Candidate | str:
+        """The partial result at the output as the starting point, when it still
+        reproduces; else a sentence saying why not."""
+        output = self.layout.output
+        files = read_partial(self.layout, self.program.main)
+        if files is None:
+            return f"--resume: no partial result at {output}; starting from the original"
+        obs = self.oracle.observe(files, timeout=self.calibration.timeout, watch=Watch(count_loops=True))
+        if not self.target.matches(obs.signature):
+            return (f"--resume: the partial result at {output.name} no longer reproduces ({obs.describe()}); "
+                    "starting from the original")
+        facts = dataclasses.replace(facts_of(obs), loops=loop_facts(files, obs.loops) or self.loops)
+        return Program(files, self.program.main, facts=facts).initial()
+
+    # -- after the search -------------------------------------------------------------------
+    def verify(self, outcome: Outcome) -> Verified:
+        runs_asked = self.config.verify_runs
+        if outcome.stopped == "interrupted" and runs_asked:
+            # The user wants out: write what we have now, and say it was not re-checked.
+            self.note("interrupted: the result was not re-checked in fresh interpreters", show=False)
+            runs_asked = 0
+        elif self.out_of_time() and runs_asked:
+            self.note("--max-time was reached: the result was not re-checked in fresh interpreters", show=False)
+            runs_asked = 0
+        else:
+            self.emit(Stage("verifying the result in fresh interpreters"))
+        try:
+            best, counts, signature = verify_history(
+                outcome.history, self.oracle, self.target, runs_asked, lambda m: self.note(m, show=False),
+                self.deadline,
+            )
+        except KeyboardInterrupt:
+            self.note("interrupted while the result was re-checked: it was not verified", show=False)
+            return Verified(outcome.history[-1], (0, 0), None, "interrupted")
+        return Verified(best, counts, signature, outcome.stopped)
+
+    def extract(self, verified: Verified) -> Extracted:
+        """The failing call alone, captured in a run of the original program."""
+        config = self.config
+        if not (config.extract and config.write) or verified.stopped == "interrupted" or self.out_of_time():
+            return Extracted(None, None)
+        self.emit(Stage("extracting the failing call"))
+        try:
+            extraction = extract(self.runner, self.files, self.target, self.layout.extracted_stem,
+                                 self.oracle.fresh_timeout, env=self.spec.env,
+                                 on_event=lambda m: self.emit(Stage(m)))
+        except ExtractionFailed as exc:
+            self.note(f"the failing call was not extracted: {exc.reason}", show=False)
+            return Extracted(None, exc.reason)
+        except KeyboardInterrupt:
+            self.note("interrupted while the failing call was extracted", show=False)
+            return Extracted(None, None)
+        if extraction.note:
+            self.note(f"the extracted call is {extraction.note}", show=False)
+        return Extracted(extraction, None)
+
+    def finish(self, first_run: FirstRun, rate: Rate, calibration: Calibration, outcome: Outcome,
+               verified: Verified, extracted: Extracted) -> ReductionResult:
+        """The result, and with ``write`` its files, report and case file."""
+        config, spec, first, best = self.config, self.spec, first_run.observation, verified.best
+        launch = first_run.launch
+        result = ReductionResult(
+            output=None,
+            report=None,
+            files=dict(best.files),
+            main=self.program.main,
+            signature=first.signature,
+            final_signature=verified.signature,
+            tokens_before=self.original_size,
+            tokens_after=best.size,
+            candidates_tested=outcome.tests,
+            oracle=self.oracle.stats,
+            seconds=time.monotonic() - self.started,
+            stopped=verified.stopped,
+            verified=verified.counts,
+            isolation=self.runner.isolation,
+            preload_modules=len(self.preload.modules),
+            timeout=calibration.timeout,
+            calibration=tuple(round(w, 4) for w in calibration.walls),
+            jobs=self.plan.jobs,
+            threads=self.plan.threads,
+            gpus=self.plan.gpus,
+            environment=first.environment,
+            notes=self.notes,
+            launch_env={
+                **(dict([launch]) if launch is not None else {}),
+                **({"PYTHONHASHSEED": str(config.hash_seed)} if config.hash_seed is not None else {}),
+            },
+            surfaced=first_run.surfaced,
+            original_rate=(rate.reproduced, rate.runs),
+            needs=tuple(sorted(set(self.oracle.verified_reads) - set(best.files))),
+            extracted=extracted.extraction,
+            extract_error=extracted.error,
+            trace=tuple(self.trace),
+            data_files={name: str(path) for name, path in self.data_files.items()
+                        if any(name in text for text in best.files.values())},
+            loaded_objects=tuple((o.file, o.name, o.cls, o.size) for o in self.saved_objects
+                                 if any(o.file in text for text in best.files.values())),
+            case={
+                "keep_error": config.keep_error,
+                "family": config.family.key if config.family else None,
+                "strictness": config.strictness.value,
+                "script": str(spec.script),
+                "args": list(spec.args),
+                "cwd": str(spec.cwd),
+                "root": str(spec.root_dir),
+                "module": spec.module,
+                "argv0": spec.argv0,
+                "original_output": first.stdout[-16384:],
+                "timeout_fresh": self.oracle.fresh_timeout,
+            },
+            loops=tuple(first.loops),
+            passes=self.stats.to_json(),
+        )
+        if config.write:
+            result.collect_env = self.versions.result() if self.versions is not None else None
+            write_outputs(result, self.layout, spec)
+            if verified.counts[1] and written_elsewhere(result.output, spec):
+                result.in_place = run_where_written(result, spec, self.target, self.oracle.fresh_timeout,
+                                                    executors=self.executors)
+                write_outputs(result, self.layout, spec)  # the report says how that went
+        return result
+
+
+def reduce(
+    config: ReduceConfig,
+    on_event: Callable[[object], None] | None = None,
+    *,
+    executors: ExecutorFactory = default_executor,
+) -> ReductionResult:
+    """Reduce ``config``'s script to a smaller one that fails with the same first error;
+    write it (with ``config.write``) and return what happened."""
+    return Reduction(config, on_event, executors=executors).run()

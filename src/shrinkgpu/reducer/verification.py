@@ -1,0 +1,111 @@
+"""The result checked as the user will run it: in fresh interpreters, falling back to the
+newest accepted state that reproduces; and, when it is written elsewhere, from where it
+is written."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Callable
+
+from shrinkgpu.core.rates import RateTest
+from shrinkgpu.inputs import InputError, read_source
+from shrinkgpu.oracle import Oracle
+from shrinkgpu.results import ReductionResult
+from shrinkgpu.signature import Signature, Target
+from shrinkgpu.syntax import Candidate
+from shrinkgpu.worker import ExecutorFactory, Isolation, Runner, SandboxError, ScriptSpec, default_executor
+
+
+def written_elsewhere(written: Path, spec: ScriptSpec) -> bool:
+    """Whether the result sits where the verification did not run it: another directory
+    than the script's (the checks ran it in a copy of the script's directory)."""
+    directory = written if written.is_dir() else written.parent
+    return directory.resolve() != spec.script.parent.resolve()
+
+
+def run_where_written(result: ReductionResult, spec: ScriptSpec, target: Target, timeout: float,
+                      executors: ExecutorFactory = default_executor) -> str:
+    """Run the written result once, fresh, from its own directory (in a copy of it), as
+    the report's reproduce line does; say whether it reproduced there."""
+    written = result.output
+    if written.is_dir():
+        script, root, cwd = written / result.main, written, written
+    else:
+        script, root, cwd = written, written.parent, written.parent
+    here = ScriptSpec(script=script, args=spec.args, cwd=cwd, root=root, env=spec.env, stdin=spec.stdin,
+                      argv0=script.name if not written.is_dir() else result.main, module=spec.module)
+    try:
+        with Runner(here, isolation=Isolation.FRESH, executors=executors) as runner:
+            runner.start()
+            text = read_source(script)
+            obs = runner.run({here.script_rel: text}, timeout=timeout)
+    except (OSError, SandboxError, InputError) as exc:
+        return f"not checked ({exc})"
+    if target.matches(obs.signature):
+        return "reproduces there too"
+    missing = ", ".join(result.needs) if result.needs else "files the script reads"
+    return (f"does NOT reproduce there ({obs.describe()}); it needs beside it what the checks had: {missing} "
+            "(from the script's directory)")
+
+
+def verify_history(
+    history: tuple, oracle: Oracle, target: Target, runs: int, note: Callable[[str], None],
+    deadline: float | None = None,
+) -> tuple[Candidate, tuple[int, int], Signature | None]:
+    """The newest accepted state that reproduces in every fresh run, with its record."""
+    if runs <= 0:
+        return history[-1], (0, 0), None
+
+    failures: list[str] = []
+    flaky = oracle.rate < 1.0
+
+    def check(cand: Candidate) -> tuple[int, int, Signature | None]:
+        """(reproduced, runs, a reproducing run's signature); ``runs`` in a row must all
+        reproduce, or, for a flaky original, the sequential test must find the rate as
+        good as the original's."""
+        ok, n, sig = 0, 0, None
+        test = RateTest(oracle.rate) if flaky else None
+        while (n < runs) if test is None else not test.decided:
+            if deadline is not None and time.monotonic() >= deadline and n:
+                break  # --max-time bounds the check too; what ran is what is reported
+            obs = oracle.observe(cand.files, isolation=Isolation.FRESH, timeout=oracle.fresh_timeout)
+            n += 1
+            if target.matches(obs.signature):
+                ok += 1
+                sig = obs.signature
+            else:
+                failures.append(obs.describe())
+                if test is None:
+                    break
+            if test is not None:
+                test.add(target.matches(obs.signature))
+        return ok, n, sig
+
+    def good(ok: int, n: int) -> bool:
+        if not failures and ok == n and n:
+            return True  # cut short by --max-time after reproducing every time it ran
+        return ok == runs if not flaky else RateTest.judge(oracle.rate, ok, n)
+
+    ok, n, sig = check(history[-1])
+    if good(ok, n):
+        if n < runs and not flaky:
+            note(f"--max-time cut the check short: the result reproduced in the {n} fresh run(s) made")
+        return history[-1], (ok, n), sig
+    note(
+        f"the smallest candidate reproduced in {ok} of {n} fresh runs ({failures[0]}); "
+        "fell back to the newest larger candidate that reproduces "
+        + ("as often as the original" if flaky else "every time")
+    )
+    # history[0] is the original, known to reproduce; search for the newest good state.
+    sig = target.signature
+    lo, hi = 0, len(history) - 1  # lo good, hi bad
+    counted = (runs, runs)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        mid_ok, mid_n, mid_sig = check(history[mid])
+        if good(mid_ok, mid_n):
+            lo, sig, counted = mid, mid_sig, (mid_ok, mid_n)
+        else:
+            hi = mid
+    return history[lo], counted, sig

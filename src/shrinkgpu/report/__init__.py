@@ -1,0 +1,25 @@
+"""What the user and the maintainer get: the reduced files and the report (``files``,
+``document``, with ``versions``), and the progress lines on the way (``progress``)."""
+
+from shrinkgpu.report.document import reproduce_command, render_report, suggest_check, verbatim_error
+from shrinkgpu.report.files import OutputError, PartialWriter, read_partial, tidy_layout, write_outputs
+from shrinkgpu.report.progress import BestSoFar, LiveProgress, ProgressPrinter, Reducing, Stage
+from shrinkgpu.report.versions import CollectEnv
+
+__all__ = [
+    "BestSoFar",
+    "CollectEnv",
+    "LiveProgress",
+    "OutputError",
+    "PartialWriter",
+    "ProgressPrinter",
+    "Reducing",
+    "Stage",
+    "read_partial",
+    "render_report",
+    "reproduce_command",
+    "suggest_check",
+    "tidy_layout",
+    "verbatim_error",
+    "write_outputs",
+]

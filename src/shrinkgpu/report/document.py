@@ -1,0 +1,244 @@
+"""The maintainer's report, shaped like PyTorch's bug template, and the check it
+suggests for the failing call."""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import shlex
+import sys
+from pathlib import Path
+
+from shrinkgpu.core.rates import describe_rate
+from shrinkgpu.families import Family, advice_for
+from shrinkgpu.privacy import Redactor
+from shrinkgpu.report.versions import git_revision
+from shrinkgpu.results import ReductionResult
+from shrinkgpu.signature import Signature
+from shrinkgpu.syntax.code import calls_named
+from shrinkgpu.worker import ScriptSpec
+
+
+_RUN_DIR = re.compile(r"(?:/[^\s'\"`]*?)?/shrinkgpu-[\w-]+/run-\d+/root/?")
+
+
+_NTH = {1: "st", 2: "nd", 3: "rd"}
+
+
+def _ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else _NTH.get(n % 10, 'th')}"
+
+
+def render_report(result: ReductionResult, spec: ScriptSpec, target: Path) -> str:
+    """The maintainer's report, shaped like PyTorch's bug template (describe the bug with
+    a minimal example, versions) so that it pastes as is, then how it was reduced.  The
+    error and the operator's table are the result's own (the script beside the report),
+    with the original's where they differ.  Nothing private: see ``privacy.Redactor``."""
+    original = result.signature
+    shown = result.final_signature or original
+    env = result.environment or {}
+    out = [
+        f"# shrinkgpu: reduction of `{spec.script.name}`",
+        "",
+        "Paste from *Describe the bug* to the end of *Versions* into a bug report "
+        "(https://github.com/pytorch/pytorch/issues/new/choose, or your project's).",
+        "",
+        "### 🐛 Describe the bug",
+        "",
+    ]
+    op_name = f"`{shown.op.name}`" if shown.op else "The script"
+    out.append(f"{op_name} fails with `{shown.headline}` ({shown.family.value}).")
+    out.append("")
+    files = sorted(result.files.items(), key=lambda kv: kv[0] != result.main)
+    out.append(
+        f"Minimal example, `{target.name}`: the original script reduced by deleting and inlining code, so it "
+        "still shows where the bad values come from:"
+    )
+    out.append("")
+    for rel, text in files:
+        if len(files) > 1:
+            out.append(f"`{rel}`:")
+        out += ["```python", text.rstrip("\n"), "```", ""]
+    extracted = result.extracted
+    if extracted is not None:
+        out += [
+            f"The failing call alone, `{extracted.path.name}` (rebuilt from what was captured at the call: it "
+            "shows the operator's contract" + (f"; data in `{extracted.data.name}`" if extracted.data else "") + "):",
+            "",
+            "```python", extracted.text.rstrip("\n"), "```", "",
+        ]
+    out += ["The error:", "", "```", verbatim_error(shown), "```", ""]
+    if shown is not original and shown.normalized == original.normalized and shown.message != original.message:
+        out += [f"(In the original script: `{original.headline}`.)", ""]
+    surfaced = result.surfaced
+    if surfaced is not None:
+        where = f"`{surfaced.op.name}`" if surfaced.op else "a call that is not torch's"
+        at = f" (`{surfaced.frame.file}:{surfaced.frame.line}`: `{surfaced.frame.source}`)" if surfaced.frame else ""
+        out += [
+            f"Asynchronous: as the script runs, Python sees the error at {where}{at}; with synchronous launches "
+            f"(`{' '.join(f'{k}={v}' for k, v in sorted(result.launch_env.items()))}`) it is raised by "
+            f"{op_name}, whose kernel failed.",
+            "",
+        ]
+    out += _operator_table(result, shown, original) + [""]
+    advice = advice_for(shown.family)
+    out += [f"First check: {advice.first_check}. Do not conclude {advice.avoid}.", ""]
+    check = suggest_check(shown)
+    if check is not None:
+        out += ["A check that rejects such values where they enter, with the call filled in:", "",
+                "```python", check, "```", ""]
+    out += ["### Versions", "", "```", (result.collect_env or _short_versions(env)).rstrip(), "```", ""]
+    launch = "".join(f"{k}={shlex.quote(str(v))} " for k, v in sorted(result.launch_env.items()))
+    out += ["### How it was reduced (shrinkgpu)", "", "```sh", f"{launch}{reproduce_command(spec, target, result.main)}",
+            "```", ""]
+    needs = result.needs
+    if needs:
+        out.append("- needs beside it: " + ", ".join(f"`{n}`" for n in needs))
+    for file, name, cls, size in result.loaded_objects:
+        out.append(
+            f"- `{file}`: `{name}` (a `{cls}`, {size / 2**20:.1f} MiB) as the original held it at its first error; "
+            "the result loads it instead of building it, so its constructor is not shown (`--no-load-objects` "
+            "keeps every constructor)"
+        )
+    in_place = result.in_place
+    verified = f"- verified in fresh interpreters: {result.verified[0]} of {result.verified[1]} runs"
+    if in_place is not None:
+        verified += f"; where it is written: {in_place}"
+    out += [
+        f"- tokens: {result.tokens_before} -> {result.tokens_after}"
+        + (f" ({100 * result.tokens_after / result.tokens_before:.1f}%)" if result.tokens_before else ""),
+        f"- candidates tested: {result.candidates_tested} (runs: {result.oracle.runs}, cache hits: "
+        f"{result.oracle.cache_hits}, rejected without running: {result.oracle.invalid})",
+        "- verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(result.oracle.by_verdict.items())),
+        f"- time: {result.seconds:.1f}s; isolation: {result.isolation.value}"
+        + (f" ({result.preload_modules} modules preloaded)" if result.preload_modules else "")
+        + f"; timeout per candidate {result.timeout:.1f}s",
+        verified,
+        f"- backend: CUDA {env.get('cuda') or 'none'}, HIP {env.get('hip') or 'none'}"
+        + (f", devices: {', '.join(env['devices'])}" if env.get("devices") else ""),
+        f"- code revision: {git_revision(spec.script.parent)}",
+    ]
+    rate = result.original_rate
+    if rate[0] < rate[1]:
+        out.append(
+            f"- flaky: the original reproduced in {describe_rate(*rate)} in fresh interpreters, the result in "
+            f"{describe_rate(*result.verified)}; each candidate was judged by a sequential test of its rate"
+        )
+    if result.stopped:
+        out.append(f"- stopped early: {result.stopped} (the result is the best found so far)")
+    for note in original.caught_earlier:
+        out.append(f"- the original caught an earlier torch error before this one: `{note}`")
+    notes = list(result.notes)
+    text = "\n".join(out)
+    redactor = Redactor(project=spec.root_dir, env=spec.env if spec.env is not None else os.environ)
+    text = redactor(_RUN_DIR.sub("./", text))
+    notes_text = [redactor(_RUN_DIR.sub("./", n)) for n in notes]
+    if redactor.note():
+        notes_text.append(redactor.note())
+    if notes_text:
+        text += "\n\n### Notes\n\n" + "\n".join(f"- {n}" for n in notes_text)
+    return text + "\n"
+
+
+def verbatim_error(sig: Signature) -> str:
+    lines = [f"{sig.type}: {sig.message.rstrip()}" if sig.message.strip() else sig.type]
+    if sig.kernel_assertion:
+        lines.append(sig.kernel_assertion)
+    return "\n".join(lines)
+
+
+def _short_versions(env: dict) -> str:
+    return (f"Python {env.get('python', sys.version.split()[0])}, torch {env.get('torch', 'unknown')}, "
+            f"CUDA {env.get('cuda') or 'none'}, HIP {env.get('hip') or 'none'}; {env.get('platform', '')}\n"
+            "(torch.utils.collect_env was not available)")
+
+
+def _operator_table(result: ReductionResult, shown: Signature, original: Signature) -> list[str]:
+    lines = ["| | |", "|---|---|"]
+    if shown.op is None:
+        lines.append("| operator | none: the error was not raised by a torch call |")
+    else:
+        which = f"the {_ordinal(shown.call)} call of it in the run" if shown.call else "-"
+        loops = result.loops
+        if loops:
+            which += "; " + ", ".join(f"iteration {k} of the loop at `{f}:{n}`" for f, n, k in loops) + " (original)"
+        lines += [f"| operator | `{shown.op.name}` |", f"| which call | {which} |"]
+        for t in shown.op.tensors:
+            lines.append(f"| `{t.path}` | {t.describe().split(': ', 1)[1]} |")
+        kept = ", ".join(f"`{a}`" for a in shown.op.arguments) or "all defaults"
+        lines.append(f"| arguments that differ from the defaults | {kept} |")
+        if original.op is not None and original.op.arguments != shown.op.arguments:
+            was = ", ".join(f"`{a}`" for a in original.op.arguments) or "all defaults"
+            lines.append(f"| the same, in the original | {was} |")
+        if original.op is not None and original.op.tensors != shown.op.tensors:
+            lines.append("| tensors in the original | " + "; ".join(t.describe() for t in original.op.tensors) + " |")
+    if shown.kernel_assertion:
+        lines.append(f"| kernel assertion | `{shown.kernel_assertion}` |")
+    if shown.frame is not None:
+        lines.append(f"| where | `{shown.frame.file}:{shown.frame.line}` in `{shown.frame.function}`: `{shown.frame.source}` |")
+    return lines
+
+
+_CLASS_LOSSES = ("cross_entropy", "nll_loss")
+
+
+def suggest_check(sig: Signature) -> str | None:
+    """For an index error (on any device), the matching ``shrinkgpu.checks`` call with the
+    failing call's own arguments filled in, when the failing line is that call."""
+    if sig.op is None or sig.family not in (Family.INDEX, Family.DEVICE_ASSERT):
+        return None
+    name = sig.op.name.rsplit(".", 1)[-1]
+    call = _call_in(sig.frame.source if sig.frame else "", name)
+    args = dict(a.split("=", 1) for a in sig.op.arguments if "=" in a)
+    shapes = {t.path: t.shape for t in sig.op.tensors}
+
+    def arg(position: int, keyword: str, placeholder: str) -> str:
+        if call is not None:
+            if len(call.args) > position and not isinstance(call.args[position], ast.Starred):
+                return ast.unparse(call.args[position])
+            for kw in call.keywords:
+                if kw.arg == keyword:
+                    return ast.unparse(kw.value)
+        return placeholder
+
+    where = f"  # before {sig.frame.source}" if sig.frame and call is not None else ""
+    if name in _CLASS_LOSSES:
+        logits = shapes.get("args[0]") or shapes.get("kwargs['input']")
+        if not logits:
+            return None
+        classes = logits[1] if len(logits) > 1 else logits[0]
+        ignore = args.get("ignore_index")
+        extra = f", ignore_index={ignore}" if ignore is not None else ""
+        target = arg(1, "target", "target")
+        return f"from shrinkgpu.checks import validate_class_targets\nvalidate_class_targets({target}, {classes}{extra}){where}"
+    if name == "embedding":
+        weight = shapes.get("args[1]") or shapes.get("kwargs['weight']")
+        if not weight:
+            return None
+        padding = args.get("padding_idx")
+        extra = f", padding_idx={padding}" if padding not in (None, "None") else ""
+        return (f"from shrinkgpu.checks import validate_embedding_indices\n"
+                f"validate_embedding_indices({arg(0, 'input', 'indices')}, {weight[0]}{extra}){where}")
+    if name in ("gather", "index_select", "scatter", "scatter_add", "index_add", "index_add_", "scatter_", "index_copy"):
+        dim = args.get("dim") or args.get("args[1]") or "dim"
+        return (f"from shrinkgpu.checks import validate_index\n"
+                f"validate_index({arg(0, 'input', 'input')}, {dim}, {arg(2, 'index', 'index')}){where}")
+    return None
+
+
+def _call_in(source: str, name: str) -> ast.Call | None:
+    """The call of ``name`` (``F.cross_entropy``, ``torch.gather``) in a line of source."""
+    calls = calls_named(source, name)
+    return calls[0] if calls else None
+
+
+def reproduce_command(spec: ScriptSpec, target: Path, main: str) -> str:
+    """The shell command that runs the result, quoted for names with spaces."""
+    args = "".join(" " + shlex.quote(a) for a in spec.args)
+    if target.is_dir():  # a result of several files
+        if spec.module is not None and main.endswith(".py"):
+            module = main[: -len(".py")].replace("/", ".").removesuffix(".__main__")
+            return f"cd {shlex.quote(target.name)} && python -m {module}{args}"
+        return f"cd {shlex.quote(target.name)} && python {shlex.quote(main)}{args}"
+    return f"python {shlex.quote(target.name)}{args}"

@@ -1,0 +1,127 @@
+"""What a reduction hands back: the result, the oracle's counts and the extracted call.
+
+Below the report and the reducer both, so that the report is written from a typed
+value and the reducer, the oracle and the extraction fill it in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from shrinkgpu.signature import Signature
+from shrinkgpu.worker import Isolation
+
+
+@dataclass
+class OracleStats:
+    runs: int = 0
+    cache_hits: int = 0
+    invalid: int = 0
+    by_verdict: dict[str, int] = field(default_factory=dict)
+    run_seconds: float = 0.0
+    # candidates that failed with another error, by the error's class (``NameError``:
+    # a pass proposed something that could not run; the peers' tables count the same)
+    other_errors: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Extraction:
+    path: Path  # the script
+    data: Path | None  # the tensors it loads, when it loads any
+    text: str
+    level: str  # "metadata" or "exact"
+    lines: int  # lines beyond the imports
+    signature: Signature  # its first error, from a fresh interpreter
+    note: str | None = None  # why it is longer than a glance (extract.MAX_LINES)
+
+
+@dataclass
+class ReductionResult:
+    output: Path | None
+    report: Path | None
+    files: dict[str, str]
+    main: str
+    signature: Signature
+    final_signature: Signature | None
+    tokens_before: int
+    tokens_after: int
+    candidates_tested: int
+    oracle: OracleStats
+    seconds: float
+    stopped: str | None
+    verified: tuple[int, int]  # (reproduced, runs) in fresh interpreters
+    isolation: Isolation
+    preload_modules: int
+    timeout: float
+    calibration: tuple[float, ...] = ()
+    jobs: int = 1
+    threads: int | None = None  # cap on each candidate's thread pools, None when uncapped
+    gpus: tuple[str, ...] = ()
+    environment: dict = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    passes: dict = field(default_factory=dict)
+    launch_env: dict = field(default_factory=dict)  # {"CUDA_LAUNCH_BLOCKING": "1"} with --sync-launches
+    surfaced: Signature | None = None  # where an asynchronous error surfaced without synchronous launches
+    original_rate: tuple[int, int] = (1, 1)  # (reproduced, runs) of the original in fresh interpreters
+    collect_env: str | None = None  # torch.utils.collect_env, run once in a fresh process
+    needs: tuple[str, ...] = ()  # files beside it the result read in its verified runs
+    in_place: str | None = None  # how the result ran where it was written, when that is elsewhere
+    loops: tuple[tuple[str, int, int], ...] = ()  # (file, loop header line, iteration) of the failure
+    extracted: Extraction | None = None  # the failing call alone, when made
+    data_files: dict = field(default_factory=dict)  # file name -> path: written beside the result
+    # (file, name, class, bytes) of each data object the result loads instead of building
+    loaded_objects: tuple[tuple[str, str, str, int], ...] = ()
+    case: dict = field(default_factory=dict)  # what `verify` needs: how the original ran, what to keep
+    trace: tuple[tuple[float, int], ...] = ()  # (seconds, tokens) at each accepted reduction
+    extract_error: str | None = None  # why the failing call was not extracted
+
+    def to_json(self) -> dict:
+        return {
+            "output": str(self.output) if self.output else None,
+            "report": str(self.report) if self.report else None,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "ratio": round(self.tokens_after / self.tokens_before, 4) if self.tokens_before else None,
+            "candidates_tested": self.candidates_tested,
+            "runs": self.oracle.runs,
+            "cache_hits": self.oracle.cache_hits,
+            "invalid_skipped": self.oracle.invalid,
+            "verdicts": dict(self.oracle.by_verdict),
+            "other_errors": dict(self.oracle.other_errors),
+            "seconds": round(self.seconds, 3),
+            "stopped_early": self.stopped is not None,
+            "stop_reason": self.stopped,
+            "verified": {"reproduced": self.verified[0], "runs": self.verified[1]},
+            "isolation": self.isolation.value,
+            "preloaded_modules": self.preload_modules,
+            "timeout": self.timeout,
+            "calibration_runs": list(self.calibration),
+            "jobs": self.jobs,
+            "threads_per_candidate": self.threads,
+            "gpus": list(self.gpus),
+            "signature": self.signature.to_json(),
+            "final_signature": self.final_signature.to_json() if self.final_signature else None,
+            "environment": self.environment,
+            "notes": self.notes,
+            "passes": self.passes,
+            "launch_env": self.launch_env,
+            "surfaced_signature": self.surfaced.to_json() if self.surfaced else None,
+            "original_rate": {"reproduced": self.original_rate[0], "runs": self.original_rate[1]},
+            "needs": list(self.needs),
+            "loaded_objects": [
+                {"file": f, "name": n, "class": c, "bytes": b} for f, n, c, b in self.loaded_objects
+            ],
+            "verified_where_written": self.in_place,
+            # (seconds since the start, tokens) at the start of the search and at each
+            # accepted reduction: when each size was reached
+            "trace": [list(point) for point in self.trace],
+            "extracted": None if self.extracted is None else {
+                "script": str(self.extracted.path),
+                "data": str(self.extracted.data) if self.extracted.data else None,
+                "level": self.extracted.level,
+                "lines": self.extracted.lines,
+                "note": self.extracted.note,
+            },
+            "extract_error": self.extract_error,
+        }

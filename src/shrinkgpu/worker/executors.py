@@ -1,0 +1,260 @@
+"""Ways to run a candidate: one interface, one class per way.
+
+A ``Job`` is one prepared run: its directory (a copy of the user's directory holding
+the candidate's files), the request the probe will read, its time limit and the
+variables it adds to the user's environment.  An ``Executor`` turns a job into a
+future ``Observation``.  ``Runner`` prepares jobs (the sandbox) and chooses the executor;
+it never knows how a job runs.
+
+The two ways on one machine, both through a supervisor process (worker/supervisor.py)
+that kills a candidate's whole process tree:
+
+* ``ForkServer``: the supervisor imports torch and the script's libraries once and forks
+  a child per candidate (milliseconds); refused, module by module, when a module makes
+  forking unsafe (docs/executors.md).
+* ``FreshInterpreters``: a new ``python`` per candidate, as the user runs it (seconds).
+
+A new way to run (ranks under torchrun, actors on other hosts) is one more subclass of
+``Executor``, chosen by the factory a ``Runner`` is given.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+import itertools
+import json
+import random
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+from shrinkgpu.worker.client import PreloadRefused, SupervisorClient, SupervisorGone
+from shrinkgpu.worker.observation import Observation
+from shrinkgpu.worker.request import RunRequest
+from shrinkgpu.worker.sandbox import RunDir
+
+# Fork servers started in a row, each without the module that made the previous one
+# unsafe, before forking is given up.
+PRELOAD_ATTEMPTS = 6
+
+
+class Isolation(str, enum.Enum):
+    FORK = "fork"
+    FRESH = "fresh"
+
+
+class ForkUnavailable(RuntimeError):
+    """No fork server can be made that hands candidates a clean process."""
+
+    def __init__(self, reason: str, dropped: tuple[str, ...] = ()):
+        super().__init__(reason)
+        self.reason = reason
+        self.dropped = dropped
+
+
+@dataclass(frozen=True)
+class PreloadReport:
+    modules: tuple[str, ...]
+    dropped: tuple[str, ...]  # modules refused because importing them threaded or touched CUDA
+    seconds: float
+    isolation: Isolation
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class ExecutorSettings:
+    """What every run of one executor shares."""
+
+    env: Mapping[str, str]  # the environment the script sees (the user's, with the session's TMPDIR)
+    # servers with their own random hash seeds, taken in turn (a fork keeps its server's
+    # seed; see Runner)
+    lanes: int = 1
+    threads: int | None = None  # cap on each candidate's thread pools; None: as python sizes them
+
+
+@dataclass(frozen=True)
+class Job:
+    request: RunRequest
+    run: RunDir  # the run's directory: the request file, stdout, stderr, the observation
+    timeout: float
+    stdin: Path
+    env: Mapping[str, str]  # variables this run adds (its TMPDIR, GPU pinning, thread caps)
+
+
+class Executor(abc.ABC):
+    """Runs jobs; each future yields the run's ``Observation`` (an infrastructure
+    failure is an observation too, never an exception)."""
+
+    isolation: Isolation
+    lanes: int = 1
+
+    @abc.abstractmethod
+    def start(self, preload: Sequence[str] = ()) -> PreloadReport:
+        """Be ready to run; preload what the executor can preload.  ``ForkUnavailable``
+        when this way of running cannot be made safe here."""
+
+    @abc.abstractmethod
+    def submit(self, job: Job) -> Future:
+        """Start ``job``; the future yields its Observation."""
+
+    @property
+    @abc.abstractmethod
+    def alive(self) -> bool:
+        """Whether runs can still be submitted (False after the infrastructure died)."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Stop, killing whatever still runs."""
+
+
+ExecutorFactory = Callable[[Isolation, ExecutorSettings], Executor]
+
+
+class SupervisedExecutor(Executor):
+    """Jobs run by supervisor processes, one or several (lanes) taken in turn."""
+
+    mode: str  # the supervisor's name for how a child starts: "fork" or "fresh"
+
+    def __init__(self, settings: ExecutorSettings):
+        self.settings = settings
+        self.lanes = max(1, settings.lanes)
+        self._clients: list[SupervisorClient] = []
+        self._turn = itertools.count()
+
+    def _new_client(self, lane: int = 0) -> SupervisorClient:
+        env = dict(self.settings.env)
+        unset: tuple[str, ...] = ()
+        if self.lanes > 1:
+            # A seed of its own for each server; the script must not see the variable,
+            # as a fresh interpreter with a random seed would not.
+            env["PYTHONHASHSEED"] = str(random.randrange(1, 2**32 - 1))
+            unset = ("PYTHONHASHSEED",)
+        client = SupervisorClient(env=env, unset=unset)
+        client.start()
+        return client
+
+    def _command(self, job: Job) -> dict:
+        return {
+            "mode": self.mode,
+            "request": job.request.to_json(),
+            "request_path": str(job.run.request),
+            "timeout": job.timeout,
+            "stdin": str(job.stdin),
+            "stdout": str(job.run.stdout),
+            "stderr": str(job.run.stderr),
+            "env": dict(job.env),
+        }
+
+    def submit(self, job: Job) -> Future:
+        if not self._clients:
+            raise RuntimeError("the executor was not started")
+        result: Future = Future()
+        cmd = self._command(job)
+        client = self._clients[next(self._turn) % len(self._clients)]
+        try:
+            raw = client.submit(cmd)
+        except SupervisorGone as exc:
+            result.set_result(Observation.infrastructure(str(exc)))
+            return result
+        run = job.run
+
+        def finish(raw_fut: Future) -> None:
+            interrupted = None
+            try:
+                event = raw_fut.result()
+                obs = Observation.from_run(
+                    event, run.observation, run.stdout, run.stderr, crash_log=run.crash_log, root=run.root
+                )
+            except SupervisorGone as exc:
+                obs = Observation.infrastructure(str(exc))
+            except KeyboardInterrupt as exc:
+                # Ctrl-C while this ran in the main thread (a future already done when
+                # the callback was added): the run is lost, the interrupt is not.
+                obs = Observation.infrastructure("the run was cancelled")
+                interrupted = exc
+            except Exception as exc:  # noqa: BLE001 - surfaced as an infrastructure failure
+                obs = Observation.infrastructure(f"{type(exc).__name__}: {exc}")
+            result.set_result(obs)
+            if interrupted is not None:
+                raise interrupted
+
+        raw.add_done_callback(finish)
+        return result
+
+    @property
+    def alive(self) -> bool:
+        return bool(self._clients) and all(c.alive for c in self._clients)
+
+    def close(self) -> None:
+        for client in self._clients:
+            client.close()
+        self._clients = []
+
+
+class FreshInterpreters(SupervisedExecutor):
+    """A new interpreter per run, started by a supervisor that imported nothing of the
+    user's: what ``python script.py`` does, at its cost."""
+
+    isolation = Isolation.FRESH
+    mode = "fresh"
+
+    def __init__(self, settings: ExecutorSettings):
+        # Every fresh interpreter draws its own hash seed: servers with seeds of their
+        # own would add nothing.
+        super().__init__(ExecutorSettings(settings.env, 1, settings.threads))
+
+    def start(self, preload: Sequence[str] = ()) -> PreloadReport:
+        self._clients = [self._new_client(0)]
+        return PreloadReport((), (), 0.0, Isolation.FRESH)
+
+    def _command(self, job: Job) -> dict:
+        # The interpreter reads its request from the run's directory.
+        job.run.request.write_text(json.dumps(job.request.to_json()), encoding="utf-8")
+        return super()._command(job)
+
+
+class ForkServer(SupervisedExecutor):
+    """Supervisors that preloaded the script's installed modules and fork a child per
+    run; one per lane."""
+
+    isolation = Isolation.FORK
+    mode = "fork"
+
+    def start(self, preload: Sequence[str] = ()) -> PreloadReport:
+        """Preload ``preload`` (in order).  A module whose import makes forking unsafe is
+        dropped (the script imports it itself, at a fresh interpreter's cost) and a new
+        server is started without it; ``ForkUnavailable`` when no fork-safe server can
+        be made.  The report says what was dropped and why, for the first progress lines."""
+        started = time.perf_counter()
+        modules = list(preload)
+        dropped: list[str] = []
+        reason = f"{PRELOAD_ATTEMPTS} modules in a row made forking unsafe"
+        for _ in range(PRELOAD_ATTEMPTS):
+            client = self._new_client(0)
+            try:
+                client.preload(modules, threads=self.settings.threads)
+            except PreloadRefused as refused:
+                client.close()
+                if refused.module is None:
+                    reason = refused.reason
+                    break  # tainted before any import, or by the preload as a whole
+                bad = refused.module
+                dropped.append(f"{bad} ({refused.reason})")
+                # Its submodules would bring it back.
+                modules = [m for m in modules if m != bad and not m.startswith(bad + ".")]
+                continue
+            self._clients = [client]
+            for lane in range(1, self.lanes):
+                other = self._new_client(lane)
+                other.preload(modules, threads=self.settings.threads)  # what one server took, the others take
+                self._clients.append(other)
+            return PreloadReport(tuple(modules), tuple(dropped), time.perf_counter() - started, Isolation.FORK)
+        raise ForkUnavailable(reason, tuple(dropped))
+
+
+def default_executor(isolation: Isolation, settings: ExecutorSettings) -> Executor:
+    """This machine's executor for ``isolation``."""
+    return ForkServer(settings) if isolation is Isolation.FORK else FreshInterpreters(settings)

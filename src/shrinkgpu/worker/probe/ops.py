@@ -1,0 +1,290 @@
+"""Torch calls as the user wrote them: a ``TorchFunctionMode`` that notes the calls that
+raise, with each argument's dtype, shape, stride and device and the operator's
+non-default arguments, and saves one call's arguments for the extraction."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable
+
+from shrinkgpu.worker.probe.literals import literal
+from shrinkgpu.worker.request import Capture
+
+
+MAX_FLAT_ARGS = 64
+
+
+REPR_LIMIT = 80
+
+
+def op_name(func) -> str:
+    """A stable, readable name for what a TorchFunctionMode received.
+
+    Tensor methods arrive as descriptors of ``torch._C.TensorBase`` with no module,
+    ``torch.gather`` as ``_VariableFunctionsClass.gather``: both get the spelling users
+    write (``Tensor.view``, ``torch.gather``).
+    """
+    name = getattr(func, "__name__", None) or repr(func)
+    qual = getattr(func, "__qualname__", name)
+    owner = getattr(func, "__objclass__", None)
+    if owner is not None and owner.__name__ in ("TensorBase", "Tensor"):
+        return f"Tensor.{name}"
+    if qual.startswith(("TensorBase.", "Tensor.")):
+        return "Tensor." + qual.split(".", 1)[1]
+    module = getattr(func, "__module__", None)
+    if qual.startswith("_VariableFunctionsClass."):
+        qual = name
+    if module:
+        return f"{module}.{qual}"
+    return qual
+
+
+INLINE_VALUES = 64  # integer/bool tensors up to this many elements are written inline
+
+
+def save_call(func, args, kwargs, path: str) -> None:
+    """Save a torch call as it is about to run: the operator's name, its arguments as a
+    structure whose leaves are literals or tensors, each tensor's metadata (dtype,
+    shape, stride, storage offset, device, requires_grad, which storage it shares), and
+    the tensors themselves (detached, on the CPU).  ``shrinkgpu extract`` rebuilds the
+    call from it."""
+    import torch
+
+    tensors: dict[str, Any] = {}
+    meta: dict[str, Any] = {}
+    storages: dict[int, str] = {}
+
+    def enc(value, where: str, depth: int = 0):
+        if isinstance(value, torch.Tensor):
+            with torch._C.DisableTorchFunctionSubclass():
+                t = value.detach()
+                try:
+                    key = t.untyped_storage().data_ptr()
+                except Exception:
+                    key = None
+                meta[where] = {
+                    "dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape),
+                    "stride": list(t.stride()) if t.layout == torch.strided else None,
+                    "offset": t.storage_offset() if t.layout == torch.strided else 0,
+                    "device": str(t.device), "requires_grad": bool(value.requires_grad),
+                    "shares_with": storages.get(key) if key else None,
+                    "parameter": isinstance(value, torch.nn.Parameter),
+                }
+                if key and key not in storages:
+                    storages[key] = where
+                tensors[where] = t if t.device.type == "cpu" else t.cpu()
+            return {"t": where}
+        if isinstance(value, (list, tuple)) and depth < 3 and not isinstance(value, torch.Size):
+            return {"seq": [enc(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)],
+                    "tuple": isinstance(value, tuple)}
+        if isinstance(value, dict) and depth < 3 and all(isinstance(k, str) for k in value):
+            return {"map": {k: enc(v, f"{where}[{k!r}]", depth + 1) for k, v in value.items()}}
+        text = code_literal(value)
+        return {"lit": text} if text is not None else {"unknown": type(value).__name__}
+
+    try:  # the keywords the call set to other values than their defaults
+        nondefault = sorted({a.split("=", 1)[0] for a in _contract(func, args, kwargs)})
+    except Exception:
+        nondefault = sorted(kwargs)
+    record = {
+        "op": op_name(func),
+        "args": [enc(a, f"args[{i}]") for i, a in enumerate(args)],
+        "kwargs": {k: enc(v, f"kwargs[{k!r}]") for k, v in kwargs.items()},
+        "nondefault": nondefault,
+        "meta": meta,
+    }
+    # Small integer and bool tensors (labels, indices, masks) travel as values in the
+    # JSON sidecar, so that the script can hold them inline; every tensor is in the .pt.
+    for where, t in tensors.items():
+        if not t.dtype.is_floating_point and not t.dtype.is_complex and t.numel() <= INLINE_VALUES:
+            try:
+                meta[where]["values"] = t.tolist()
+            except Exception:
+                pass
+    try:
+        torch.save(tensors, path)
+    except Exception as exc:  # a tensor subclass torch cannot save: said, not raised
+        record["error"] = f"{type(exc).__name__}: {exc}"
+    with open(path + ".json", "w", encoding="utf-8") as fh:
+        json.dump(record, fh)
+
+
+def code_literal(value) -> str | None:
+    """Python source for a non-tensor argument: plain literals, and torch's dtypes,
+    devices, sizes, layouts and memory formats (``torch.float32``)."""
+    text = literal(value)
+    if text is not None:
+        return text
+    if isinstance(value, slice):
+        parts = [code_literal(v) for v in (value.start, value.stop, value.step)]
+        return None if any(p is None for p in parts) else f"slice({', '.join(parts)})"
+    if value is Ellipsis:
+        return "..."
+    cls = type(value)
+    if cls.__module__.startswith("torch"):
+        if cls.__name__ in ("dtype", "layout", "memory_format"):
+            return str(value)
+        if cls.__name__ == "device":
+            return f"torch.device({str(value)!r})"
+        if cls.__name__ == "Size":
+            return f"torch.Size({list(value)!r})"
+    return None
+
+
+def safe_op_record(func, args, kwargs) -> dict[str, Any] | None:
+    """The call's record, read with tensor subclasses' ``__torch_function__`` off: a
+    subclass may run Python (and raise again) on ``.stride()`` or ``.dtype``, and a note
+    must never replace the error it notes."""
+    try:
+        import torch
+
+        with torch._C.DisableTorchFunctionSubclass():
+            return _op_record(func, args, kwargs)
+    except Exception:
+        try:
+            return {"name": op_name(func), "tensors": [], "others": [], "arguments": []}
+        except Exception:
+            return None
+
+
+def _op_record(func, args, kwargs) -> dict[str, Any]:
+    import torch
+
+    tensors: list[dict[str, Any]] = []
+    others: list[str] = []
+
+    def walk(value, path: str, depth: int) -> None:
+        if len(tensors) + len(others) >= MAX_FLAT_ARGS:
+            return
+        if isinstance(value, torch.Tensor):
+            tensors.append(_tensor_meta(value, path))
+        elif isinstance(value, (list, tuple)) and depth < 3 and not isinstance(value, torch.Size):
+            for i, item in enumerate(value):
+                walk(item, f"{path}[{i}]", depth + 1)
+        elif isinstance(value, dict) and depth < 3:
+            for key, item in value.items():
+                walk(item, f"{path}[{key!r}]", depth + 1)
+        else:
+            others.append(f"{path} = {_short_repr(value)}")
+
+    for i, a in enumerate(args):
+        walk(a, f"args[{i}]", 0)
+    for k, v in (kwargs or {}).items():
+        walk(v, f"kwargs[{k!r}]", 0)
+    return {"name": op_name(func), "tensors": tensors, "others": others, "arguments": _contract(func, args, kwargs)}
+
+
+def _holds_tensor(value, depth: int = 0) -> bool:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return True
+    if depth < 3 and isinstance(value, (list, tuple)):
+        return any(_holds_tensor(v, depth + 1) for v in value)
+    if depth < 3 and isinstance(value, dict):
+        return any(_holds_tensor(v, depth + 1) for v in value.values())
+    return False
+
+
+def _same_value(value, default) -> bool:
+    try:
+        if type(value) is type(default) and bool(value == default):
+            return True
+    except Exception:
+        pass
+    return value is default
+
+
+def _contract(func, args, kwargs) -> list[str]:
+    """``name=value`` of each non-tensor argument of the call that differs from its
+    default, or has none (``reduction='none'``, ``ignore_index=255``, gather's ``dim``):
+    part of what the operator was asked to do, so strict reductions keep it.  Builtins
+    without a Python signature name their arguments by position."""
+    import inspect
+
+    kwargs = kwargs or {}
+    out: list[str] = []
+    try:
+        sig = inspect.signature(func)
+        bound = sig.bind_partial(*args, **kwargs)
+    except (TypeError, ValueError):
+        for i, a in enumerate(args):
+            if not _holds_tensor(a):
+                out.append(f"args[{i}]={_short_repr(a)}")
+        for k, v in kwargs.items():
+            if not _holds_tensor(v):
+                out.append(f"{k}={_short_repr(v)}")
+        return out
+    for name, value in bound.arguments.items():
+        param = sig.parameters[name]
+        if param.kind is inspect.Parameter.VAR_POSITIONAL:
+            items = [(f"{name}[{i}]", v) for i, v in enumerate(value)]
+        elif param.kind is inspect.Parameter.VAR_KEYWORD:
+            items = list(value.items())
+        else:
+            if param.default is not inspect.Parameter.empty and _same_value(value, param.default):
+                continue
+            items = [(name, value)]
+        for key, item in items:
+            if not _holds_tensor(item):
+                out.append(f"{key}={_short_repr(item)}")
+    return out
+
+
+def _tensor_meta(t, path: str) -> dict[str, Any]:
+    # Metadata only: touching values would synchronise (or fail) on a broken CUDA context.
+    try:
+        stride = list(t.stride())
+    except Exception:  # sparse and nested layouts have none
+        stride = None
+    return {
+        "path": path,
+        "dtype": str(t.dtype).removeprefix("torch."),
+        "shape": list(t.shape),
+        "stride": stride,
+        "device": str(t.device),
+    }
+
+
+def _short_repr(value) -> str:
+    if value is None or isinstance(value, (bool, int, float, str, slice, type(Ellipsis))):
+        text = repr(value)
+    else:
+        cls = type(value)
+        if cls.__module__.startswith("torch") and cls.__name__ in ("dtype", "device", "Size", "layout", "memory_format"):
+            text = str(value)
+        else:
+            text = f"<{cls.__name__}>"
+    return text if len(text) <= REPR_LIMIT else text[: REPR_LIMIT - 3] + "..."
+
+
+def watch_torch_calls(note: Callable[..., None], capture: Capture | None = None):
+    """A ``TorchFunctionMode`` that hands every torch call that raises to ``note`` (with
+    which call of that operator it was), and saves the arguments of the call
+    ``capture`` names before it runs."""
+    from torch.overrides import TorchFunctionMode
+
+    captured = False
+
+    class _WatchTorchCalls(TorchFunctionMode):
+        # While this handler runs, torch pops the mode, so nested calls are not seen:
+        # what gets recorded is the outermost torch API call, the one the user wrote.
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            key = id(func)
+            calls[key] = calls.get(key, 0) + 1
+            nonlocal captured
+            if capture is not None and calls[key] == capture.call and not captured:
+                if op_name(func) == capture.op:
+                    # Before the call: on a GPU the values cannot be read after a failed kernel.
+                    captured = True
+                    save_call(func, args, kwargs, capture.path)
+            try:
+                return func(*args, **kwargs)
+            except Exception as exc:
+                note(func, args, kwargs, exc, call=calls[key])
+                raise
+
+    calls: dict[int, int] = {}  # the N-th call of each operator: which call failed
+
+    return _WatchTorchCalls()

@@ -1,0 +1,14 @@
+"""Which files are the user's: paths under the run's copies of the user's directory."""
+
+from __future__ import annotations
+
+import os
+
+
+def is_under(path: str, roots: tuple[str, ...]) -> bool:
+    return any(path == r or path.startswith(r + os.sep) for r in roots)
+
+
+def is_user_file(filename: str, roots: tuple[str, ...]) -> bool:
+    # "<string>", "<frozen ...>": code without a file, never the user's
+    return not filename.startswith("<") and is_under(os.path.abspath(filename), roots)

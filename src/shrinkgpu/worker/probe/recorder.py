@@ -1,0 +1,167 @@
+"""The torch calls that raised and the exception chain that ended the run, with the
+user's frames of each: what the reducer's signature is made from."""
+
+from __future__ import annotations
+
+import linecache
+import os
+import sys
+import traceback
+from typing import Any
+
+from shrinkgpu.worker.probe.loops import LoopCounter
+from shrinkgpu.worker.probe.ops import safe_op_record
+from shrinkgpu.worker.probe.paths import is_under, is_user_file
+
+
+MAX_TORCH_ERRORS = 16
+
+
+class Recorder:
+    """Collects torch calls that raised; lives for one run."""
+
+    def __init__(self, roots: tuple[str, ...]):
+        self.roots = roots
+        self.errors: list[dict[str, Any]] = []
+        self.by_id: dict[int, dict[str, Any]] = {}
+        self._keep: list[BaseException] = []  # keep exceptions alive so ids stay unique
+        self.loops: LoopCounter | None = None
+
+    def loops_on_stack(self) -> list[list[Any]]:
+        if self.loops is None:
+            return []
+        frames = []
+        f = sys._getframe(1)
+        while f is not None:
+            if is_user_file(f.f_code.co_filename, self.roots):
+                frames.append((f, f.f_lineno))
+            f = f.f_back
+        return self.loops.at(frames, self.rel)
+
+    def loops_in_tb(self, tb) -> list[list[Any]]:
+        if self.loops is None:
+            return []
+        frames = []
+        while tb is not None:
+            if is_user_file(tb.tb_frame.f_code.co_filename, self.roots):
+                frames.append((tb.tb_frame, tb.tb_lineno))
+            tb = tb.tb_next
+        return self.loops.at(frames, self.rel)
+
+    def user_stack(self) -> list[list[Any]]:
+        """[file, line] of each frame of the user's code on the current stack, outermost first."""
+        out = []
+        for fs in traceback.extract_stack():
+            if is_user_file(fs.filename, self.roots):
+                out.append([self.rel(fs.filename), fs.lineno or 0])
+        return out
+
+    def user_frame_from_stack(self) -> dict[str, Any] | None:
+        for fs in reversed(traceback.extract_stack()):
+            if is_user_file(fs.filename, self.roots):
+                return self._frame(fs.filename, fs.lineno or 0, fs.name, fs.line or "")
+        return None
+
+    def tb_stack(self, tb) -> list[list[Any]]:
+        out = []
+        while tb is not None:
+            code = tb.tb_frame.f_code
+            if is_user_file(code.co_filename, self.roots):
+                out.append([self.rel(code.co_filename), tb.tb_lineno])
+            tb = tb.tb_next
+        return out
+
+    def user_frame_from_tb(self, tb) -> dict[str, Any] | None:
+        found = None
+        while tb is not None:
+            code = tb.tb_frame.f_code
+            if is_user_file(code.co_filename, self.roots):
+                found = (code.co_filename, tb.tb_lineno, code.co_name)
+            tb = tb.tb_next
+        if found is None:
+            return None
+        filename, line, name = found
+        return self._frame(filename, line, name, linecache.getline(filename, line))
+
+    def rel(self, filename: str) -> str:
+        path = os.path.abspath(filename)
+        for root in self.roots:
+            if is_under(path, (root,)):
+                return os.path.relpath(path, root)
+        return path
+
+    def _frame(self, filename: str, line: int, function: str, source: str) -> dict[str, Any]:
+        return {"file": self.rel(filename), "line": line, "function": function, "source": source.strip()}
+
+    def note(self, func, args, kwargs, exc: BaseException, call: int | None = None) -> None:
+        if id(exc) in self.by_id:
+            return  # already seen at an outer call
+        record = {
+            "call": call,
+            "type": qualified_type(exc),
+            "message": message_of(exc),
+            "ident": id(exc),
+            "frame": self.user_frame_from_stack(),
+            "stack": self.user_stack(),
+            "op": safe_op_record(func, args, kwargs),
+        }
+        if self.loops is not None:
+            record["loops"] = self.loops_on_stack()
+        self.by_id[id(exc)] = record
+        self._keep.append(exc)
+        if len(self.errors) < MAX_TORCH_ERRORS:
+            self.errors.append(record)
+
+
+def qualified_type(exc: BaseException) -> str:
+    cls = type(exc)
+    module = cls.__module__
+    if module in ("builtins", "__main__", None):
+        return cls.__qualname__
+    # torch.OutOfMemoryError is defined in torch._C; name it where users meet it.
+    if module.startswith("torch._C") and hasattr(__import__("torch"), cls.__name__):
+        return f"torch.{cls.__name__}"
+    return f"{module}.{cls.__qualname__}"
+
+
+def message_of(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:  # a broken __str__ must not hide the error itself
+        return f"<unprintable {type(exc).__name__}>"
+
+
+def exception_chain(exc: BaseException) -> list[BaseException]:
+    """The exception that ended the run, then its causes down to the root."""
+    out: list[BaseException] = []
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        out.append(cur)
+        seen.add(id(cur))
+        # Follow __context__ even under ``raise ... from None``: the hidden original is
+        # still the first error.
+        cur = cur.__cause__ if cur.__cause__ is not None else cur.__context__
+    return out
+
+
+def record_chain(exc: BaseException, recorder: Recorder) -> list[dict[str, Any]]:
+    records = []
+    for e in exception_chain(exc):
+        seen = recorder.by_id.get(id(e))
+        if seen is not None:
+            records.append(seen)
+            continue
+        records.append(
+            {
+                "type": qualified_type(e),
+                "message": message_of(e),
+                "ident": id(e),
+                "frame": recorder.user_frame_from_tb(e.__traceback__),
+                "stack": recorder.tb_stack(e.__traceback__),
+                "op": None,
+            }
+        )
+        if recorder.loops is not None:
+            records[-1]["loops"] = recorder.loops_in_tb(e.__traceback__)
+    return records

@@ -1,0 +1,188 @@
+"""One run: the user's script, watched, and the observation written for the reducer."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from shrinkgpu.worker.probe.library_cut import library_cut
+from shrinkgpu.worker.probe.loops import LoopClock, LoopCounter
+from shrinkgpu.worker.probe.objects import saved_objects
+from shrinkgpu.worker.probe.ops import watch_torch_calls
+from shrinkgpu.worker.probe.process import (
+    dump_stack_on_crash,
+    environment_facts,
+    flush_streams,
+    loaded_modules,
+    prepare_process,
+    run_exit_handlers,
+)
+from shrinkgpu.worker.probe.recorder import Recorder, message_of, record_chain
+from shrinkgpu.worker.probe.watchers import watch_argparse, watch_config_loads, watch_reads, watch_seeding
+from shrinkgpu.worker.request import RunRequest
+
+
+# Exit statuses the probe itself uses when the user's script could not even start.
+EXIT_PROBE_FAILURE = 70
+
+
+def run(request: RunRequest, *, forked: bool) -> int:
+    """Run the request's script; write the observation; return the exit status."""
+    started = time.perf_counter()
+    obs: dict[str, Any] = {"status": "ok", "exit_code": 0, "chain": [], "torch_errors": []}
+    roots = tuple(os.path.abspath(r) for r in request.roots)
+    watch = request.watch
+    recorder = Recorder(roots)
+    try:
+        prepare_process(request, forked=forked)
+        if request.crash_log:
+            dump_stack_on_crash(request.crash_log)
+        script = os.path.abspath(request.script)
+        if request.capture_ops:
+            import torch  # noqa: F401  (the mode needs it; the script imports it anyway)
+
+            mode = watch_torch_calls(recorder.note, watch.capture)
+        else:
+            mode = None
+        parses: list[dict[str, Any]] = []
+        seed_sites: list[list[Any]] = []
+        loads: list[dict[str, Any]] = []
+        watch_argparse(recorder, parses)
+        watch_config_loads(recorder, loads)
+        watch_seeding(recorder, seed_sites)
+        clock = None
+        if watch.count_loops:
+            recorder.loops = LoopCounter(roots)
+            recorder.loops.install()
+            clock = LoopClock(roots, recorder.rel)
+            clock.start()
+    except BaseException as exc:  # the probe failed before the script ran
+        traceback.print_exc()
+        obs.update(status="probe-error", exit_code=EXIT_PROBE_FAILURE, chain=[])
+        obs["probe_error"] = message_of(exc)
+        _write(request.observation, obs)
+        return EXIT_PROBE_FAILURE
+
+    reads: list[str] = []
+    watch_reads(roots, reads)
+    module = request.module
+    code = 0
+    try:
+        if mode is not None:
+            with mode:
+                _run_main(script, module)
+        else:
+            _run_main(script, module)
+    except SystemExit as exc:
+        code = _exit_code(exc)
+        if code != 0:
+            obs["status"] = "exit"
+            obs["chain"] = record_chain(exc, recorder)
+    except BaseException as exc:
+        code = 1
+        obs["status"] = "exception"
+        obs["chain"] = record_chain(exc, recorder)
+        _print_traceback(exc, script)
+        if watch.cut:
+            try:
+                obs["cut"] = library_cut(exc, roots, watch.cut)
+            except Exception:  # a cut is an offer; its failure must not change the run
+                obs["cut"] = None
+        if watch.save_objects:
+            try:
+                obs["saved_objects"] = saved_objects(exc, roots, watch.save_objects)
+            except Exception:  # an offer too
+                obs["saved_objects"] = []
+    if recorder.loops is not None:
+        sys.settrace(None)
+    if clock is not None:
+        obs["loop_time"] = clock.stop()
+    obs["exit_code"] = code
+    obs["torch_errors"] = recorder.errors
+    obs["parses"] = parses
+    obs["loads"] = loads
+    obs["reads"] = sorted(set(reads))
+    obs["seed_sites"] = sorted({(f, n, bool(inner)) for f, n, inner in seed_sites})
+    obs["duration"] = time.perf_counter() - started
+    if watch.collect_modules:
+        obs["modules"] = loaded_modules(roots)
+    if watch.collect_env:
+        obs["environment"] = environment_facts()
+    flush_streams()
+    _write(request.observation, obs)
+    run_exit_handlers()
+    return code
+
+
+def _run_main(path: str, module: str | None = None) -> None:
+    """Execute ``path`` as ``__main__`` the way ``python path`` does (or, with
+    ``module``, the way ``python -m module`` does: package-relative imports work).
+
+    Not ``runpy.run_path``: it rewrites ``sys.argv[0]`` to the path it is given, while
+    Python keeps argv[0] as typed and makes only ``__file__`` absolute.
+    """
+    if module:
+        import runpy
+
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+        return
+    import builtins
+    import importlib.machinery
+    import types
+
+    with open(path, "rb") as fh:
+        source = fh.read()
+    code = compile(source, path, "exec", dont_inherit=True)
+    module = types.ModuleType("__main__")
+    module.__file__ = path
+    module.__cached__ = None
+    module.__loader__ = importlib.machinery.SourceFileLoader("__main__", path)
+    module.__spec__ = None
+    module.__builtins__ = builtins
+    sys.modules["__main__"] = module
+    exec(code, module.__dict__)
+
+
+def _print_traceback(exc: BaseException, script: str) -> None:
+    """Print the traceback Python would print, without the probe's own frames on top."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename != script:
+        tb = tb.tb_next
+    try:
+        traceback.print_exception(type(exc), exc, tb or exc.__traceback__)
+    except Exception:
+        pass
+
+
+def _exit_code(exc: SystemExit) -> int:
+    if exc.code is None:
+        return 0
+    if isinstance(exc.code, int):
+        return exc.code & 0xFF
+    try:
+        print(exc.code, file=sys.stderr)
+    except Exception:
+        pass
+    return 1
+
+
+def _write(path: str, obs: dict[str, Any]) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(obs, fh, default=str)
+    os.replace(tmp, path)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The fresh-interpreter path (see the supervisor's ``FRESH_COMMAND``)."""
+    argv = sys.argv[1:] if argv is None else argv
+    request = RunRequest.from_json(json.loads(Path(argv[0]).read_text(encoding="utf-8")))
+    code = run(request, forked=False)
+    # Like the fork path: no waiting for non-daemon threads the script left behind;
+    # the run is over once the script's main code returned or raised.
+    os._exit(code)

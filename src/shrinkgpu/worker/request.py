@@ -1,0 +1,95 @@
+"""What the parent asks of one run, as a typed message both sides read by field.
+
+The reducer says what it wants recorded beyond the first error (``Watch``: count the
+loops, save a call, pickle the data objects); the runner adds where this run's files
+are (``RunRequest``); the probe, in the candidate's process, reads the same fields.  The
+message crosses a process boundary as JSON (a fork server's pipe, or a file a fresh
+interpreter reads), so it holds only plain values.
+
+Standard library only: the probe imports this in every fresh interpreter, before the
+user's script.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Capture:
+    """Save the arguments of the ``call``-th call of operator ``op`` to ``path`` just
+    before it runs (on a GPU the values cannot be read after a failed kernel)."""
+
+    op: str
+    call: int
+    path: str
+
+
+@dataclass(frozen=True)
+class Watch:
+    """What a run records besides its first error and the facts every run records
+    (argparse results, configuration reads, seeding calls, files read)."""
+
+    collect_modules: bool = False  # every module the run imported (what to preload)
+    collect_env: bool = False  # versions, backend and thread pools, for the report
+    # which iteration each loop around the failure was in, and where the time went (a
+    # line tracer and a sampling thread: slow, the original's first run only)
+    count_loops: bool = False
+    capture: Capture | None = None
+    # a path: where a library called back into a user object, save that call there
+    cut: str | None = None
+    # a directory: at the first error, pickle the user's data objects there
+    save_objects: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Watch":
+        capture = data.get("capture")
+        return cls(
+            collect_modules=bool(data.get("collect_modules")),
+            collect_env=bool(data.get("collect_env")),
+            count_loops=bool(data.get("count_loops")),
+            capture=Capture(**capture) if capture else None,
+            cut=data.get("cut"),
+            save_objects=data.get("save_objects"),
+        )
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """One run: the script in its run directory, as the user would start it, and what
+    to record about it."""
+
+    script: str  # absolute path of the run's copy of the script
+    argv: tuple[str, ...]  # argv[0] as the user typed it, then the script's arguments
+    cwd: str
+    observation: str  # where the probe writes what it saw (JSON)
+    crash_log: str  # where faulthandler writes the stack of a run killed by a signal
+    roots: tuple[str, ...]  # the run's copies of the user's directory: whose files are the user's
+    module: str | None = None  # run as ``python -m module``
+    capture_ops: bool = True  # watch torch calls (the operator of the first error)
+    watch: Watch = field(default_factory=Watch)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["argv"] = list(self.argv)
+        data["roots"] = list(self.roots)
+        data["watch"] = self.watch.to_json()
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "RunRequest":
+        return cls(
+            script=data["script"],
+            argv=tuple(data["argv"]),
+            cwd=data["cwd"],
+            observation=data["observation"],
+            crash_log=data.get("crash_log") or "",
+            roots=tuple(data["roots"]),
+            module=data.get("module"),
+            capture_ops=bool(data.get("capture_ops", True)),
+            watch=Watch.from_json(data.get("watch") or {}),
+        )

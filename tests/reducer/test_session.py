@@ -1,0 +1,290 @@
+"""The reduction's phases with a fake executor: no process runs, a candidate's verdict is a
+function of its text, so each phase is tested alone in milliseconds."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from shrinkgpu.core import Budget
+from shrinkgpu.families import Family
+from shrinkgpu.reducer import NotReproduced, ReduceConfig, ReduceError, Reduction, reduce
+from shrinkgpu.reducer import session as session_module
+from shrinkgpu.syntax import Edit
+from shrinkgpu.worker import Isolation
+
+from fakes import Log, bug, executors, passes, signature
+
+SCRIPT = textwrap.dedent("""\
+    import os
+    import sys
+
+
+    def helper(n):
+        return n + 1
+
+
+    data = [1, 2, 3]
+    print("logging", data)
+    total = helper(3)
+    explode(3)
+    """)
+NEEDLE = "explode(3)"
+
+
+@pytest.fixture
+def script(tmp_path) -> Path:
+    path = tmp_path / "train.py"
+    path.write_text(SCRIPT)
+    return path
+
+
+def config(script: Path, **kw) -> ReduceConfig:
+    kw.setdefault("keep_error", "out of bounds")
+    kw.setdefault("write", False)
+    return ReduceConfig(script=script, cwd=script.parent, **kw)
+
+
+def fails_with_needle(text, job):
+    return bug() if NEEDLE in text else passes()
+
+
+def started(reduction: Reduction) -> Reduction:
+    """The phases before the workers, run on ``reduction`` (prepared)."""
+    reduction.prepare()
+    original = reduction.observe_original()
+    reduction.spec = original.first.spec
+    reduction.target = reduction.target_of(original)
+    reduction.program = reduction.build_program(original.first.observation)
+    reduction.plan = reduction.plan_workers(original.first.observation)
+    reduction.original = original
+    return reduction
+
+
+# -- the whole run ---------------------------------------------------------------------------
+def test_a_whole_reduction_runs_through_the_executor_it_is_given(script):
+    make = executors(fails_with_needle)
+    result = reduce(config(script), executors=make)
+    assert result.files == {"train.py": NEEDLE + "\n"}
+    assert result.verified == (2, 2)
+    assert result.isolation is Isolation.FORK
+    first_isolation, first_job = make.log.jobs[0]
+    # The first run is the user's run: a fresh interpreter, watched for everything the
+    # passes need, in a copy of the user's directory.
+    assert first_isolation is Isolation.FRESH
+    assert first_job.request.watch.count_loops and first_job.request.watch.collect_modules
+    assert first_job.request.argv == (first_job.request.script,)  # typed absolute: the copy's path
+    assert Path(first_job.request.cwd).name == "root" and make.log.texts[0] == SCRIPT
+    assert script.read_text() == SCRIPT  # the input is never touched
+
+
+def test_the_progress_events_and_notes_come_in_order(script):
+    events = []
+    make = executors(fails_with_needle)
+    result = reduce(config(script, jobs=4), on_event=events.append, executors=make)
+    stages = [e.message for e in events if type(e).__name__ == "Stage"]
+    assert stages[0] == "running the original in a fresh interpreter"
+    assert stages[1].startswith("4 candidates at once on")  # a note, shown when it is made
+    assert stages.index("verifying the result in fresh interpreters") > stages.index(
+        next(s for s in stages if s.startswith("reducing "))
+    )
+    assert result.notes == [stages[1]]
+
+
+# -- the original ------------------------------------------------------------------------------
+def test_a_flaky_original_that_passed_first_is_run_again(script):
+    calls = []
+
+    def flaky(text, job):
+        calls.append(text)
+        return passes() if len(calls) == 1 else bug()
+
+    reduction = Reduction(config(script), executors=executors(flaky))
+    reduction.prepare()
+    original = reduction.observe_original()
+    assert [o.signature is not None for o in original.attempts] == [False, True]
+    assert original.first.observation.signature is not None
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "kw", "message"),
+    [
+        (lambda t, j: passes(), {}, "the script did not fail"),
+        (lambda t, j: bug(signature("RuntimeError", "mat1 and mat2 shapes cannot be multiplied")), {},
+         "does not match --keep-error 'out of bounds'"),
+        (lambda t, j: bug(), {"keep_error": None, "family": Family.OUT_OF_MEMORY}, "is not of the family 'out-of-memory'"),
+    ],
+)
+def test_an_original_that_does_not_fail_as_asked_is_not_reproduced(script, behaviour, kw, message):
+    with pytest.raises(NotReproduced, match=re.escape(message)) as caught:
+        reduce(config(script, confirm=0, **kw), executors=executors(behaviour))
+    assert caught.value.exit_code == 3
+
+
+def test_an_original_that_times_out_names_the_limit(script):
+    def slow(text, job):
+        return passes().__class__(None, None, True, 7.0, "timeout", None)
+
+    with pytest.raises(NotReproduced, match=r"did not finish within 7s \(--timeout\)"):
+        reduce(config(script, confirm=0), executors=executors(slow))
+
+
+def test_a_program_whose_output_is_one_of_its_modules_is_refused(script):
+    (script.parent / "helpers.py").write_text("x = 1\n")
+
+    def imports_helpers(text, job):
+        return bug(modules=(("helpers", str(Path(job.run.root) / "helpers.py"), "helpers.py"),))
+
+    with pytest.raises(ReduceError, match="one of the script's own files") as caught:
+        reduce(config(script, output=script.parent / "helpers.py"), executors=executors(imports_helpers))
+    assert caught.value.exit_code == 2
+
+
+# -- the workers ---------------------------------------------------------------------------------
+def test_more_jobs_than_cores_cap_each_candidates_threads(script, monkeypatch):
+    monkeypatch.setattr(session_module, "usable_cpus", lambda: 2)
+    behaviour = lambda t, j: bug(environment={"threads": {"torch": 2}})  # noqa: E731
+    reduction = started(Reduction(config(script, jobs=4), executors=executors(behaviour)))
+    assert (reduction.plan.jobs, reduction.plan.threads) == (4, 1)
+    assert reduction.notes == ["4 candidates at once on 2 CPU cores: each runs with 1 thread(s) where python "
+                               "would use 2 (-j 1 keeps 2)"]
+
+
+def test_an_out_of_memory_error_gets_one_candidate_per_gpu(script):
+    oom = signature("torch.OutOfMemoryError", "CUDA out of memory. Tried to allocate 2.00 GiB", op=None)
+    assert oom.family is Family.OUT_OF_MEMORY
+    reduction = started(Reduction(config(script, keep_error=None, family=Family.OUT_OF_MEMORY, gpus=("0", "1"),
+                                         jobs=4), executors=executors(lambda t, j: bug(oom))))
+    assert (reduction.plan.jobs, reduction.plan.gpus) == (2, ("0", "1"))
+    assert "one per GPU, never two on one device" in reduction.notes[0]
+
+
+def test_a_refused_fork_server_falls_back_to_fresh_interpreters_and_says_why(script):
+    make = executors(fails_with_needle, refuse_fork="a thread was running at fork")
+    result = reduce(config(script), executors=make)
+    assert result.isolation is Isolation.FRESH
+    assert result.files == {"train.py": NEEDLE + "\n"}
+    assert any("forking is not safe here (a thread was running at fork)" in n for n in result.notes)
+    assert any(n.startswith("not preloaded, because forking after importing them is unsafe") for n in result.notes)
+    assert Isolation.FORK not in make.log.started
+
+
+def test_isolation_fork_asked_for_stops_when_the_server_is_refused(script):
+    make = executors(fails_with_needle, refuse_fork="a thread was running at fork")
+    with pytest.raises(ReduceError, match="--isolation fork is not possible here: a thread was running at fork"):
+        reduce(config(script, isolation=Isolation.FORK), executors=make)
+
+
+def test_a_flaky_original_is_measured_and_candidates_get_fork_servers_of_their_own_seeds(script):
+    log = Log()
+    count = []
+
+    def seven_in_ten(text, job):
+        count.append(1)
+        return bug() if NEEDLE in text and len(count) % 10 not in (2, 5, 8) else passes()
+
+    reduction = started(Reduction(config(script), executors=executors(seven_in_ten, log)))
+    reduction.runner = reduction.new_runner(Isolation.FORK)
+    try:
+        reduction.preload = reduction.start_workers(reduction.original.first.observation)
+        rate = reduction.measure_rate(reduction.original.first.observation, reduction.original.attempts)
+        lanes = reduction.runner.lanes
+    finally:
+        reduction.runner.close()
+        reduction.sandbox.close()
+    assert (rate.reproduced, rate.runs) == (7, 10)
+    assert lanes == session_module.FLAKY_LANES
+    assert any(n.startswith("the original reproduced in 7 of 10 runs") for n in reduction.notes)
+
+
+def test_forked_runs_that_fail_differently_send_every_candidate_to_fresh_interpreters(script):
+    log = Log()
+
+    def differs_when_forked(text, job):
+        forked = log.jobs[-1][0] is Isolation.FORK
+        return bug(signature("RuntimeError", "something else", op=None)) if forked else fails_with_needle(text, job)
+
+    result = reduce(config(script), executors=executors(differs_when_forked, log))
+    assert result.isolation is Isolation.FRESH
+    assert result.files == {"train.py": NEEDLE + "\n"}
+    assert any(n.startswith("the original failed differently in a forked worker") for n in result.notes)
+
+
+def test_a_script_that_needs_every_gpu_is_not_pinned(script):
+    log = Log()
+
+    def needs_both(text, job):
+        pinned = "CUDA_VISIBLE_DEVICES" in job.env
+        return bug(signature("RuntimeError", "needs two devices", op=None)) if pinned else fails_with_needle(text, job)
+
+    result = reduce(config(script, gpus=("0", "1"), env={"PATH": "/usr/bin"}), executors=executors(needs_both, log))
+    assert (result.gpus, result.jobs) == ((), 1)
+    assert any("the script needs more devices than one" in n for n in result.notes)
+    assert result.files == {"train.py": NEEDLE + "\n"}
+
+
+# -- the search --------------------------------------------------------------------------------
+def saves_objects(tmp_path):
+    pickle = tmp_path / "saved.pkl"
+    pickle.write_bytes(b"\x80\x04K\x01.")  # pickle of 1
+
+    def behaviour(text, job):
+        if NEEDLE not in text:
+            return passes()
+        saved = ({"name": "data", "class": "Data", "path": str(pickle), "bytes": 5},) if job.request.watch.save_objects else ()
+        return bug(saved_objects=saved)
+
+    return behaviour
+
+
+def test_rebase_runs_go_through_the_oracle_and_are_counted(script, tmp_path):
+    log = Log()
+    result = reduce(config(script), executors=executors(saves_objects(tmp_path), log))
+    rebase_runs = [job for _, job in log.jobs if (job.request.watch.save_objects or "").rsplit("/", 1)[-1].startswith("objects-")]
+    assert rebase_runs  # the data objects saved again as each accepted program builds them
+    # Before the oracle: the first run, the two --confirm runs and three calibration runs;
+    # every run after it is the oracle's, rebase runs included.
+    assert result.oracle.runs == len(log.jobs) - 6
+
+
+def test_no_rebase_run_once_the_test_budget_is_spent(script, tmp_path):
+    log = Log()
+
+    class Spent(Reduction):
+        def search(self, first):
+            self.original_wall = first.wall
+            cand = self.program.initial()
+            edit = Edit("delete", next(s.id for s in self.program.stmts if "print" in self.program.stmt_code(s.id)))
+            smaller = cand.with_edits([edit])
+            self.oracle.many([smaller.files])
+            before = len(log.jobs)
+            self.budget = Budget(max_tests=0)
+            self.rebase(smaller)
+            self.jobs_in_rebase = len(log.jobs) - before
+            self.budget = Budget()
+            self.rebase(smaller)
+            self.jobs_in_second_rebase = len(log.jobs) - before
+            return super().search(first)
+
+    reduction = Spent(config(script), executors=executors(saves_objects(tmp_path), log))
+    reduction.run()
+    assert reduction.jobs_in_rebase == 0
+    assert reduction.jobs_in_second_rebase == 1
+
+
+def test_the_result_falls_back_when_the_smallest_program_does_not_reproduce_fresh(script):
+    log = Log()
+
+    def fresh_needs_helper(text, job):
+        fresh = log.jobs[-1][0] is Isolation.FRESH
+        if fresh and "total = helper(3)" not in text and len(log.jobs) > 3:
+            return bug(signature("NameError", "name 'total' is not defined", op=None))
+        return fails_with_needle(text, job)
+
+    result = reduce(config(script), executors=executors(fresh_needs_helper, log))
+    assert NEEDLE in result.files["train.py"] and "total" in result.files["train.py"]
+    assert result.verified[0] == result.verified[1] > 0
+    assert any("fell back to the newest larger candidate that reproduces every time" in n for n in result.notes)
