@@ -30,7 +30,7 @@ from typing import Callable
 
 from shrinkgpu.results import Extraction
 from shrinkgpu.signature import Signature, Target
-from shrinkgpu.worker import Capture, Isolation, Observation, Runner, ScriptSpec, Watch
+from shrinkgpu.worker import Capture, ExecutorFactory, Isolation, Observation, Runner, ScriptSpec, Watch
 
 MAX_LINES = 8  # beyond imports: what a maintainer reads at a glance
 
@@ -173,7 +173,7 @@ def render(record: dict, level: str, data_name: str) -> tuple[str, bool, int]:
 
 
 def _check(text: str, data: Path | None, loads: bool, target: Target, timeout: float, env: dict | None,
-           stem: str) -> tuple[Observation, Path]:
+           stem: str, executors: ExecutorFactory) -> tuple[Observation, Path]:
     work = Path(tempfile.mkdtemp(prefix="shrinkgpu-extract-"))
     script = work / f"{stem}.extracted.py"
     script.write_text(text, encoding="utf-8")
@@ -181,7 +181,7 @@ def _check(text: str, data: Path | None, loads: bool, target: Target, timeout: f
         shutil.copy(data, work / f"{stem}.extracted.pt")
     try:
         spec = ScriptSpec(script=script, cwd=work, root=work, env=env, argv0=script.name)
-        with Runner(spec, isolation=Isolation.FRESH) as runner:
+        with Runner(spec, isolation=Isolation.FRESH, executors=executors) as runner:
             runner.start()
             obs = runner.run({script.name: text}, timeout=timeout)
     finally:
@@ -204,7 +204,8 @@ def extract(runner: Runner, files: dict[str, str], target: Target, output_stem: 
         reasons = []
         for level in ("metadata", "exact"):
             text, loads, lines = render(record, level, data_name)
-            obs, _ = _check(text, data, loads, target, timeout, env, stem)
+            # Checked the way the capture ran: through the runner's executors.
+            obs, _ = _check(text, data, loads, target, timeout, env, stem, runner.executors)
             if target.matches(obs.signature):
                 say(f"extracted the failing call ({level}): {lines} lines")
                 path = output_stem.with_name(f"{stem}.extracted.py")

@@ -288,3 +288,60 @@ def test_the_result_falls_back_when_the_smallest_program_does_not_reproduce_fres
     assert NEEDLE in result.files["train.py"] and "total" in result.files["train.py"]
     assert result.verified[0] == result.verified[1] > 0
     assert any("fell back to the newest larger candidate that reproduces every time" in n for n in result.notes)
+
+
+# -- after the search ----------------------------------------------------------------------------
+class NoCollectEnv:
+    """torch.utils.collect_env would run in a process of its own: not in these tests."""
+
+    def __init__(self, python, env):
+        pass
+
+    def result(self, timeout: float = 0) -> str:
+        return "PyTorch version: (not collected in this test)"
+
+    def close(self) -> None:
+        pass
+
+
+def captures_the_call(text, job):
+    """The script fails at cross_entropy; a capture run saves the call as the probe would,
+    and the extracted call fails the same way."""
+    capture = job.request.watch.capture
+    if capture is not None:
+        meta = {"dtype": "float32", "shape": [3, 4], "stride": [4, 1], "offset": 0, "device": "cpu",
+                "requires_grad": False, "shares_with": None, "parameter": False}
+        target = {**meta, "dtype": "int64", "shape": [3], "stride": [1], "values": [0, 2, 4]}
+        record = {"op": capture.op, "args": [{"t": "args[0]"}, {"t": "args[1]"}], "kwargs": {}, "nondefault": [],
+                  "meta": {"args[0]": meta, "args[1]": target}}
+        Path(capture.path + ".json").write_text(__import__("json").dumps(record))
+    if "cross_entropy(" in text:
+        return bug()
+    return fails_with_needle(text, job)
+
+
+def test_the_failing_call_is_extracted_and_checked_through_the_same_executors(script, monkeypatch):
+    monkeypatch.setattr(session_module, "CollectEnv", NoCollectEnv)
+    log = Log()
+    result = reduce(config(script, write=True), executors=executors(captures_the_call, log))
+    extracted = script.parent / "train.extracted.py"
+    assert result.extracted is not None and result.extracted.path == extracted
+    assert result.extracted.level == "metadata"
+    assert "torch.nn.functional.cross_entropy(" in extracted.read_text()
+    assert "torch.tensor([0, 2, 4]" in extracted.read_text()  # labels exact, floats random
+    # The check of the extracted call ran through the fake too: no process anywhere.
+    assert any("cross_entropy(" in text for text in log.texts)
+
+
+def test_finish_writes_the_result_its_report_and_case_file_where_the_layout_says(script, monkeypatch):
+    monkeypatch.setattr(session_module, "CollectEnv", NoCollectEnv)
+    out = script.parent / "out" / "repro.min.py"
+    result = reduce(config(script, write=True, output=out, extract=False), executors=executors(fails_with_needle))
+    assert result.output == out and out.read_text() == NEEDLE + "\n"  # verified: no partial mark
+    assert result.report == out.with_name("repro.min.md")
+    report = result.report.read_text()
+    assert "PyTorch version: (not collected in this test)" in report
+    assert "```python\n" + NEEDLE + "\n```" in report
+    case = __import__("json").loads(out.with_name("repro.min.json").read_text())
+    assert case["case"] == "repro.min.py" and case["signature"]["type"] == "IndexError"
+    assert sorted(p.name for p in out.parent.iterdir()) == ["repro.min.json", "repro.min.md", "repro.min.py"]

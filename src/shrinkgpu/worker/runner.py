@@ -145,7 +145,7 @@ class Runner:
             sandbox = Sandbox(spec.root_dir, exclude=exclude, stdin=spec.stdin, keep=keep_temp)
         self.sandbox = sandbox
         self._lanes = 1 if "PYTHONHASHSEED" in self.env else max(1, lanes)
-        self._make = executors
+        self.executors = executors
         self._executor: Executor | None = None  # the candidates' executor
         self._fresh: Executor | None = None  # fresh interpreters beside a fork server, made when first asked
         self._lock = threading.Lock()
@@ -168,7 +168,7 @@ class Runner:
         ``required``, ``ForkUnavailable`` is raised.  The report says which and why, for
         the user's first progress lines."""
         started = time.perf_counter()
-        executor = self._make(self.isolation, self._settings(self._lanes))
+        executor = self.executors(self.isolation, self._settings(self._lanes))
         try:
             report = executor.start(preload)
         except ForkUnavailable as unavailable:
@@ -177,7 +177,7 @@ class Runner:
                 raise
             # Could not make a clean fork server: every candidate pays for a fresh interpreter.
             self.isolation = Isolation.FRESH
-            executor = self._make(Isolation.FRESH, self._settings(self._lanes))
+            executor = self.executors(Isolation.FRESH, self._settings(self._lanes))
             executor.start()
             report = PreloadReport(
                 (), unavailable.dropped, time.perf_counter() - started, Isolation.FRESH,
@@ -192,7 +192,7 @@ class Runner:
             return self._executor
         with self._lock:
             if self._fresh is None:
-                fresh = self._make(Isolation.FRESH, self._settings(1))
+                fresh = self.executors(Isolation.FRESH, self._settings(1))
                 fresh.start()
                 self._fresh = fresh
         return self._fresh
