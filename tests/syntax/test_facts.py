@@ -5,19 +5,9 @@ from __future__ import annotations
 from shrinkgpu.syntax import Facts
 from shrinkgpu.syntax.facts import loop_facts
 
+from passes.test_loops import LOOPS_SRC  # the nested loops loop-to-failing-iteration cuts
+
 from .helpers import program
-
-
-LOOPS_SRC = """\
-import torch
-
-data = [torch.arange(3) for _ in range(6)]
-table = torch.zeros(4)
-for epoch in range(1, 3):
-    for step, x in enumerate(loader):
-        for y in data:
-            table[x + y]
-"""
 
 
 def test_loop_facts_name_loops_by_header_text_and_skip_ambiguous_ones():
