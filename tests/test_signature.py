@@ -1108,3 +1108,25 @@ def test_batch_strictness_lets_a_shared_first_dimension_shrink_and_nothing_else(
     assert batch_compatible(view, (meta("self", "float32", (2, 3, 8), (24, 1, 3)),))
     assert not batch_compatible(view, (meta("self", "float32", (2, 3, 8), (24, 8, 1)),))
     assert Strictness("batch") is Strictness.BATCH
+
+
+# -- raise ... from None: the error Python shows, and what it hid ----------------------------------
+def test_keep_error_matches_the_shown_error_its_continuation_lines_and_what_from_none_hid():
+    import re as _re
+
+    from shrinkgpu.signature import Target
+
+    shown = Signature.from_record(
+        ExceptionRecord("_pickle.UnpicklingError", "Weights only load failed. This file can still be loaded.\n"
+                        "\tWeightsUnpickler error: Unsupported global: GLOBAL numpy._core.multiarray._reconstruct"),
+        suppressed=ExceptionRecord("_pickle.UnpicklingError", "Unsupported global: GLOBAL numpy._core.multiarray._reconstruct"),
+    )
+    for pattern in ("Weights only load failed", "WeightsUnpickler error", "^_pickle.UnpicklingError: Unsupported global"):
+        assert Target(shown, _re.compile(pattern, _re.M)).matches(shown), pattern
+    assert shown.headline == "_pickle.UnpicklingError: Weights only load failed. This file can still be loaded."
+    assert "raised while handling (hidden by `raise ... from None`): _pickle.UnpicklingError: Unsupported" in shown.describe()
+    assert Signature.from_json(shown.to_json()).suppressed == shown.suppressed
+    # A candidate that lost what was hidden no longer matches a pattern only the hidden text had.
+    bare = Signature.from_record(ExceptionRecord("_pickle.UnpicklingError", shown.message.splitlines()[0]))
+    target = Target(shown, _re.compile("Unsupported global"))
+    assert target.matches(shown) and target.mismatch(bare) == "keep-error"

@@ -389,6 +389,8 @@ def reduce_cmd(script, script_args, module, keep_error, family_name, output, res
             f"wrote {result.output}{partial} ({result.tokens_before} -> {result.tokens_after} tokens, {ratio:.0f}%; "
             f"{result.candidates_tested} candidates in {result.seconds:.1f}s)"
         )
+        if result.output.is_dir():
+            click.echo(f"run it with: {result.command}")
         click.echo(f"report: {result.report}")
         if result.original_rate[0] < result.original_rate[1]:
             click.echo(

@@ -75,10 +75,14 @@ class ReductionResult:
     case: dict = field(default_factory=dict)  # what `verify` needs: how the original ran, what to keep
     trace: tuple[tuple[float, int], ...] = ()  # (seconds, tokens) at each accepted reduction
     extract_error: str | None = None  # why the failing call was not extracted
+    command: str | None = None  # the shell command that runs the written result, from its directory
+    beside: tuple[str, ...] = ()  # data files it reads, copied beside it (relative to it)
+    run_from: Path | None = None  # where its command runs it from, when its data is too large to copy
 
     def to_json(self) -> dict:
         return {
             "output": str(self.output) if self.output else None,
+            "command": self.command,
             "report": str(self.report) if self.report else None,
             "tokens_before": self.tokens_before,
             "tokens_after": self.tokens_after,
@@ -109,6 +113,8 @@ class ReductionResult:
             "surfaced_signature": self.surfaced.to_json() if self.surfaced else None,
             "original_rate": {"reproduced": self.original_rate[0], "runs": self.original_rate[1]},
             "needs": list(self.needs),
+            "copied_beside": list(self.beside),
+            "run_from": str(self.run_from) if self.run_from else None,
             "loaded_objects": [
                 {"file": f, "name": n, "class": c, "bytes": b} for f, n, c, b in self.loaded_objects
             ],

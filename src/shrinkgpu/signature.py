@@ -281,6 +281,10 @@ class Signature:
     # dying runtime says), compared when no kernel assertion identifies the crash.
     crash_tail: tuple[str, ...] = ()
     call: int | None = field(default=None, compare=False)  # the N-th call of the operator (the report)
+    # ``Class: message`` of what a ``raise ... from None`` hid under the first error (what
+    # the code was handling): not shown by Python, so not the first error, but text a
+    # user may copy into --keep-error, and the report shows it.
+    suppressed: str | None = field(default=None, compare=False)
 
     @classmethod
     def from_record(
@@ -289,6 +293,7 @@ class Signature:
         *,
         output: str = "",
         caught_earlier: Iterable[str] = (),
+        suppressed: "ExceptionRecord | None" = None,
     ) -> "Signature":
         return cls(
             type=rec.type,
@@ -301,6 +306,7 @@ class Signature:
             caught_earlier=tuple(caught_earlier),
             stack=rec.stack,
             call=rec.call,
+            suppressed=f"{suppressed.type}: {suppressed.message}" if suppressed is not None else None,
         )
 
     @classmethod
@@ -334,10 +340,13 @@ class Signature:
         return f"{self.type}: {first}" if first else self.type
 
     def keep_text(self) -> str:
-        """All text a ``--keep-error`` pattern may match: class, message, kernel assertion."""
+        """All text a ``--keep-error`` pattern may match: class and message (every line of
+        it), the kernel assertion, and what a ``raise ... from None`` hid under it."""
         parts = [f"{self.type}: {self.message}"]
         if self.kernel_assertion:
             parts.append(self.kernel_assertion)
+        if self.suppressed:
+            parts.append(self.suppressed)
         return "\n".join(parts)
 
     def same_bug(self, other: "Signature", strictness: Strictness = Strictness.STRICT) -> bool:
@@ -427,6 +436,7 @@ class Signature:
             stack=tuple((f, int(n)) for f, n in data.get("stack", ())),
             crash_tail=tuple(data.get("crash_tail", ())),
             call=data.get("call"),
+            suppressed=data.get("suppressed"),
         )
 
     def describe(self) -> str:
@@ -445,6 +455,9 @@ class Signature:
             lines.append(f"  kernel assertion: {self.kernel_assertion}")
         if self.frame is not None:
             lines.append(f"  at {self.frame.file}:{self.frame.line} in {self.frame.function}: {self.frame.source}")
+        if self.suppressed:
+            hidden = self.suppressed.strip().splitlines()[0]
+            lines.append(f"  raised while handling (hidden by `raise ... from None`): {hidden}")
         for c in self.caught_earlier:
             lines.append(f"  note: the script caught an earlier torch error: {c}")
         return "\n".join(lines)

@@ -345,3 +345,71 @@ def test_finish_writes_the_result_its_report_and_case_file_where_the_layout_says
     case = __import__("json").loads(out.with_name("repro.min.json").read_text())
     assert case["case"] == "repro.min.py" and case["signature"]["type"] == "IndexError"
     assert sorted(p.name for p in out.parent.iterdir()) == ["repro.min.json", "repro.min.md", "repro.min.py"]
+
+
+# -- where the result is (issue 25) ------------------------------------------------------------
+def test_a_result_of_several_files_leaves_nothing_of_ours_at_the_path_asked_for(tmp_path, monkeypatch):
+    monkeypatch.setattr(session_module, "CollectEnv", NoCollectEnv)
+    (tmp_path / "train.py").write_text("import importlib\nprint(1)\nimportlib.import_module('helper').explode(3)\n")
+    (tmp_path / "helper.py").write_text("def explode(n):\n    raise IndexError(n)\n")
+
+    def helper_is_a_module(text, job):
+        helper = Path(job.run.root) / "helper.py"
+        if not helper.exists():
+            return bug(signature("ModuleNotFoundError", "No module named 'helper'", op=None))
+        return bug(modules=(("helper", str(helper), "helper.py"),)) if "explode(3)" in text else passes()
+
+    out = tmp_path / "out" / "x.min.py"
+    out.parent.mkdir()
+    out.write_text("# shrinkgpu: partial result (the search was still going): not verified\nexplode(3)\n")
+    events = []
+    result = reduce(config(tmp_path / "train.py", write=True, output=out, extract=False), on_event=events.append,
+                    executors=executors(helper_is_a_module))
+    assert result.output == tmp_path / "out" / "x.min" and result.output.is_dir()
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["x.min", "x.min.json", "x.min.md"]
+    assert result.command == "cd x.min && python train.py"
+    stages = [e.message for e in events if type(e).__name__ == "Stage"]
+    assert any(s.startswith("the program is 2 files (helper.py, train.py): if the result still needs more") for s in stages)
+    assert any(s.startswith("the result still needs 2 files (helper.py, train.py), so it is the directory") for s in stages)
+    assert stages[-1] == "run it with: cd x.min && python train.py"
+    assert result.to_json()["command"] == "cd x.min && python train.py"
+
+
+def reads_its_data(text, job):
+    """Reproduces where data/rows.txt is beside it (relative to its working directory)."""
+    if NEEDLE not in text:
+        return passes()
+    if not (Path(job.request.cwd) / "data" / "rows.txt").is_file():
+        return bug(signature("FileNotFoundError", "No such file or directory: 'data/rows.txt'", op=None))
+    return bug(reads=("data/rows.txt",))
+
+
+@pytest.fixture
+def with_data(script):
+    (script.parent / "data").mkdir()
+    (script.parent / "data" / "rows.txt").write_text("1 2 3\n")
+    return script
+
+
+def test_the_data_a_result_reads_is_copied_beside_it_when_written_elsewhere(with_data, monkeypatch):
+    monkeypatch.setattr(session_module, "CollectEnv", NoCollectEnv)
+    out = with_data.parent / "elsewhere" / "x.min.py"
+    result = reduce(config(with_data, write=True, output=out, extract=False), executors=executors(reads_its_data))
+    assert result.beside == ("data/rows.txt",)
+    assert (out.parent / "data" / "rows.txt").read_text() == "1 2 3\n"
+    assert result.command == "python x.min.py"
+    assert result.in_place == "reproduces there too, with the data it reads copied beside it"
+    assert "- copied beside it, because it reads them: `data/rows.txt`" in result.report.read_text()
+
+
+def test_data_too_large_to_copy_makes_the_command_run_where_the_data_is(with_data, monkeypatch):
+    from shrinkgpu.report import files as report_files
+
+    monkeypatch.setattr(session_module, "CollectEnv", NoCollectEnv)
+    monkeypatch.setattr(report_files.place_needed_files, "__defaults__", (0,))
+    out = with_data.parent / "elsewhere" / "x.min.py"
+    result = reduce(config(with_data, write=True, output=out, extract=False), executors=executors(reads_its_data))
+    assert result.beside == () and not (out.parent / "data").exists()
+    assert result.run_from == with_data.parent
+    assert result.command == f"cd {with_data.parent} && python {out}"
+    assert result.in_place == "reproduces there too, run from the directory that holds its data"

@@ -359,12 +359,6 @@ CHAINS = {
         except IndexError:
             raise RuntimeError("while handling: logging failed")
         """,
-    "from-none": f"""\
-        try:
-            {CE_CALL}
-        except IndexError:
-            raise ValueError("bad batch") from None
-        """,
     "error-in-finally": f"""\
         try:
             {CE_CALL}
@@ -390,6 +384,39 @@ def test_root_of_a_wrapper_chain_is_the_torch_error(fork_runner, case):
     assert sig.op.name == "torch.nn.functional.cross_entropy"
     assert sig.op.tensors == CE_TENSORS
     assert sig.frame == Frame("s.py", line_of(text, CE_CALL), "<module>", CE_CALL)
+
+
+def test_raise_from_none_ends_the_chain_as_python_shows_it_and_keeps_what_it_hid(fork_runner):
+    text = HEADER + textwrap.dedent(f"""\
+        try:
+            {CE_CALL}
+        except IndexError:
+            raise ValueError("bad batch") from None
+        """)
+    sig = run(fork_runner, text).signature
+    assert (sig.type, sig.message, sig.op) == ("ValueError", "bad batch", None)
+    assert sig.frame.source == 'raise ValueError("bad batch") from None'
+    assert sig.suppressed == "IndexError: Target 4 is out of bounds."
+    assert sig.keep_text().splitlines() == ["ValueError: bad batch", "IndexError: Target 4 is out of bounds."]
+
+
+def test_raise_from_e_keeps_the_cause_as_the_first_error_and_hides_nothing(fork_runner):
+    text = HEADER + textwrap.dedent(CHAINS["raise-from"])
+    sig = run(fork_runner, text).signature
+    assert (sig.type, sig.suppressed) == ("IndexError", None)
+
+
+def test_a_weights_only_load_of_an_array_is_the_error_torch_shows(fork_runner, tmp_path):
+    text = textwrap.dedent("""\
+        import numpy as np
+        import torch
+        torch.save({"rows": np.arange(3)}, "rows.pt")
+        torch.load("rows.pt")
+        """)
+    sig = run(fork_runner, text).signature
+    assert sig.type == "_pickle.UnpicklingError" and sig.message.startswith("Weights only load failed.")
+    assert sig.suppressed.startswith("_pickle.UnpicklingError: Unsupported global: GLOBAL numpy")
+    assert "WeightsUnpickler error: Unsupported global" in sig.message  # its continuation lines
 
 
 def test_sys_exit_in_an_except_handler_keeps_the_original_error_as_root(fork_runner):

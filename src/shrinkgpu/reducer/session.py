@@ -59,7 +59,16 @@ from shrinkgpu.reducer.workers import (
     run_threads,
     runs,
 )
-from shrinkgpu.report import BestSoFar, CollectEnv, PartialWriter, Reducing, Stage, read_partial, write_outputs
+from shrinkgpu.report import (
+    BestSoFar,
+    CollectEnv,
+    PartialWriter,
+    Reducing,
+    Stage,
+    place_needed_files,
+    read_partial,
+    write_outputs,
+)
 from shrinkgpu.results import Extraction, ReductionResult
 from shrinkgpu.signature import Signature, Target
 from shrinkgpu.syntax import Candidate, Program
@@ -509,6 +518,13 @@ class Reduction:
             else:
                 self.note(f"resumed from the partial result at {self.layout.output.name} ({resumed.size} tokens)")
                 initial = resumed
+        modules = sorted(p for p in self.program.texts if p.endswith(".py"))
+        if self.config.output is not None and len(modules) > 1 and self.layout.output.suffix == ".py":
+            self.note(
+                f"the program is {len(modules)} files ({', '.join(modules)}): if the result still needs more than "
+                f"one, it is written as the directory {self.layout.directory.name}/ beside "
+                f"{self.layout.output.name}, and nothing is left at {self.layout.output.name}"
+            )
         self.emit(Stage(f"reducing {initial.size} tokens (timeout {self.calibration.timeout:.1f}s per candidate)"))
         self.emit(Reducing(dict(initial.files), self.program.main, initial.size))
         self.trace.append((round(time.monotonic() - self.started, 3), initial.size))
@@ -654,6 +670,12 @@ class Reduction:
         """The result, and with ``write`` its files, report and case file."""
         config, spec, first, best = self.config, self.spec, first_run.observation, verified.best
         launch = first_run.launch
+        modules = sorted(p for p in best.files if p.endswith(".py"))
+        if config.write and len(best.files) > 1:
+            self.note(
+                f"the result still needs {len(modules)} files ({', '.join(modules)}), so it is the directory "
+                f"{self.layout.directory}/, not {self.layout.output.name}"
+            )
         result = ReductionResult(
             output=None,
             report=None,
@@ -710,7 +732,12 @@ class Reduction:
         if config.write:
             result.collect_env = self.versions.result() if self.versions is not None else None
             write_outputs(result, self.layout, spec)
+            if result.output.is_dir():
+                self.emit(Stage(f"run it with: {result.command}"))
             if verified.counts[1] and written_elsewhere(result.output, spec):
+                # The command the report prints must run as printed: what the result
+                # reads goes beside it (or the command runs it where its data is).
+                place_needed_files(result, spec)
                 result.in_place = run_where_written(result, spec, self.target, self.oracle.fresh_timeout,
                                                     executors=self.executors)
                 write_outputs(result, self.layout, spec)  # the report says how that went

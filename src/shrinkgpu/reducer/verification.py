@@ -29,20 +29,36 @@ def run_where_written(result: ReductionResult, spec: ScriptSpec, target: Target,
     """Run the written result once, fresh, from its own directory (in a copy of it), as
     the report's reproduce line does; say whether it reproduced there."""
     written = result.output
-    if written.is_dir():
-        script, root, cwd = written / result.main, written, written
-    else:
-        script, root, cwd = written, written.parent, written.parent
-    here = ScriptSpec(script=script, args=spec.args, cwd=cwd, root=root, env=spec.env, stdin=spec.stdin,
-                      argv0=script.name if not written.is_dir() else result.main, module=spec.module)
     try:
+        if result.run_from is not None:
+            # As the printed command runs it: from the working directory that holds the
+            # data (a copy of it), the result's files under a directory of their own.
+            files = ({rel: read_source(written / rel) for rel in result.files} if written.is_dir()
+                     else {result.main: read_source(written)})
+            place = Path(".shrinkgpu-result")
+            main = written / result.main if written.is_dir() else written
+            here = ScriptSpec(script=spec.root_dir / place / (result.main if written.is_dir() else written.name),
+                              args=spec.args, cwd=spec.cwd, root=spec.root_dir, env=spec.env, stdin=spec.stdin,
+                              argv0=str(main.resolve()), module=spec.module if written.is_dir() else None)
+            run = {str(place / (rel if written.is_dir() else written.name)): text for rel, text in files.items()}
+        else:
+            if written.is_dir():
+                script, root, cwd = written / result.main, written, written
+            else:
+                script, root, cwd = written, written.parent, written.parent
+            here = ScriptSpec(script=script, args=spec.args, cwd=cwd, root=root, env=spec.env, stdin=spec.stdin,
+                              argv0=script.name if not written.is_dir() else result.main, module=spec.module)
+            run = {here.script_rel: read_source(script)}
         with Runner(here, isolation=Isolation.FRESH, executors=executors) as runner:
             runner.start()
-            text = read_source(script)
-            obs = runner.run({here.script_rel: text}, timeout=timeout)
+            obs = runner.run(run, timeout=timeout)
     except (OSError, SandboxError, InputError) as exc:
         return f"not checked ({exc})"
     if target.matches(obs.signature):
+        if result.beside:
+            return "reproduces there too, with the data it reads copied beside it"
+        if result.run_from is not None:
+            return "reproduces there too, run from the directory that holds its data"
         return "reproduces there too"
     missing = ", ".join(result.needs) if result.needs else "files the script reads"
     return (f"does NOT reproduce there ({obs.describe()}); it needs beside it what the checks had: {missing} "

@@ -2,11 +2,20 @@
 ``document``, with ``versions``), and the progress lines on the way (``progress``)."""
 
 from shrinkgpu.report.document import reproduce_command, render_report, suggest_check, verbatim_error
-from shrinkgpu.report.files import OutputError, PartialWriter, read_partial, tidy_layout, write_outputs
+from shrinkgpu.report.files import (
+    BESIDE_MAX_BYTES,
+    OutputError,
+    PartialWriter,
+    place_needed_files,
+    read_partial,
+    tidy_layout,
+    write_outputs,
+)
 from shrinkgpu.report.progress import BestSoFar, LiveProgress, ProgressPrinter, Reducing, Stage
 from shrinkgpu.report.versions import CollectEnv
 
 __all__ = [
+    "BESIDE_MAX_BYTES",
     "BestSoFar",
     "CollectEnv",
     "LiveProgress",
@@ -15,6 +24,7 @@ __all__ = [
     "ProgressPrinter",
     "Reducing",
     "Stage",
+    "place_needed_files",
     "read_partial",
     "render_report",
     "reproduce_command",

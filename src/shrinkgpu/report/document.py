@@ -69,6 +69,9 @@ def render_report(result: ReductionResult, spec: ScriptSpec, target: Path) -> st
             "```python", extracted.text.rstrip("\n"), "```", "",
         ]
     out += ["The error:", "", "```", verbatim_error(shown), "```", ""]
+    if shown.suppressed:
+        out += ["Raised while handling this one, which `raise ... from None` keeps out of the traceback:", "",
+                "```", shown.suppressed.rstrip(), "```", ""]
     if shown is not original and shown.normalized == original.normalized and shown.message != original.message:
         out += [f"(In the original script: `{original.headline}`.)", ""]
     surfaced = result.surfaced
@@ -90,11 +93,15 @@ def render_report(result: ReductionResult, spec: ScriptSpec, target: Path) -> st
                 "```python", check, "```", ""]
     out += ["### Versions", "", "```", (result.collect_env or _short_versions(env)).rstrip(), "```", ""]
     launch = "".join(f"{k}={shlex.quote(str(v))} " for k, v in sorted(result.launch_env.items()))
-    out += ["### How it was reduced (shrinkgpu)", "", "```sh", f"{launch}{reproduce_command(spec, target, result.main)}",
-            "```", ""]
-    needs = result.needs
-    if needs:
-        out.append("- needs beside it: " + ", ".join(f"`{n}`" for n in needs))
+    out += ["### How it was reduced (shrinkgpu)", "", "```sh",
+            f"{launch}{reproduce_command(spec, target, result.main, result.run_from)}", "```", ""]
+    if result.beside:
+        out.append("- copied beside it, because it reads them: " + ", ".join(f"`{n}`" for n in result.beside))
+    elif result.run_from is not None:
+        out.append("- it reads " + ", ".join(f"`{n}`" for n in result.needs) + " (too large to copy beside it): "
+                   "the command above runs it from the directory that holds them")
+    elif result.needs:
+        out.append("- needs beside it: " + ", ".join(f"`{n}`" for n in result.needs))
     for file, name, cls, size in result.loaded_objects:
         out.append(
             f"- `{file}`: `{name}` (a `{cls}`, {size / 2**20:.1f} MiB) as the original held it at its first error; "
@@ -233,9 +240,18 @@ def _call_in(source: str, name: str) -> ast.Call | None:
     return calls[0] if calls else None
 
 
-def reproduce_command(spec: ScriptSpec, target: Path, main: str) -> str:
-    """The shell command that runs the result, quoted for names with spaces."""
+def reproduce_command(spec: ScriptSpec, target: Path, main: str, run_from: Path | None = None) -> str:
+    """The shell command that runs the result, quoted for names with spaces: from the
+    directory it is written in, or, with ``run_from``, from there (which holds the data
+    it reads)."""
     args = "".join(" " + shlex.quote(a) for a in spec.args)
+    if run_from is not None:
+        script = target / main if target.is_dir() else target
+        if target.is_dir() and spec.module is not None and main.endswith(".py"):
+            module = main[: -len(".py")].replace("/", ".").removesuffix(".__main__")
+            return (f"cd {shlex.quote(str(run_from))} && PYTHONPATH={shlex.quote(str(target.resolve()))} "
+                    f"python -m {module}{args}")
+        return f"cd {shlex.quote(str(run_from))} && python {shlex.quote(str(script.resolve()))}{args}"
     if target.is_dir():  # a result of several files
         if spec.module is not None and main.endswith(".py"):
             module = main[: -len(".py")].replace("/", ".").removesuffix(".__main__")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from shrinkgpu.inputs import encode_source
 from shrinkgpu.layout import OutputLayout
-from shrinkgpu.report.document import render_report
+from shrinkgpu.report.document import render_report, reproduce_command
 from shrinkgpu.report.progress import BestSoFar
 from shrinkgpu.report.versions import package_version
 from shrinkgpu.results import ReductionResult
@@ -165,7 +165,12 @@ def write_outputs(result: ReductionResult, layout: OutputLayout, spec: ScriptSpe
         if stale is not None and stale.is_dir() and (stale / result.main).is_file():
             shutil.rmtree(stale, ignore_errors=True)
     _write_files(paths, target)
+    if len(paths) > 1 and layout.output != target and layout.output.is_file():
+        # The partial the search kept at the path asked for, while the best program was
+        # one file: the result is the directory now, and nothing stale stays beside it.
+        layout.output.unlink()
     result.output = target
+    result.command = reproduce_command(spec, target, result.main, result.run_from)
     # Data the result loads beside itself (a library call's saved arguments).
     beside = target if target == layout.directory and len(paths) > 1 else target.parent
     for name, source in result.data_files.items():
@@ -177,6 +182,44 @@ def write_outputs(result: ReductionResult, layout: OutputLayout, spec: ScriptSpe
     result.report = report
     if result.case:
         _atomic_write(layout.case, json.dumps(_case(result, target), indent=2).encode("utf-8"))
+
+
+# Data a result reads is copied beside it up to this much in all; beyond, the printed
+# command runs it from the directory that holds the data instead.
+BESIDE_MAX_BYTES = 64 * 2**20
+
+
+def place_needed_files(result: ReductionResult, spec: ScriptSpec, limit: int = BESIDE_MAX_BYTES) -> None:
+    """Make the files the result read in its verified runs available where it is written,
+    so that the command its report prints runs as printed: each copied beside it (at its
+    place relative to the working directory the script ran in) when they are small,
+    never over a file that is there already; else the command runs the result from the
+    user's working directory, which holds them (``result.run_from``)."""
+    written = result.output
+    here = written if written.is_dir() else written.parent
+    cwd = spec.cwd.resolve()
+    wanted: list[tuple[Path, Path]] = []
+    for rel in result.needs:
+        source = spec.root_dir / rel
+        try:
+            inside = source.resolve().relative_to(cwd)
+        except ValueError:
+            continue  # outside the working directory: no place beside the result means the same
+        if source.is_file():
+            wanted.append((source, here / inside))
+    if not wanted:
+        return
+    if sum(source.stat().st_size for source, _ in wanted) > limit:
+        result.run_from = spec.cwd
+        return
+    copied = []
+    for source, dest in wanted:
+        if dest.exists():
+            continue  # a file of the user's by that name stays as it is
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, dest)
+        copied.append(str(dest.relative_to(here)))
+    result.beside = tuple(copied)
 
 
 def _case(result: ReductionResult, target: Path) -> dict:

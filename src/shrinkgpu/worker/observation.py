@@ -150,7 +150,10 @@ def _first_error(data: dict[str, Any], output: str) -> Signature | None:
         if rec.ident not in in_chain:
             op = f" in {rec.op.name}" if rec.op else ""
             caught.append(f"{rec.type}: {rec.message.strip().splitlines()[0] if rec.message.strip() else ''}{op}")
-    return Signature.from_record(first, output=output, caught_earlier=caught)
+    hidden = data.get("suppressed")
+    # What ``raise ... from None`` hid belongs to the error at the chain's root.
+    suppressed = ExceptionRecord.from_json(hidden) if hidden and first.ident == chain[-1].ident else None
+    return Signature.from_record(first, output=output, caught_earlier=caught, suppressed=suppressed)
 
 
 _FAULT_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<function>\S+)', re.M)

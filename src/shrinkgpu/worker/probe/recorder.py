@@ -132,36 +132,56 @@ def message_of(exc: BaseException) -> str:
 
 
 def exception_chain(exc: BaseException) -> list[BaseException]:
-    """The exception that ended the run, then its causes down to the root."""
+    """The exception that ended the run, then its causes down to the root, as Python
+    displays the chain: ``__cause__`` (``raise ... from e``), else ``__context__`` (raised
+    while handling it) unless ``raise ... from None`` suppressed it.  The first error is
+    what the user saw and copies into ``--keep-error``; a suppressed context is recorded
+    beside it (``suppressed_context``)."""
     out: list[BaseException] = []
     seen: set[int] = set()
     cur: BaseException | None = exc
     while cur is not None and id(cur) not in seen:
         out.append(cur)
         seen.add(id(cur))
-        # Follow __context__ even under ``raise ... from None``: the hidden original is
-        # still the first error.
-        cur = cur.__cause__ if cur.__cause__ is not None else cur.__context__
+        if cur.__cause__ is not None:
+            cur = cur.__cause__
+        elif cur.__suppress_context__:
+            cur = None
+        else:
+            cur = cur.__context__
     return out
 
 
+def suppressed_context(exc: BaseException) -> BaseException | None:
+    """The exception ``raise ... from None`` hid at the root of the displayed chain (what
+    the code was handling when it raised the first error), or None."""
+    root = exception_chain(exc)[-1]
+    if root.__cause__ is None and root.__suppress_context__ and root.__context__ is not None:
+        return root.__context__
+    return None
+
+
+def _record(e: BaseException, recorder: Recorder) -> dict[str, Any]:
+    seen = recorder.by_id.get(id(e))
+    if seen is not None:
+        return seen
+    record = {
+        "type": qualified_type(e),
+        "message": message_of(e),
+        "ident": id(e),
+        "frame": recorder.user_frame_from_tb(e.__traceback__),
+        "stack": recorder.tb_stack(e.__traceback__),
+        "op": None,
+    }
+    if recorder.loops is not None:
+        record["loops"] = recorder.loops_in_tb(e.__traceback__)
+    return record
+
+
 def record_chain(exc: BaseException, recorder: Recorder) -> list[dict[str, Any]]:
-    records = []
-    for e in exception_chain(exc):
-        seen = recorder.by_id.get(id(e))
-        if seen is not None:
-            records.append(seen)
-            continue
-        records.append(
-            {
-                "type": qualified_type(e),
-                "message": message_of(e),
-                "ident": id(e),
-                "frame": recorder.user_frame_from_tb(e.__traceback__),
-                "stack": recorder.tb_stack(e.__traceback__),
-                "op": None,
-            }
-        )
-        if recorder.loops is not None:
-            records[-1]["loops"] = recorder.loops_in_tb(e.__traceback__)
-    return records
+    return [_record(e, recorder) for e in exception_chain(exc)]
+
+
+def record_suppressed(exc: BaseException, recorder: Recorder) -> dict[str, Any] | None:
+    hidden = suppressed_context(exc)
+    return None if hidden is None else _record(hidden, recorder)

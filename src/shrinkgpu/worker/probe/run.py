@@ -22,7 +22,7 @@ from shrinkgpu.worker.probe.process import (
     prepare_process,
     run_exit_handlers,
 )
-from shrinkgpu.worker.probe.recorder import Recorder, message_of, record_chain
+from shrinkgpu.worker.probe.recorder import Recorder, message_of, record_chain, record_suppressed
 from shrinkgpu.worker.probe.watchers import watch_argparse, watch_config_loads, watch_reads, watch_seeding
 from shrinkgpu.worker.request import RunRequest
 
@@ -83,10 +83,12 @@ def run(request: RunRequest, *, forked: bool) -> int:
         if code != 0:
             obs["status"] = "exit"
             obs["chain"] = record_chain(exc, recorder)
+            obs["suppressed"] = record_suppressed(exc, recorder)
     except BaseException as exc:
         code = 1
         obs["status"] = "exception"
         obs["chain"] = record_chain(exc, recorder)
+        obs["suppressed"] = record_suppressed(exc, recorder)
         _print_traceback(exc, script)
         if watch.cut:
             try:
