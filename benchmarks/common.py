@@ -40,6 +40,11 @@ class Fixture:
 
 
 CORPUS = REPO / "corpus"
+LONG_CORPUS = REPO / "corpus-long"
+# Targets of the long part (issue 21), from the original's fresh run time.
+LONG_EXTRACT_TARGET = (1.5, 30.0)  # the extracted call within 1.5x the original + 30 s
+LONG_RESULT_TARGET = (5.0, 120.0)  # a result at <= 30% of the tokens within 5x + 120 s
+LONG_SHARE = 0.30
 
 
 def load_fixture(name: str) -> Fixture:
@@ -70,6 +75,30 @@ def fixture_names() -> list[str]:
 def corpus_names() -> list[str]:
     """The scripts nobody here tuned on (corpus/README.md), as load_fixture names."""
     return sorted(f"corpus/{p.parent.name}" for p in CORPUS.glob("*/fixture.toml"))
+
+
+def long_names() -> list[str]:
+    """The scripts that fail after a long run (corpus-long/README.md)."""
+    return sorted(f"corpus-long/{p.parent.name}" for p in LONG_CORPUS.glob("*/fixture.toml"))
+
+
+def long_timings(row: dict, started: float, original: float) -> dict:
+    """When a long script's reduction reached what a user with a long job waits for, in
+    seconds since ``shrinkgpu reduce`` started: the extracted call on disk, and the first
+    accepted program at or under LONG_SHARE of the tokens (from its trace); with the
+    targets that follow from the original's run time."""
+    out: dict = {"original_seconds": original}
+    extracted = (row.get("extracted") or {}).get("script")
+    if extracted and Path(extracted).is_file():
+        out["extracted_after"] = round(Path(extracted).stat().st_mtime - started, 1)
+    before = row.get("tokens_before")
+    for seconds, tokens in row.get("trace") or ():
+        if before and tokens <= LONG_SHARE * before:
+            out["small_after"] = seconds
+            break
+    out["extract_target"] = round(LONG_EXTRACT_TARGET[0] * original + LONG_EXTRACT_TARGET[1], 1)
+    out["small_target"] = round(LONG_RESULT_TARGET[0] * original + LONG_RESULT_TARGET[1], 1)
+    return out
 
 
 def cuda_available() -> bool:

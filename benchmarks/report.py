@@ -574,6 +574,13 @@ def render(results: dict) -> str:
         out.append("Not measured in this run.")
     out.append("")
 
+    # Long-running scripts
+    if results.get("long"):
+        out.append("### 4b. Scripts that fail after a long run (corpus-long/)")
+        out.append("")
+        out.append(long_table(results))
+        out.append("")
+
     # Search strategies
     out.append("### 5. Search strategies side by side (`--search`)")
     out.append("")
@@ -686,6 +693,34 @@ def corpus_table(results: dict) -> str:
         text += (f"\n\nBefore tuning: recorded {base.get('recorded')} by `{base.get('command')}` at revision "
                  f"{(base.get('machine') or {}).get('revision')}.")
     return text
+
+
+def long_table(results: dict) -> str:
+    """Each long-running script: when the user had the extracted call and a result at or
+    under 30% of the tokens, against targets that follow the original's run time."""
+    fixtures = results.get("fixtures", {})
+    rows = []
+
+    def when(seconds, target) -> str:
+        if seconds is None:
+            return f"not reached (target {target:.0f})"
+        return f"{seconds:.0f} ({'met' if seconds <= target else 'missed'}, target {target:.0f})"
+
+    for r in results["long"]:
+        f = fixtures.get(r["fixture"], {})
+        tokens, total = r.get("tokens"), f.get("tokens")
+        rows.append([
+            r["fixture"].removeprefix("corpus-long/"), _s(r.get("original_seconds"), "{:.0f}"),
+            when(r.get("extracted_after"), r["extract_target"]), when(r.get("small_after"), r["small_target"]),
+            "-" if tokens is None or not total else f"{tokens} of {total} ({100 * tokens / total:.0f}%)",
+            _s(r.get("wall"), "{:.0f}") + (" (capped)" if r.get("capped") else ""),
+            str(r.get("calls", "-")),
+            f"{'yes' if _repro_ok(r) else 'no'} ({r.get('reproduce', '-')})",
+            _oneline(r.get("error") or ("; ".join(r.get("notes") or []) if r.get("notes") else ""), 300) or "-",
+        ])
+    head = ["script", "original s", "extracted call after s", "<= 30% of the tokens after s", "final tokens",
+            "wall s", "candidates", "reproduce", "notes"]
+    return _table(head, rows)
 
 
 def _loaded(row: dict) -> str:
