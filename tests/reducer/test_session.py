@@ -413,3 +413,43 @@ def test_data_too_large_to_copy_makes_the_command_run_where_the_data_is(with_dat
     assert result.run_from == with_data.parent
     assert result.command == f"cd {with_data.parent} && python {out}"
     assert result.in_place == "reproduces there too, run from the directory that holds its data"
+
+
+# -- a long original is not silence (issue 21) -----------------------------------------------------
+def test_a_long_first_run_says_it_is_still_running(script):
+    import threading
+
+    from fakes import FakeExecutor
+
+    class Slow(FakeExecutor):
+        def submit(self, job):
+            future = super().submit(job)
+            if len(self.log.jobs) > 1:
+                return future
+            late = type(future)()
+            threading.Timer(0.35, lambda: late.set_result(future.result())).start()
+            return late
+
+    log = Log()
+
+    def make(isolation, settings):
+        return Slow(isolation, settings, fails_with_needle, log)
+
+    events = []
+    reduction = Reduction(config(script), on_event=events.append, executors=make)
+    reduction.heartbeat = 0.1
+    reduction.run()
+    waits = [e.message for e in events if type(e).__name__ == "Stage" and "still running" in e.message]
+    assert 2 <= len(waits) <= 4
+    assert waits[0].startswith("the original is still running (0:00)")
+
+
+def test_a_check_cut_short_by_max_time_is_said_in_the_progress_lines(script, monkeypatch):
+    events = []
+    reduction = Reduction(config(script, max_time=3600), on_event=events.append, executors=executors(fails_with_needle))
+    monkeypatch.setattr(Reduction, "out_of_time", lambda self: self.oracle is not None and self.oracle.stats.runs > 6)
+    result = reduction.run()
+    assert result.verified == (0, 0)
+    stages = [e.message for e in events if type(e).__name__ == "Stage"]
+    assert any(s.startswith("--max-time was reached: the result was not re-checked in fresh interpreters (2 asked")
+               for s in stages)

@@ -4,10 +4,12 @@ asynchronous (field guide, rule 2)."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import os
+import time
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Callable, Mapping
 
 from shrinkgpu.families import is_asynchronous
 from shrinkgpu.reducer.config import ReduceConfig, ReduceError, checked_launch_mode
@@ -31,6 +33,8 @@ FORK_ADVICE = (
     "'shrinkgpu reduce ... --isolation fork' stops with the reason instead, and "
     "--isolation fresh accepts the slower mode without this message"
 )
+# (every so many seconds, what to call with the seconds elapsed) while a run goes on
+Waiting = tuple[float, Callable[[float], None]]
 # What ``shrinkgpu run`` records of the original: its versions, not its modules.
 RUN_WATCH = Watch(collect_env=True)
 
@@ -76,8 +80,11 @@ def run_once(
     sandbox: Sandbox | None = None,
     limit: float | None = None,
     executors: ExecutorFactory = default_executor,
+    waiting: Waiting | None = None,
 ) -> tuple[Observation, ScriptSpec]:
-    """Run the script once, in a worker, and observe it."""
+    """Run the script once, in a worker, and observe it.  ``waiting``: ``(seconds, call)``,
+    ``call(elapsed)`` every ``seconds`` while the run goes on (a long original must not
+    be silence)."""
     spec = spec_for(config)
     text, _ = main_source(config, spec)
     files = {spec.script_rel: text}
@@ -87,7 +94,17 @@ def run_once(
         except ForkUnavailable as exc:
             raise ReduceError(f"--isolation fork is not possible here: {exc.reason}. {FORK_ADVICE}") from None
         timeout = min(config.timeout or DEFAULT_FRESH_TIMEOUT, limit or DEFAULT_FRESH_TIMEOUT)
-        obs = runner.run(files, timeout=timeout, watch=watch)
+        future = runner.submit(files, timeout=timeout, watch=watch)
+        if waiting is not None:
+            every, call = waiting
+            started = time.monotonic()
+            while True:
+                try:
+                    future.result(timeout=every)
+                    break
+                except concurrent.futures.TimeoutError:
+                    call(time.monotonic() - started)
+        obs = future.result()
     return obs, spec
 
 
@@ -99,6 +116,7 @@ def run_observed(
     sandbox: Sandbox | None = None,
     limit: float | None = None,
     executors: ExecutorFactory = default_executor,
+    waiting: Waiting | None = None,
 ) -> FirstRun:
     """``run_once``, then, when launches must be synchronous (always, or by default when
     the first error is an asynchronous GPU error), a second run with the backend's
@@ -107,7 +125,7 @@ def run_observed(
     (``loss.item()``), and only the synchronous run names the operator whose kernel
     failed."""
     mode = checked_launch_mode(config)
-    again = dict(isolation=isolation, watch=watch, sandbox=sandbox, limit=limit, executors=executors)
+    again = dict(isolation=isolation, watch=watch, sandbox=sandbox, limit=limit, executors=executors, waiting=waiting)
     obs, spec = run_once(config, **again)
     if mode == "never" or obs.infra_error:
         return FirstRun(obs, spec, config)

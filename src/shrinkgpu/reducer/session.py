@@ -91,6 +91,9 @@ from shrinkgpu.worker import (
 from shrinkgpu.worker.devices import visible_gpus
 
 
+ORIGINAL_HEARTBEAT = 30.0  # seconds between "still running" lines while the original runs
+
+
 @dataclass(frozen=True)
 class Original:
     """The original's first run as the reduction keeps it, and every fresh run made
@@ -162,6 +165,8 @@ class Reduction:
         self.budget = Budget()
         self.data_files: dict[str, Path] = {}
         self._recordings = itertools.count(1)
+        # How often a long run of the original says it is still going.
+        self.heartbeat = ORIGINAL_HEARTBEAT
 
     # -- talking -------------------------------------------------------------------
     def emit(self, event: object) -> None:
@@ -274,9 +279,15 @@ class Reduction:
             save_objects=str(self.sandbox.session / "objects") if config.save_objects else None,
         )
 
+        def still_running(elapsed: float) -> None:
+            minutes, seconds = divmod(int(elapsed), 60)
+            self.emit(Stage(f"the original is still running ({minutes}:{seconds:02d}); its first error is what "
+                            "every candidate is judged against"))
+
         def observe() -> FirstRun:
             return run_observed(config, isolation=Isolation.FRESH, watch=watch, sandbox=self.sandbox,
-                                limit=self.left(), executors=self.executors)
+                                limit=self.left(), executors=self.executors,
+                                waiting=(self.heartbeat, still_running))
 
         first = observe()
         attempts = [first.observation]
@@ -631,14 +642,16 @@ class Reduction:
             self.note("interrupted: the result was not re-checked in fresh interpreters", show=False)
             runs_asked = 0
         elif self.out_of_time() and runs_asked:
-            self.note("--max-time was reached: the result was not re-checked in fresh interpreters", show=False)
+            self.note(f"--max-time was reached: the result was not re-checked in fresh interpreters ({runs_asked} "
+                      "asked by --verify); it is written marked partial")
             runs_asked = 0
         else:
             self.emit(Stage("verifying the result in fresh interpreters"))
         try:
             best, counts, signature = verify_history(
-                outcome.history, self.oracle, self.target, runs_asked, lambda m: self.note(m, show=False),
-                self.deadline,
+                # Shown as they happen too: a result checked fewer times than --verify asks
+                # (--max-time), or a fallback, must not be news only in the report.
+                outcome.history, self.oracle, self.target, runs_asked, self.note, self.deadline,
             )
         except KeyboardInterrupt:
             self.note("interrupted while the result was re-checked: it was not verified", show=False)
