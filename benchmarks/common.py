@@ -319,8 +319,10 @@ def setup_oracle(name: str, directory: Path, script: str, args: tuple[str, ...],
     )
 
 
-def recheck(setup: OracleSetup, main_text: str, work: Path, runs: int, overlay: Path | None = None) -> tuple[int, int]:
-    """Run an output through the oracle (``--no-record``) ``runs`` times: (reproduced, runs)."""
+def recheck(setup: OracleSetup, main_text: str, work: Path, runs: int, overlay: Path | None = None,
+            free: list | tuple = ()) -> tuple[int, int]:
+    """Run an output through the oracle (``--no-record``) ``runs`` times: (reproduced, runs).
+    ``free``: the reduction's ``varying_dimensions`` (dicts of argument and dimension)."""
     work.mkdir(parents=True, exist_ok=True)
     cfg = setup.config_path(work / "recheck-state")
     cand = work / "recheck-candidate.py"
@@ -330,6 +332,8 @@ def recheck(setup: OracleSetup, main_text: str, work: Path, runs: int, overlay: 
         cmd = [str(PROJECT_PYTHON), str(ORACLE), "--config", str(cfg), "--no-record"]
         if overlay is not None:
             cmd += ["--overlay", str(overlay)]
+        if free:
+            cmd += ["--free", ",".join(f"{d['argument']}:{d['dimension']}" for d in free)]
         cmd.append(str(cand))
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=setup.timeout + 180)
         if r.returncode == 0:

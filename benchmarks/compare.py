@@ -203,7 +203,8 @@ def run_shrinkgpu(setup: common.OracleSetup, work: Path, cap: float, jobs: int, 
                 shutil.copy2(p, dst)
     row["tokens"] = tokens
     row["output"] = str(output)
-    ok, n = common.recheck(setup, text, work / "recheck", recheck_runs, overlay)
+    row["varying"] = data.get("varying_dimensions") or []
+    ok, n = common.recheck(setup, text, work / "recheck", recheck_runs, overlay, row["varying"])
     row["reproduce"] = f"{ok}/{n}"
     return row
 

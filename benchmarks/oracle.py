@@ -95,8 +95,10 @@ def observe(
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def judge(data: dict, reference: dict, keep_error: str) -> tuple[bool, str, str]:
-    """(interesting, verdict, error type) for one ``shrinkgpu run --json`` answer."""
+def judge(data: dict, reference: dict, keep_error: str, free: frozenset = frozenset()) -> tuple[bool, str, str]:
+    """(interesting, verdict, error type) for one ``shrinkgpu run --json`` answer.  ``free``:
+    (argument, dimension) at the operator that the original varied across its calls, as a
+    reduction reported them: re-checking its output takes its rule (peers get none)."""
     from shrinkgpu.signature import Signature
 
     if data.get("oracle_error"):
@@ -108,7 +110,7 @@ def judge(data: dict, reference: dict, keep_error: str) -> tuple[bool, str, str]
         return False, "no-error", ""
     sig = Signature.from_json(sig_json)
     ref = Signature.from_json(reference)
-    if not ref.same_bug(sig):
+    if not ref.same_bug(sig, free=free):
         if (sig.type, sig.normalized) == (ref.type, ref.normalized):
             return False, "same-message-other-metadata", sig.type
         return False, "other-error", sig.type
@@ -138,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", required=True, type=Path)
     ap.add_argument("--no-record", action="store_true", help="do not count this call or keep a best")
     ap.add_argument("--overlay", type=Path, default=None, help="files copied over the fixture copy")
+    ap.add_argument("--free", default="", help="ARGUMENT:DIM,... the original varied (a reduction's varying_dimensions)")
     ap.add_argument("candidate", type=Path)
     ns = ap.parse_args(argv)
     cfg = json.loads(ns.config.read_text())
@@ -161,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
                 Path(cfg["fixture_dir"]), cfg["script"], {cfg["script"]: text}, cfg.get("args", []),
                 float(cfg["timeout"]), cfg["python"], ns.overlay,
             )
-            interesting, verdict, etype = judge(data, cfg["reference"], cfg["keep_error"])
+            free = frozenset((a.rsplit(":", 1)[0], int(a.rsplit(":", 1)[1])) for a in ns.free.split(",") if a)
+            interesting, verdict, etype = judge(data, cfg["reference"], cfg["keep_error"], free)
     if not ns.no_record:
         state = Path(cfg["state_dir"])
         state.mkdir(parents=True, exist_ok=True)

@@ -1130,3 +1130,46 @@ def test_keep_error_matches_the_shown_error_its_continuation_lines_and_what_from
     bare = Signature.from_record(ExceptionRecord("_pickle.UnpicklingError", shown.message.splitlines()[0]))
     target = Target(shown, _re.compile("Unsupported global"))
     assert target.matches(shown) and target.mismatch(bare) == "keep-error"
+
+
+# -- dimensions the program varies (issue 21) ------------------------------------------------------
+def _embedding(length: int, rows: int = 65) -> Signature:
+    return Signature.from_record(ExceptionRecord(
+        "IndexError", "index out of range in self", op=OpRecord("torch.nn.functional.embedding", (
+            TensorMeta("args[0]", "int64", (1, length), (length, 1), "cpu"),
+            TensorMeta("args[1]", "float32", (rows, 32), (32, 1), "cpu"),
+        ), ()),
+    ))
+
+
+def test_a_sequence_the_program_grows_is_the_same_bug_at_another_length():
+    from shrinkgpu.signature import Target, varying_dims
+
+    original = _embedding(57)
+    seen = {"args[0]": [[1, n] for n in range(1, 58)], "args[1]": [[65, 32]]}
+    free = varying_dims(original.op, seen)
+    assert free == {("args[0]", 1)}
+    target = Target(original, free=free)
+    assert target.matches(_embedding(2))  # the same bug without the training that grew it
+    assert not target.matches(_embedding(2, rows=64))  # a table of another size is not
+    assert not Target(original).matches(_embedding(2))  # without the rule: strict as before
+
+
+def test_a_class_count_the_program_never_varied_stays_strict():
+    from shrinkgpu.signature import Target, varying_dims
+
+    def ce(rows: int, classes: int) -> Signature:
+        return Signature.from_record(ExceptionRecord(
+            "IndexError", "Target 4 is out of bounds.", op=OpRecord("torch.nn.functional.cross_entropy", (
+                TensorMeta("args[0]", "float32", (rows, classes), (classes, 1), "cpu"),
+                TensorMeta("args[1]", "int64", (rows,), (1,), "cpu"),
+            ), ()),
+        ))
+
+    original = ce(32, 4)
+    # Batches of 32 and a last one of 20: the rows varied, the classes never did.
+    seen = {"args[0]": [[32, 4], [20, 4]], "args[1]": [[32], [20]]}
+    target = Target(original, free=varying_dims(original.op, seen))
+    assert target.free == {("args[0]", 0), ("args[1]", 0)}
+    assert target.matches(ce(20, 4)) and target.matches(ce(7, 4))
+    assert not target.matches(ce(32, 5))

@@ -75,6 +75,8 @@ class ReductionResult:
     case: dict = field(default_factory=dict)  # what `verify` needs: how the original ran, what to keep
     trace: tuple[tuple[float, int], ...] = ()  # (seconds, tokens) at each accepted reduction
     extract_error: str | None = None  # why the failing call was not extracted
+    # (argument, dimension) at the operator the original varied across its calls: not the bug's
+    varying: tuple[tuple[str, int], ...] = ()
     command: str | None = None  # the shell command that runs the written result, from its directory
     beside: tuple[str, ...] = ()  # data files it reads, copied beside it (relative to it)
     run_from: Path | None = None  # where its command runs it from, when its data is too large to copy
@@ -112,6 +114,7 @@ class ReductionResult:
             "launch_env": self.launch_env,
             "surfaced_signature": self.surfaced.to_json() if self.surfaced else None,
             "original_rate": {"reproduced": self.original_rate[0], "runs": self.original_rate[1]},
+            "varying_dimensions": [{"argument": a, "dimension": d} for a, d in self.varying],
             "needs": list(self.needs),
             "copied_beside": list(self.beside),
             "run_from": str(self.run_from) if self.run_from else None,

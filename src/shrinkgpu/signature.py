@@ -27,7 +27,7 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from shrinkgpu.families import Family, classify_family, family_matches, parse_kernel_assertion, parse_native_error
 
@@ -45,6 +45,8 @@ __all__ = [
     "classify_family",
     "normalize_message",
     "parse_kernel_assertion",
+    "tensors_agree",
+    "varying_dims",
 ]
 
 
@@ -171,6 +173,42 @@ def batch_compatible(mine: tuple["TensorMeta", ...], theirs: tuple["TensorMeta",
         elif a.shape[0] != b.shape[0]:
             return False
         if a.shape[1:] != b.shape[1:] or _layout(a) != _layout(b):
+            return False
+    return True
+
+
+def varying_dims(op: "OpRecord", seen: Mapping[str, Sequence[Sequence[int]]]) -> frozenset[tuple[str, int]]:
+    """(argument, dimension) of the failing operator's tensors whose size took more than one
+    value across the original run's calls of that operator (``seen``: the shapes each
+    argument had, of its calls): a sequence a loop grows, a batch that is short at the end.
+    Such a dimension is the program's, not the bug's."""
+    out = set()
+    for t in op.tensors:
+        shapes = [tuple(s) for s in seen.get(t.path, ()) if len(s) == len(t.shape)]
+        for d in range(len(t.shape)):
+            if len({s[d] for s in shapes}) > 1:
+                out.add((t.path, d))
+    return frozenset(out)
+
+
+def tensors_agree(mine: tuple["TensorMeta", ...], theirs: tuple["TensorMeta", ...],
+                  free: frozenset[tuple[str, int]]) -> bool:
+    """The same tensors at the operator, but for the dimensions in ``free`` (whose sizes
+    may differ; the memory layout of such a tensor is compared instead of its strides)."""
+    if not free:
+        return mine == theirs
+    if len(mine) != len(theirs):
+        return False
+    for a, b in zip(mine, theirs):
+        if (a.path, a.dtype, a.device, len(a.shape)) != (b.path, b.dtype, b.device, len(b.shape)):
+            return False
+        loose = {d for path, d in free if path == a.path}
+        if any(a.shape[d] != b.shape[d] for d in range(len(a.shape)) if d not in loose):
+            return False
+        if loose:
+            if _layout(a) != _layout(b):
+                return False
+        elif a.stride != b.stride:
             return False
     return True
 
@@ -349,7 +387,10 @@ class Signature:
             parts.append(self.suppressed)
         return "\n".join(parts)
 
-    def same_bug(self, other: "Signature", strictness: Strictness = Strictness.STRICT) -> bool:
+    def same_bug(self, other: "Signature", strictness: Strictness = Strictness.STRICT,
+                 free: frozenset[tuple[str, int]] = frozenset()) -> bool:
+        """The one equality rule.  ``free``: (argument, dimension) at the operator whose
+        size the original program itself varied (``varying_dims``): not the bug's."""
         if (self.type, self.normalized) != (other.type, other.normalized):
             return False
         if self.kernel_assertion != other.kernel_assertion:
@@ -378,7 +419,7 @@ class Signature:
             return True
         if strictness is Strictness.BATCH:
             return batch_compatible(self.op.tensors, other.op.tensors) and self.op.arguments == other.op.arguments
-        if self.op.tensors != other.op.tensors:
+        if not tensors_agree(self.op.tensors, other.op.tensors, free):
             return False
         return strictness is Strictness.TENSORS or self.op.arguments == other.op.arguments
 
@@ -480,6 +521,9 @@ class Target:
     pattern: re.Pattern[str] | None = None  # --keep-error
     strictness: Strictness = Strictness.STRICT
     family: Family | None = None  # --family: the first error must be a face of it
+    # (argument, dimension) at the operator that the original program varied across its
+    # calls (``varying_dims``): a candidate that differs only there is the same bug
+    free: frozenset[tuple[str, int]] = frozenset()
 
     def mismatch(self, sig: Signature | None) -> str | None:
         """Why ``sig`` is not the bug to keep, or None when it is: ``"no error"``,
@@ -491,7 +535,7 @@ class Target:
             return "keep-error"
         if self.family is not None and not family_matches(self.family, sig.family, sig.kernel_assertion):
             return "family"
-        if not self.signature.same_bug(sig, self.strictness):
+        if not self.signature.same_bug(sig, self.strictness, self.free):
             return "other bug"
         return None
 

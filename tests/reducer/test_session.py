@@ -453,3 +453,29 @@ def test_a_check_cut_short_by_max_time_is_said_in_the_progress_lines(script, mon
     stages = [e.message for e in events if type(e).__name__ == "Stage"]
     assert any(s.startswith("--max-time was reached: the result was not re-checked in fresh interpreters (2 asked")
                for s in stages)
+
+
+def test_a_length_the_original_grew_does_not_identify_the_bug(script):
+    def grown(length: int):
+        return signature("IndexError", "index out of range in self", op="torch.nn.functional.embedding",
+                         shape=(1, length))
+
+    def grows_until_it_fails(text, job):
+        if NEEDLE not in text:
+            return passes()
+        if job.request.watch.op_shapes:  # the first run: the loop grew the context to 57
+            return bug(grown(57), op_shapes={"torch.nn.functional.embedding": {"args[0]": ((1, 1), (1, 2), (1, 57))}})
+        return bug(grown(2))  # without the training, the same bug two tokens in
+
+    reduction = started(Reduction(config(script, keep_error="out of range"), executors=executors(grows_until_it_fails)))
+    reduction.sandbox.close()
+    assert reduction.target.free == {("args[0]", 1)}
+    assert reduction.target.matches(grown(2)) and not reduction.target.matches(
+        signature("IndexError", "index out of range in self", op="torch.nn.functional.embedding", shape=(2, 2)))
+    assert reduction.notes == [
+        "across the original's calls of torch.nn.functional.embedding, dimension 1 of args[0] (1, 2, 57) took several "
+        "sizes: the program varies them (a sequence a loop grows, a short last batch), so a candidate that fails the "
+        "same way with another size there is the same bug; every other dimension stays strict"
+    ]
+    result = reduce(config(script, keep_error="out of range"), executors=executors(grows_until_it_fails))
+    assert result.files == {"train.py": NEEDLE + "\n"} and result.varying == (("args[0]", 1),)

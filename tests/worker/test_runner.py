@@ -419,6 +419,24 @@ def test_a_weights_only_load_of_an_array_is_the_error_torch_shows(fork_runner, t
     assert "WeightsUnpickler error: Unsupported global" in sig.message  # its continuation lines
 
 
+def test_the_shapes_an_operator_had_across_the_run_are_recorded_for_the_one_that_raised(fork_runner):
+    text = textwrap.dedent("""\
+        import torch
+        import torch.nn.functional as F
+        table = torch.randn(4, 3)  # rows 0..3; the loop appends a 4 at step 4
+        context = torch.tensor([[0]])
+        for step in range(6):
+            F.relu(table)
+            F.embedding(context, table)
+            context = torch.cat([context, torch.tensor([[step]])], dim=1)
+        """)
+    obs = run(fork_runner, text, op_shapes=True)
+    assert obs.signature.op.name == "torch.nn.functional.embedding"
+    assert obs.op_shapes == {"torch.nn.functional.embedding": {
+        "args[0]": tuple((1, n) for n in range(1, 7)), "args[1]": ((4, 3),)}}
+    assert run(fork_runner, text).op_shapes == {}  # only when asked
+
+
 def test_sys_exit_in_an_except_handler_keeps_the_original_error_as_root(fork_runner):
     text = HEADER + f"try:\n    {CE_CALL}\nexcept Exception as e:\n    print('error:', e)\n    sys.exit(1)\n"
     obs = run(fork_runner, text)

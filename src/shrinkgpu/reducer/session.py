@@ -70,7 +70,7 @@ from shrinkgpu.report import (
     write_outputs,
 )
 from shrinkgpu.results import Extraction, ReductionResult
-from shrinkgpu.signature import Signature, Target
+from shrinkgpu.signature import Signature, Target, varying_dims
 from shrinkgpu.syntax import Candidate, Program
 from shrinkgpu.syntax.facts import loop_facts
 from shrinkgpu.worker import (
@@ -274,7 +274,7 @@ class Reduction:
         self.saved_call = self.sandbox.session / "call.pt"
         # The first run also counts loop iterations (a line tracer: this run only).
         watch = Watch(
-            collect_modules=True, collect_env=True, count_loops=True,
+            collect_modules=True, collect_env=True, count_loops=True, op_shapes=True,
             cut=str(self.saved_call) if config.cut_library else None,
             save_objects=str(self.sandbox.session / "objects") if config.save_objects else None,
         )
@@ -319,7 +319,9 @@ class Reduction:
         if first.signature is None:
             runs_made = f" in {len(original.attempts)} runs" if len(original.attempts) > 1 else ""
             raise NotReproduced(f"the script did not fail{runs_made}: {first.describe()}", first)
-        target = Target(first.signature, self.pattern, config.strictness, config.family)
+        sig = first.signature
+        free = varying_dims(sig.op, first.op_shapes.get(sig.op.name, {})) if sig.op is not None else frozenset()
+        target = Target(sig, self.pattern, config.strictness, config.family, free)
         why = target.mismatch(first.signature)
         if why == "keep-error":
             raise NotReproduced(
@@ -332,6 +334,18 @@ class Reduction:
                 f"the first error is not of the family {config.family.key!r} ({config.family.value}):\n"
                 f"{first.signature.describe()}",
                 first,
+            )
+        if free:
+            seen = first.op_shapes.get(sig.op.name, {})
+            parts = []
+            for path, dim in sorted(free):
+                sizes = sorted({shape[dim] for shape in seen.get(path, ()) if len(shape) > dim})
+                shown = ", ".join(map(str, sizes[:6])) + (", ..." if len(sizes) > 6 else "")
+                parts.append(f"dimension {dim} of {path} ({shown})")
+            self.note(
+                f"across the original's calls of {sig.op.name}, " + "; ".join(parts) + " took several sizes: "
+                "the program varies them (a sequence a loop grows, a short last batch), so a candidate that fails "
+                "the same way with another size there is the same bug; every other dimension stays strict"
             )
         return target
 
@@ -740,6 +754,7 @@ class Reduction:
                 "timeout_fresh": self.oracle.fresh_timeout,
             },
             loops=tuple(first.loops),
+            varying=tuple(sorted(self.target.free)),
             passes=self.stats.to_json(),
         )
         if config.write:

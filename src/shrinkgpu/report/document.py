@@ -180,6 +180,9 @@ def _operator_table(result: ReductionResult, shown: Signature, original: Signatu
             lines.append(f"| the same, in the original | {was} |")
         if original.op is not None and original.op.tensors != shown.op.tensors:
             lines.append("| tensors in the original | " + "; ".join(t.describe() for t in original.op.tensors) + " |")
+        if result.varying:
+            lines.append("| sizes the original varied across its calls (not the bug's) | "
+                         + ", ".join(f"dimension {d} of `{a}`" for a, d in result.varying) + " |")
     if shown.kernel_assertion:
         lines.append(f"| kernel assertion | `{shown.kernel_assertion}` |")
     if shown.frame is not None:

@@ -48,6 +48,10 @@ class Observation:
     # the user's data objects alive at the first error, pickled (``probe.saved_objects``):
     # only from runs asked for them
     saved_objects: tuple[dict[str, Any], ...] = field(default=(), compare=False, repr=False)
+    # {operator: {argument: (shape, ...)}}: the shapes the operators that raised had across
+    # the run's calls; only from runs asked for them (``Watch.op_shapes``)
+    op_shapes: dict[str, dict[str, tuple[tuple[int, ...], ...]]] = field(default_factory=dict, compare=False,
+                                                                         repr=False)
 
     @property
     def failed(self) -> bool:
@@ -120,6 +124,7 @@ class Observation:
             reads=tuple((data or {}).get("reads", ())),
             cut=(data or {}).get("cut"),
             saved_objects=tuple((data or {}).get("saved_objects") or ()),
+            op_shapes=_op_shapes(data or {}),
         )
 
     def describe(self) -> str:
@@ -216,3 +221,14 @@ def _loops(data: dict[str, Any]) -> tuple[tuple[str, int, int], ...]:
                 continue
             seen.setdefault((file, line), iteration)
     return tuple((f, n, k) for (f, n), k in sorted(seen.items()))
+
+
+def _op_shapes(data: dict[str, Any]) -> dict[str, dict[str, tuple[tuple[int, ...], ...]]]:
+    out: dict[str, dict[str, tuple[tuple[int, ...], ...]]] = {}
+    for op, arguments in (data.get("op_shapes") or {}).items():
+        try:
+            out[str(op)] = {str(w): tuple(tuple(int(n) for n in shape) for shape in shapes)
+                            for w, shapes in arguments.items()}
+        except (TypeError, ValueError, AttributeError):
+            continue
+    return out

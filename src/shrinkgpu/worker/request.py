@@ -36,6 +36,9 @@ class Watch:
     # which iteration each loop around the failure was in, and where the time went (a
     # line tracer and a sampling thread: slow, the original's first run only)
     count_loops: bool = False
+    # the shapes of every torch call's tensor arguments, for the operators that raised:
+    # which dimensions the program varies (the first run only)
+    op_shapes: bool = False
     capture: Capture | None = None
     # a path: where a library called back into a user object, save that call there
     cut: str | None = None
@@ -52,6 +55,7 @@ class Watch:
             collect_modules=bool(data.get("collect_modules")),
             collect_env=bool(data.get("collect_env")),
             count_loops=bool(data.get("count_loops")),
+            op_shapes=bool(data.get("op_shapes")),
             capture=Capture(**capture) if capture else None,
             cut=data.get("cut"),
             save_objects=data.get("save_objects"),

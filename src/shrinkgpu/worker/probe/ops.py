@@ -258,10 +258,52 @@ def _short_repr(value) -> str:
     return text if len(text) <= REPR_LIMIT else text[: REPR_LIMIT - 3] + "..."
 
 
-def watch_torch_calls(note: Callable[..., None], capture: Capture | None = None):
+# What one operator's tensor arguments may record: distinct shapes per argument, and
+# operators (the first run calls thousands; only the ones that raised are written).
+SHAPES_PER_ARGUMENT = 64
+SHAPED_OPERATORS = 4096
+
+
+class ShapeLog:
+    """The shapes each operator's top-level tensor arguments had across a run's calls:
+    which dimensions the program itself varies (a sequence a loop grows, a last batch),
+    so that they do not identify the bug.  One run only (``Watch.op_shapes``)."""
+
+    def __init__(self):
+        self.by_func: dict[int, tuple[Any, dict[str, set[tuple[int, ...]]]]] = {}
+
+    def add(self, func, args, kwargs) -> None:
+        import torch
+
+        entry = self.by_func.get(id(func))
+        if entry is None:
+            if len(self.by_func) >= SHAPED_OPERATORS:
+                return
+            entry = self.by_func[id(func)] = (func, {})
+        seen = entry[1]
+        for where, value in [*((f"args[{i}]", a) for i, a in enumerate(args)),
+                             *((f"kwargs[{k!r}]", v) for k, v in kwargs.items())]:
+            if isinstance(value, torch.Tensor):
+                shapes = seen.setdefault(where, set())
+                if len(shapes) < SHAPES_PER_ARGUMENT:
+                    shapes.add(tuple(value.shape))
+
+    def of(self, names: set[str]) -> dict[str, dict[str, list[list[int]]]]:
+        """{operator: {argument: [shape, ...]}} for the operators named."""
+        out: dict[str, dict[str, list[list[int]]]] = {}
+        for func, seen in self.by_func.values():
+            name = op_name(func)
+            if name in names:
+                merged = out.setdefault(name, {})
+                for where, shapes in seen.items():
+                    merged[where] = sorted({*map(tuple, merged.get(where, [])), *shapes})
+        return {n: {w: [list(s) for s in shapes] for w, shapes in m.items()} for n, m in out.items()}
+
+
+def watch_torch_calls(note: Callable[..., None], capture: Capture | None = None, shapes: ShapeLog | None = None):
     """A ``TorchFunctionMode`` that hands every torch call that raises to ``note`` (with
-    which call of that operator it was), and saves the arguments of the call
-    ``capture`` names before it runs."""
+    which call of that operator it was), saves the arguments of the call ``capture``
+    names before it runs, and logs every call's shapes in ``shapes``."""
     from torch.overrides import TorchFunctionMode
 
     captured = False
@@ -279,6 +321,11 @@ def watch_torch_calls(note: Callable[..., None], capture: Capture | None = None)
                     # Before the call: on a GPU the values cannot be read after a failed kernel.
                     captured = True
                     save_call(func, args, kwargs, capture.path)
+            if shapes is not None:
+                try:
+                    shapes.add(func, args, kwargs)
+                except Exception:  # a note must never replace the script's own behaviour
+                    pass
             try:
                 return func(*args, **kwargs)
             except Exception as exc:

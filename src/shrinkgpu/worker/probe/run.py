@@ -13,7 +13,7 @@ from typing import Any
 from shrinkgpu.worker.probe.library_cut import library_cut
 from shrinkgpu.worker.probe.loops import LoopClock, LoopCounter
 from shrinkgpu.worker.probe.objects import saved_objects
-from shrinkgpu.worker.probe.ops import watch_torch_calls
+from shrinkgpu.worker.probe.ops import ShapeLog, watch_torch_calls
 from shrinkgpu.worker.probe.process import (
     dump_stack_on_crash,
     environment_facts,
@@ -46,9 +46,10 @@ def run(request: RunRequest, *, forked: bool) -> int:
         if request.capture_ops:
             import torch  # noqa: F401  (the mode needs it; the script imports it anyway)
 
-            mode = watch_torch_calls(recorder.note, watch.capture)
+            shapes = ShapeLog() if watch.op_shapes else None
+            mode = watch_torch_calls(recorder.note, watch.capture, shapes)
         else:
-            mode = None
+            mode, shapes = None, None
         parses: list[dict[str, Any]] = []
         seed_sites: list[list[Any]] = []
         loads: list[dict[str, Any]] = []
@@ -106,6 +107,8 @@ def run(request: RunRequest, *, forked: bool) -> int:
         obs["loop_time"] = clock.stop()
     obs["exit_code"] = code
     obs["torch_errors"] = recorder.errors
+    if shapes is not None:
+        obs["op_shapes"] = shapes.of({(r.get("op") or {}).get("name") for r in recorder.errors} - {None})
     obs["parses"] = parses
     obs["loads"] = loads
     obs["reads"] = sorted(set(reads))
