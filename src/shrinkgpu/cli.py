@@ -303,6 +303,11 @@ def run(script, script_args, module, timeout, isolation, root, stdin_file, sync_
               help="Offer candidates that load the script's data objects (instances of its own classes holding "
                    "arrays or long lists, never a model) as the first run saved them, beside the result as "
                    "<stem>.min.<name>.pkl, instead of building them. --no-load-objects keeps every constructor.")
+@click.option("--replay-state/--no-replay-state", "replay_state", default=True, show_default=True,
+              help="For an original that runs 10 s or more and fails past the first iteration of a loop: save its "
+                   "state at the start of the failing iteration (weights, optimizer, scheduler, RNGs, the batch) as "
+                   "<stem>.min.state.pt and offer candidates that start there, once a fresh interpreter showed the "
+                   "replay fails the same way. The file holds your weights.")
 @click.option("--search", type=click.Choice(["probdd", "ddmin"]), default="probdd", show_default=True,
               help="probdd learns which edits are needed; ddmin is the classic algorithm.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
@@ -320,7 +325,8 @@ def run(script, script_args, module, timeout, isolation, root, stdin_file, sync_
 @click.option("--emit-test", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write a pytest file that fails while the minimal case still reproduces the bug.")
 def reduce_cmd(script, script_args, module, keep_error, family_name, output, resume, timeout, isolation, strictness,
-               confirm, hash_seed, max_tests, max_time, verify_runs, extract, load_objects, search, jobs, gpus, root,
+               confirm, hash_seed, max_tests, max_time, verify_runs, extract, load_objects, replay_state, search, jobs,
+               gpus, root,
                stdin_file,
                sync_launches, keep_temp, as_json, quiet, verbose, emit_test) -> None:
     """Reduce SCRIPT while its first error still matches --keep-error (or --family).
@@ -347,7 +353,7 @@ def reduce_cmd(script, script_args, module, keep_error, family_name, output, res
             verify_runs=verify_runs, root=root, stdin=_stdin_bytes(stdin_file, notes), keep_temp=keep_temp,
             jobs=jobs, gpus=gpu_ids, search=search, sync_launches=sync_launches,
             family=family_by_name(family_name) if family_name else None, confirm=confirm, hash_seed=hash_seed,
-            resume=resume, extract=extract, save_objects=load_objects,
+            resume=resume, extract=extract, save_objects=load_objects, replay_state=replay_state,
         )
     except (OSError, click.ClickException) as exc:
         _fail(str(exc), EXIT_USAGE, as_json)

@@ -44,6 +44,15 @@ class ExtractionFailed(Exception):
 def capture_call(runner: Runner, files: dict[str, str], sig: Signature, where: Path, timeout: float,
                  env: dict | None = None) -> dict:
     """Run ``files`` once with the failing call saved before it runs; its record."""
+    capture = capture_of(sig, where)
+    obs = runner.run(files, timeout=timeout, watch=Watch(capture=capture), env=env or {})
+    if not Path(capture.path + ".json").is_file():
+        raise ExtractionFailed(f"the call was not reached in the capture run ({obs.describe()})")
+    return read_record(Path(capture.path))
+
+
+def capture_of(sig: Signature, where: Path) -> Capture:
+    """What a run is told to save of the failing call (why not, when it cannot be)."""
     if sig.op is None:
         raise ExtractionFailed("the first error was not raised by a torch call: there is no call to extract")
     if sig.op.name.endswith("backward"):
@@ -51,17 +60,7 @@ def capture_call(runner: Runner, files: dict[str, str], sig: Signature, where: P
             f"the error is raised in {sig.op.name}: it depends on the autograd graph that produced the tensor, "
             "which the call's arguments do not carry; the minimal example keeps that graph"
         )
-    path = where / "call.pt"
-    capture = Capture(op=sig.op.name, call=sig.call or 1, path=str(path))
-    obs = runner.run(files, timeout=timeout, watch=Watch(capture=capture), env=env or {})
-    sidecar = Path(str(path) + ".json")
-    if not sidecar.is_file():
-        raise ExtractionFailed(f"the call was not reached in the capture run ({obs.describe()})")
-    record = json.loads(sidecar.read_text(encoding="utf-8"))
-    if record.get("error"):
-        raise ExtractionFailed(f"its tensors could not be saved: {record['error']}")
-    record["_data"] = str(path)
-    return record
+    return Capture(op=sig.op.name, call=sig.call or 1, path=str(where / "call.pt"))
 
 
 def _name(where: str) -> str:
@@ -189,44 +188,97 @@ def _check(text: str, data: Path | None, loads: bool, target: Target, timeout: f
     return obs, script
 
 
+def read_record(path: Path) -> dict:
+    """The record a capture (or a kept raised call) wrote beside its tensors."""
+    sidecar = Path(str(path) + ".json")
+    if not sidecar.is_file():
+        raise ExtractionFailed("no record of the call was written")
+    record = json.loads(sidecar.read_text(encoding="utf-8"))
+    if record.get("error"):
+        raise ExtractionFailed(f"its tensors could not be saved: {record['error']}")
+    record["_data"] = str(path)
+    return record
+
+
+def raised_record(raised: tuple[dict, ...], sig: Signature) -> dict | None:
+    """The record of the failing call among the calls a run kept as they raised
+    (``Watch.keep_raised``): the one of the signature's operator and call number, when
+    its tensors could be read."""
+    if sig.op is None:
+        return None
+    for entry in raised:
+        if entry.get("op") == sig.op.name and entry.get("call") == (sig.call or 1) and entry.get("path"):
+            try:
+                return read_record(Path(entry["path"]))
+            except (ExtractionFailed, OSError, ValueError):
+                return None
+    return None
+
+
 def extract(runner: Runner, files: dict[str, str], target: Target, output_stem: Path, timeout: float,
             env: dict | None = None, on_event: Callable[[str], None] | None = None) -> Extraction:
     """Capture the failing call in a run of ``files`` and write the smallest standalone
     script that reproduces ``target`` beside ``output_stem`` (``<dir>/<stem>``)."""
-    sig = target.signature
-    say = on_event or (lambda _m: None)
     work = Path(tempfile.mkdtemp(prefix="shrinkgpu-capture-"))
     try:
-        record = capture_call(runner, files, sig, work, timeout, env)
-        data = Path(record["_data"])
-        stem = output_stem.name
-        data_name = f"{stem}.extracted.pt"
-        reasons = []
-        for level in ("metadata", "exact"):
-            text, loads, lines = render(record, level, data_name)
-            # Checked the way the capture ran: through the runner's executors.
-            obs, _ = _check(text, data, loads, target, timeout, env, stem, runner.executors)
-            if target.matches(obs.signature):
-                say(f"extracted the failing call ({level}): {lines} lines")
-                path = output_stem.with_name(f"{stem}.extracted.py")
-                out_data = output_stem.with_name(data_name) if loads else None
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(text, encoding="utf-8")
-                if out_data is not None:
-                    shutil.copy(data, out_data)
-                note = None
-                if lines > MAX_LINES:
-                    note = (f"{lines} lines: the call has {len(record['meta'])} tensor arguments, one line each "
-                            f"(more than {MAX_LINES})")
-                return Extraction(path, out_data, text, level, lines, obs.signature, note)
-            reasons.append(f"{level}: {obs.describe()}")
-        raise ExtractionFailed(
-            "the call alone did not fail the same way (" + "; ".join(reasons) + "): the bug needs state its "
-            "arguments do not carry (a generator, a module's hooks, the order of earlier calls)"
-        )
+        record = capture_call(runner, files, target.signature, work, timeout, env)
+        return extract_record(record, target, output_stem, timeout, env, runner.executors, on_event)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-__all__ = ["Extraction", "ExtractionFailed", "capture_call", "extract", "render"]
+def check_extracted(path: Path, target: Target, timeout: float, env: dict | None,
+                    executors: ExecutorFactory) -> Extraction | None:
+    """An extracted call written earlier (``path``, with its ``.pt`` when it loads one),
+    when it still fails as ``target`` in a fresh interpreter (--resume keeps it).  Its
+    level is read back from its text: random floating-point tensors are "metadata"."""
+    text = path.read_text(encoding="utf-8")
+    stem = path.name.removesuffix(".extracted.py")
+    data = path.with_name(f"{stem}.extracted.pt")
+    loads = f"torch.load({data.name!r})" in text
+    if loads and not data.is_file():
+        return None
+    obs, _ = _check(text, data if loads else None, loads, target, timeout, env, stem, executors)
+    if not target.matches(obs.signature):
+        return None
+    body = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("import ")]
+    level = "metadata" if "torch.randn(" in text or not loads else "exact"
+    return Extraction(path, data if loads else None, text, level, len(body), obs.signature, None)
+
+
+def extract_record(record: dict, target: Target, output_stem: Path, timeout: float, env: dict | None,
+                   executors: ExecutorFactory, on_event: Callable[[str], None] | None = None) -> Extraction:
+    """The smallest standalone script for a captured call that reproduces ``target``,
+    each level checked in a fresh interpreter (through ``executors``), written beside
+    ``output_stem``."""
+    say = on_event or (lambda _m: None)
+    data = Path(record["_data"])
+    stem = output_stem.name
+    data_name = f"{stem}.extracted.pt"
+    reasons = []
+    for level in ("metadata", "exact"):
+        text, loads, lines = render(record, level, data_name)
+        obs, _ = _check(text, data, loads, target, timeout, env, stem, executors)
+        if target.matches(obs.signature):
+            say(f"extracted the failing call ({level}): {lines} lines")
+            path = output_stem.with_name(f"{stem}.extracted.py")
+            out_data = output_stem.with_name(data_name) if loads else None
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            if out_data is not None:
+                shutil.copy(data, out_data)
+            note = None
+            if lines > MAX_LINES:
+                note = (f"{lines} lines: the call has {len(record['meta'])} tensor arguments, one line each "
+                        f"(more than {MAX_LINES})")
+            return Extraction(path, out_data, text, level, lines, obs.signature, note)
+        reasons.append(f"{level}: {obs.describe()}")
+    raise ExtractionFailed(
+        "the call alone did not fail the same way (" + "; ".join(reasons) + "): the bug needs state its "
+        "arguments do not carry (a generator, a module's hooks, the order of earlier calls)"
+    )
+
+
+__all__ = ["Extraction", "ExtractionFailed", "capture_call", "capture_of", "check_extracted", "extract", "extract_record", "raised_record", "read_record",
+           "render"]
 

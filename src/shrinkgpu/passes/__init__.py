@@ -24,6 +24,7 @@ from shrinkgpu.passes.inline import InlineBindings, InlineCalls, InlineExpressio
 from shrinkgpu.passes.library import CallPastTheLibrary
 from shrinkgpu.passes.records import AppendLoopToList, DropEnumerate, SplitRecords
 from shrinkgpu.passes.parameters import DropParameters
+from shrinkgpu.passes.replay import ReplayFromState
 from shrinkgpu.passes.loops import LoopToFailingIteration, LoopToFirstIteration, WhileToBody
 from shrinkgpu.passes.statements import DeleteStatements, SliceToFailure
 
@@ -33,6 +34,8 @@ from shrinkgpu.passes.statements import DeleteStatements, SliceToFailure
 # Within a tier, large removals come first; order affects speed, not minimality.
 STRUCTURE: tuple[EditPass, ...] = (
     # first: while a loop takes most of each run, every other candidate pays for it
+    # (before any pass, a long job may start at its failing iteration from the state
+    # saved there: ReplayFromState, which the reducer applies once it has checked it)
     CutHotLoops(),
     SliceToFailure(),
     # after the slice: what ran after the failure (``trainer.evaluate()``) reads the
@@ -108,6 +111,7 @@ __all__ = [
     "LoadSavedObjects",
     "LoopToFailingIteration",
     "LoopToFirstIteration",
+    "ReplayFromState",
     "WhileToBody",
     "SliceToFailure",
     "SplitRecords",

@@ -8,13 +8,16 @@ returns a small frozen value, in this order (``Reduction.run``):
     target_of(...)      -> Target     the bug to keep, or NotReproduced
     build_program(...)  -> Program    its files and the facts of its run
     plan_workers(...)   -> WorkerPlan jobs, GPUs, threads per candidate
+    before_search(...)  -> Extracted  the failing call alone, written now (from the first
+                                   run, else one capture run); with a long original, the
+                                   state at the failing iteration saved in that run and
+                                   its replay checked in a fresh interpreter
     start_workers(...)  -> PreloadReport
     measure_rate(...)   -> Rate       how often the original fails in fresh interpreters
     calibrate(...)      -> Calibration the original timed where candidates run, or fresh
     search(...)         -> Outcome    core.reduce_to_fixpoint over the passes; candidates
                                    judged by ``test_many``, each accepted one ``rebase``d
     verify(...)         -> Verified   the result in fresh interpreters, else a fallback
-    extract(...)        -> Extracted  the failing call alone
     finish(...)         -> ReductionResult, written with its report
 
 Every run of a program goes through the runner's executor (worker/executors.py); the
@@ -27,6 +30,8 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
+import shutil
 import sys
 import time
 from dataclasses import dataclass
@@ -35,16 +40,24 @@ from typing import Callable
 
 from shrinkgpu.core import Budget, Outcome, Verdict, reduce_to_fixpoint
 from shrinkgpu.core.rates import describe_rate
-from shrinkgpu.extract import ExtractionFailed, extract
+from shrinkgpu.extract import (
+    ExtractionFailed,
+    capture_of,
+    check_extracted,
+    extract_record,
+    raised_record,
+    read_record,
+)
 from shrinkgpu.families import Family
 from shrinkgpu.layout import OutputLayout
 from shrinkgpu.oracle import Oracle
-from shrinkgpu.passes import PASSES
+from shrinkgpu.passes import PASSES, ReplayFromState
 from shrinkgpu.reducer.budget import HOT_MIN_SECONDS, RECOUNT_MAX_SECONDS, checks_reserve, hot_loops
 from shrinkgpu.reducer.config import ReduceConfig, ReduceError, NotReproduced, compile_pattern, with_hash_seed
 from shrinkgpu.reducer.facts import facts_of, library_cut, local_files, loop_around_failure, saved_objects
 from shrinkgpu.reducer.first_run import FORK_ADVICE, FirstRun, run_observed
 from shrinkgpu.reducer.setup import check_output, imported_files, main_source, missing_file_hint, spec_for
+from shrinkgpu.reducer.state import STATE_MIN_SECONDS, StatePoint, describe_left, state_point, state_record
 from shrinkgpu.reducer.stats import PassStats
 from shrinkgpu.reducer.verification import run_where_written, verify_history, written_elsewhere
 from shrinkgpu.reducer.workers import (
@@ -71,7 +84,7 @@ from shrinkgpu.report import (
 )
 from shrinkgpu.results import Extraction, ReductionResult
 from shrinkgpu.signature import Signature, Target, varying_dims
-from shrinkgpu.syntax import Candidate, Program
+from shrinkgpu.syntax import Candidate, Program, StateRecord
 from shrinkgpu.syntax.facts import loop_facts
 from shrinkgpu.worker import (
     ExecutorFactory,
@@ -92,6 +105,7 @@ from shrinkgpu.worker.devices import visible_gpus
 
 
 ORIGINAL_HEARTBEAT = 30.0  # seconds between "still running" lines while the original runs
+EXTRACT_CHECK_MAX = 300.0  # seconds an extracted call's check may take (an import and one call)
 
 
 @dataclass(frozen=True)
@@ -209,6 +223,7 @@ class Reduction:
         self.program = self.build_program(first)
         self.note_how_it_ran(original.first)
         self.plan = self.plan_workers(first)
+        extracted = self.before_search(first)
         self.runner = self.new_runner(self.config.isolation or Isolation.FORK)
         try:
             self.preload = self.start_workers(first)
@@ -225,7 +240,6 @@ class Reduction:
             )
             outcome = self.search(first)
             verified = self.verify(outcome)
-            extracted = self.extract(verified)
         finally:
             self.runner.close()
         return self.finish(original.first, rate, calibration, outcome, verified, extracted)
@@ -277,6 +291,7 @@ class Reduction:
             collect_modules=True, collect_env=True, count_loops=True, op_shapes=True,
             cut=str(self.saved_call) if config.cut_library else None,
             save_objects=str(self.sandbox.session / "objects") if config.save_objects else None,
+            keep_raised=str(self.sandbox.session / "raised") if config.extract and config.write else None,
         )
 
         def still_running(elapsed: float) -> None:
@@ -521,7 +536,7 @@ class Reduction:
         extraction what they take (``checks_reserve``)."""
         if self.deadline is None:
             return None
-        extracting = self.config.extract and self.config.write
+        extracting = False  # done before the search (before_search)
         return self.deadline - checks_reserve(
             self.config.verify_runs, extracting, self.original_wall, result_wall, self.preload.seconds
         )
@@ -536,6 +551,11 @@ class Reduction:
         self.budget = Budget(max_tests=self.config.max_tests, deadline=self.search_deadline(expected_wall))
         initial = self.program.initial()
         self.original_size = initial.size
+        if self.replay is not None:
+            # Every candidate then skips the iterations before the failing one.
+            initial = self.replay.initial()
+            self.note(f"the search starts at the failing step, from the saved state ({initial.size} tokens)")
+            self.follow_timeout(self.replay_wall)
         if self.config.resume:
             resumed = self.resume_from()
             if isinstance(resumed, str):
@@ -550,7 +570,7 @@ class Reduction:
                 f"one, it is written as the directory {self.layout.directory.name}/ beside "
                 f"{self.layout.output.name}, and nothing is left at {self.layout.output.name}"
             )
-        self.emit(Stage(f"reducing {initial.size} tokens (timeout {self.calibration.timeout:.1f}s per candidate)"))
+        self.emit(Stage(f"reducing {initial.size} tokens (timeout {self.oracle.timeout:.1f}s per candidate)"))
         self.emit(Reducing(dict(initial.files), self.program.main, initial.size))
         self.trace.append((round(time.monotonic() - self.started, 3), initial.size))
         return reduce_to_fixpoint(
@@ -596,11 +616,13 @@ class Reduction:
         self.emit(BestSoFar(dict(files), main, cand.size))
         self.trace.append((round(time.monotonic() - self.started, 3), cand.size))
         seen = self.oracle.reproduction(files)
+        if seen is not None:
+            self.follow_timeout(seen.wall)
         facts = facts_of(seen)
         # A loop stays worth cutting first while runs are still long.
         still_slow = seen is None or seen.wall >= HOT_MIN_SECONDS
         carried = dict(loops=self.loops, cut=self.cut, hot_loops=self.hot if still_slow else (),
-                       saved_objects=self.saved_objects)
+                       saved_objects=self.saved_objects, state=self.state)
         rebased = Program(files, main, facts=dataclasses.replace(facts, **carried))
         quick = seen is not None and seen.wall <= RECOUNT_MAX_SECONDS
         short = seen is None or seen.wall <= RECOUNT_MAX_SECONDS  # (no run seen: a cache hit)
@@ -634,6 +656,19 @@ class Reduction:
                 rebased = Program(files, main, facts=dataclasses.replace(facts, **carried))
         return rebased.initial()
 
+    def follow_timeout(self, wall: float) -> None:
+        """A candidate's limit follows the program it was cut from, not the original: one
+        derived from a program that runs 2 s (its training loop cut, or started at the
+        failing step) gets what that one takes, times the same margin, never more than
+        the original's limit; a --timeout the user gave stays."""
+        if self.config.timeout is not None:
+            return
+        limit = min(self.calibration.timeout, calibrated_timeout([wall]))
+        if limit < self.oracle.timeout / 2:
+            self.emit(Stage(f"candidates now time out after {limit:.1f}s (the program they are cut from runs "
+                            f"{wall:.1f}s; the original {self.original_wall:.1f}s)"))
+            self.oracle.timeout = limit
+
     def resume_from(self) -> Candidate | str:
         """The partial result at the output as the starting point, when it still
         reproduces; else a sentence saying why not."""
@@ -645,7 +680,8 @@ class Reduction:
         if not self.target.matches(obs.signature):
             return (f"--resume: the partial result at {output.name} no longer reproduces ({obs.describe()}); "
                     "starting from the original")
-        facts = dataclasses.replace(facts_of(obs), loops=loop_facts(files, obs.loops) or self.loops)
+        facts = dataclasses.replace(facts_of(obs), loops=loop_facts(files, obs.loops) or self.loops,
+                                    hot_loops=self.hot, state=self.state)
         return Program(files, self.program.main, facts=facts).initial()
 
     # -- after the search -------------------------------------------------------------------
@@ -672,25 +708,223 @@ class Reduction:
             return Verified(outcome.history[-1], (0, 0), None, "interrupted")
         return Verified(best, counts, signature, outcome.stopped)
 
-    def extract(self, verified: Verified) -> Extracted:
-        """The failing call alone, captured in a run of the original program."""
+    # -- before the search ------------------------------------------------------------------
+    def before_search(self, first: Observation) -> Extracted:
+        """What a user with a two-hour job wants after one run: the failing call alone,
+        written now (from the arguments the first run kept as the call raised; else one
+        capture run of the original, which a failed GPU kernel needs).  With a long
+        original that failed past the first iteration of a loop, that same run saves the
+        state at the start of the failing iteration, and a fresh interpreter checks that
+        starting there fails the same way before any candidate relies on it."""
         config = self.config
-        if not (config.extract and config.write) or verified.stopped == "interrupted" or self.out_of_time():
-            return Extracted(None, None)
+        self.state: StateRecord | None = None
+        self.replay: Program | None = None  # the program started at the failing step, checked
+        extracting = config.extract and config.write
+        extracted = Extracted(None, None)
+        kept = self.kept_extraction(first) if extracting and config.resume else None
+        if kept is not None:
+            extracted = kept
+        record = raised_record(first.raised_calls, self.target.signature) if extracting and kept is None else None
+        if record is not None:
+            extracted = self.extract_from(record, first)
+        point = self.state_point(first)
+        resumed = self.kept_state(point) if point is not None and config.resume else None
+        capture = None
+        # A call the first run kept as it raised and that did not fail alone would not
+        # fail alone from a capture either; a call it could not keep (a failed GPU kernel
+        # leaves nothing to read) needs the capture, before the call.
+        if extracting and record is None and kept is None:
+            try:
+                capture = capture_of(self.target.signature, self.sandbox.session)
+            except ExtractionFailed as exc:
+                extracted = self.not_extracted(exc.reason)
+        saving = point is not None and resumed is None
+        if (not saving and capture is None and resumed is None) or self.out_of_time():
+            return extracted
+        with self.new_runner(Isolation.FRESH) as fresh:
+            fresh.start()
+            if saving or capture is not None:
+                state_path = self.sandbox.session / "state.pt"
+                watch = Watch(capture=capture, state=point.watch(state_path) if saving else None)
+                what = [f"saving the state at iteration {point.iteration} of `{point.header_text}` ({point.file})"
+                        if saving else "", "capturing the failing call" if capture is not None else ""]
+                self.emit(Stage("running the original once more: " + " and ".join(w for w in what if w)))
+                obs = self.wait(fresh.submit(self.files, timeout=self.fresh_limit(first), watch=watch,
+                                             env=self.plan.first_device), "the original is still running")
+                if capture is not None:
+                    if Path(capture.path + ".json").is_file():
+                        try:
+                            extracted = self.extract_from(read_record(Path(capture.path)), first)
+                        except ExtractionFailed as exc:
+                            extracted = self.not_extracted(exc.reason)
+                    else:
+                        extracted = self.not_extracted(
+                            f"the call was not reached in the capture run ({obs.describe()})")
+                if saving:
+                    self.state = self.checked_state(fresh, first, obs, point, state_path)
+            if resumed is not None:
+                saved, path = resumed
+                self.state = self.checked_state(fresh, first, None, point, path, saved=saved)
+        return extracted
+
+    def kept_extraction(self, first: Observation) -> Extracted | None:
+        """--resume: the extracted call an earlier run of this reduction wrote, when it
+        still fails the same way in a fresh interpreter."""
+        stem = self.layout.extracted_stem
+        path = stem.with_name(f"{stem.name}.extracted.py")
+        if not path.is_file():
+            return None
+        extraction = check_extracted(path, self.target, min(self.fresh_limit(first), EXTRACT_CHECK_MAX),
+                                     self.spec.env, self.executors)
+        if extraction is None:
+            self.note(f"--resume: the extracted call at {path.name} no longer fails the same way; extracting again")
+            return None
+        self.emit(Stage(f"--resume: the extracted call at {path} still fails the same way: kept"))
+        return Extracted(extraction, None)
+
+    def state_files(self) -> tuple[Path, Path]:
+        """The state beside the output, and the record of what it holds and where it is from."""
+        base = self.layout.data_dir / f"{self.layout.data_stem}.state"
+        return base.with_name(base.name + ".pt"), base.with_name(base.name + ".json")
+
+    def kept_state(self, point: StatePoint) -> tuple[dict, Path] | None:
+        """--resume: the state an earlier run of this reduction saved at the same point,
+        so that the run that saves it is not repeated (the replay is checked again)."""
+        data, sidecar = self.state_files()
+        try:
+            kept = json.loads(sidecar.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if not data.is_file() or kept.get("point") != [point.file, point.header_text, point.iteration]:
+            return None
+        self.emit(Stage(f"--resume: the state saved at iteration {point.iteration} of `{point.header_text}` "
+                        f"is at {data.name}: not saved again"))
+        # A copy of its own: the file beside the output is rewritten with the result.
+        copy = self.sandbox.session / "state.pt"
+        shutil.copy2(data, copy)
+        return kept.get("saved") or {}, copy
+
+    def fresh_limit(self, first: Observation) -> float:
+        limit = self.config.timeout or calibrated_timeout([first.wall])
+        left = self.left()
+        return limit if left is None else min(limit, left)
+
+    def wait(self, future, saying: str) -> Observation:
+        """The future's observation, with a progress line every ``heartbeat`` seconds."""
+        import concurrent.futures
+
+        started = time.monotonic()
+        while True:
+            try:
+                return future.result(timeout=self.heartbeat)
+            except concurrent.futures.TimeoutError:
+                minutes, seconds = divmod(int(time.monotonic() - started), 60)
+                self.emit(Stage(f"{saying} ({minutes}:{seconds:02d})"))
+
+    def extract_from(self, record: dict, first: Observation) -> Extracted:
+        """The failing call of ``record`` written alone, checked in a fresh interpreter (one
+        call: it takes an import of torch, not a run of the original)."""
         self.emit(Stage("extracting the failing call"))
         try:
-            extraction = extract(self.runner, self.files, self.target, self.layout.extracted_stem,
-                                 self.oracle.fresh_timeout, env=self.spec.env,
-                                 on_event=lambda m: self.emit(Stage(m)))
+            extraction = extract_record(record, self.target, self.layout.extracted_stem,
+                                        min(self.fresh_limit(first), EXTRACT_CHECK_MAX), self.spec.env, self.executors,
+                                        on_event=lambda m: self.emit(Stage(m)))
         except ExtractionFailed as exc:
-            self.note(f"the failing call was not extracted: {exc.reason}", show=False)
-            return Extracted(None, exc.reason)
-        except KeyboardInterrupt:
-            self.note("interrupted while the failing call was extracted", show=False)
-            return Extracted(None, None)
+            return self.not_extracted(exc.reason)
+        self.emit(Stage(f"the failing call alone is written: {extraction.path} (the search for the smallest program "
+                        "follows)"))
         if extraction.note:
             self.note(f"the extracted call is {extraction.note}", show=False)
         return Extracted(extraction, None)
+
+    def not_extracted(self, reason: str) -> Extracted:
+        self.note(f"the failing call was not extracted: {reason}", show=False)
+        return Extracted(None, reason)
+
+    def state_point(self, first: Observation) -> StatePoint | None:
+        """Where to save the state, when saving it pays (a long original that failed past
+        the first iteration of a loop); the reason not to, said, when it would have."""
+        config = self.config
+        if not (config.replay_state and config.write) or first.wall < STATE_MIN_SECONDS:
+            return None
+        point = state_point(first, self.files, self.program.main)
+        if isinstance(point, str):
+            self.note(f"no state was saved to start candidates at the failing step: {point}", show=False)
+            return None
+        left = self.left()
+        if left is not None and left < 3 * first.wall:
+            self.note("no state was saved to start candidates at the failing step: --max-time leaves too little "
+                      "time for the run that saves it and the one that checks it", show=False)
+            return None
+        return point
+
+    def checked_state(self, fresh: Runner, first: Observation, obs: Observation | None, point: StatePoint,
+                      path: Path, saved: dict | None = None) -> StateRecord | None:
+        """The saved state as a fact for the passes, when a fresh interpreter started from it
+        fails with the same bug; else None, and the note says why.  ``obs``: the run that
+        saved it (None: the state --resume found, ``saved`` its record)."""
+        if obs is not None:
+            saved = obs.state
+        where = f"iteration {point.iteration} of `{point.header_text}` ({point.file})"
+
+        def refuse(why: str) -> None:
+            self.note(f"the state at {where} is not used: {why}")
+
+        if saved is None:
+            return refuse(f"the run that was to save it never reached that iteration ({obs.describe()})")
+        if saved.get("error") or not path.is_file():
+            return refuse(f"it could not be saved: {saved.get('error') or 'no file was written'}")
+        if obs is not None and not self.target.matches(obs.signature):
+            return refuse(f"the run that saved it failed otherwise ({obs.describe()})")
+        name = f"{self.layout.data_stem}.state.pt"
+        main_dir = Path(self.spec.script_rel).parent
+        rel = str(main_dir / name) if main_dir != Path(".") else name
+        if (self.spec.root_dir / rel).exists() and (self.spec.root_dir / rel).resolve() != (self.layout.data_dir / name).resolve():
+            return refuse(f"a file of yours is named {name}")
+        self.sandbox.add_file(rel, path)
+        record = state_record(saved, point, name)
+        facts = dataclasses.replace(self.program.facts, state=record)
+        program = Program(self.program.texts, self.program.main, facts=facts)
+        passes = ReplayFromState()
+        tried = []
+        for level in (0, 1):
+            units = passes.units(program.initial(), level) or []
+            for unit in units:
+                files = program.initial().with_edits(unit).files
+                self.emit(Stage(f"checking in a fresh interpreter that starting at {where} fails the same way"))
+                replay = self.wait(fresh.submit(files, timeout=self.fresh_limit(first), env=self.plan.first_device),
+                                   "the replay is still running")
+                if self.target.matches(replay.signature):
+                    size = saved.get("bytes", path.stat().st_size)
+                    self.data_files[name] = path
+                    # Beside the output now: the partial result the search keeps on disk
+                    # loads it, and --resume starts from that.
+                    beside, sidecar = self.state_files()
+                    beside.parent.mkdir(parents=True, exist_ok=True)
+                    if path.resolve() != beside.resolve():
+                        shutil.copy2(path, beside)
+                    sidecar.write_text(json.dumps({
+                        "point": [point.file, point.header_text, point.iteration], "saved": saved,
+                    }, indent=2, default=str), encoding="utf-8")
+                    self.note(
+                        f"the state at {where} ({len(record.entries)} objects, {size / 2**20:.1f} MiB) replays the "
+                        f"bug in a fresh interpreter in {replay.wall:.1f}s (the original: {first.wall:.1f}s): "
+                        "candidates may start there. If the result keeps it, it loads " + name + ", which holds your "
+                        "weights: attach the extracted call to a public issue, not that file"
+                    )
+                    self.program = program
+                    # The program the search starts from: its own text, with the facts of its
+                    # fresh run (its failing lines), and what the original's run showed.
+                    self.replay_wall = replay.wall
+                    self.replay = Program(files, program.main, facts=dataclasses.replace(
+                        facts_of(replay), loops=self.loops, cut=self.cut, hot_loops=self.hot,
+                        saved_objects=self.saved_objects, state=record,
+                    ))
+                    return record
+                tried.append(replay.describe())
+        if not tried:
+            return refuse("the loop's body cannot be run on its own here")
+        return refuse("starting there did not fail the same way (" + "; ".join(tried) + ")" + describe_left(saved))
 
     def finish(self, first_run: FirstRun, rate: Rate, calibration: Calibration, outcome: Outcome,
                verified: Verified, extracted: Extracted) -> ReductionResult:
@@ -757,6 +991,10 @@ class Reduction:
             varying=tuple(sorted(self.target.free)),
             passes=self.stats.to_json(),
         )
+        if config.write and self.state is not None and self.state.state_file not in result.data_files:
+            # The user's weights are not left beside a result that does not read them.
+            for leftover in self.state_files():
+                leftover.unlink(missing_ok=True)
         if config.write:
             result.collect_env = self.versions.result() if self.versions is not None else None
             write_outputs(result, self.layout, spec)

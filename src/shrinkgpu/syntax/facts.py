@@ -9,7 +9,7 @@ import libcst as cst
 
 from shrinkgpu.syntax.code import code_of
 
-__all__ = ["CutRecord", "Facts", "LoadRecord", "ParseRecord", "SavedObject", "loop_facts", "loop_header"]
+__all__ = ["CutRecord", "Facts", "LoadRecord", "ParseRecord", "SavedObject", "StateRecord", "loop_facts", "loop_header"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,9 @@ class Facts:
     hot_loops: tuple[tuple[str, str, float], ...] = ()
     # The user's data objects the first run saved at its first error (passes/data.py)
     saved_objects: tuple["SavedObject", ...] = ()
+    # The state at the start of the failing iteration, saved by one more run of the
+    # original and checked to replay the bug (passes/replay.py)
+    state: "StateRecord | None" = None
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,25 @@ class SavedObject:
     cls: str  # its class's qualified name (``SyntheticKWS``)
     file: str  # the pickle's file name, beside the main script (``kws.train_set.pkl``)
     size: int  # bytes
+    directory: str = ""  # the main script's directory within the root ("" at the top)
+
+
+@dataclass(frozen=True)
+class StateRecord:
+    """The program's state at the start of iteration ``iteration`` of the loop
+    ``header`` (its text) in ``file``, in the function ``function`` ("<module>" at the
+    top level), saved to ``state_file`` beside the main script."""
+
+    file: str
+    header: str
+    iteration: int
+    function: str
+    # (expression, how it is restored): "load" (``load_state_dict``), "value" (assigned),
+    # "copy" (a parameter, copied into in place), "torch-generator", "random-generator",
+    # "numpy-generator" (a generator object's state set back)
+    entries: tuple[tuple[str, str], ...]
+    rng: tuple[str, ...]  # the global generators saved: "torch", "cuda", "numpy", "random"
+    state_file: str
     directory: str = ""  # the main script's directory within the root ("" at the top)
 
 

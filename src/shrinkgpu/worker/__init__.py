@@ -19,7 +19,7 @@ from shrinkgpu.worker.executors import (
     default_executor,
 )
 from shrinkgpu.worker.observation import Observation
-from shrinkgpu.worker.request import Capture, RunRequest, Watch
+from shrinkgpu.worker.request import Capture, RunRequest, StateAt, Watch
 from shrinkgpu.worker.runner import Runner, ScriptSpec, preload_candidates
 from shrinkgpu.worker.sandbox import Sandbox, SandboxError, sweep_stale_sessions
 
@@ -40,6 +40,7 @@ __all__ = [
     "Sandbox",
     "SandboxError",
     "ScriptSpec",
+    "StateAt",
     "Watch",
     "default_executor",
     "preload_candidates",

@@ -52,6 +52,12 @@ class Observation:
     # the run's calls; only from runs asked for them (``Watch.op_shapes``)
     op_shapes: dict[str, dict[str, tuple[tuple[int, ...], ...]]] = field(default_factory=dict, compare=False,
                                                                          repr=False)
+    # the torch calls that raised, their arguments saved as they raised: [{"op", "call",
+    # "path"}]; only from runs asked for them (``Watch.keep_raised``)
+    raised_calls: tuple[dict[str, Any], ...] = field(default=(), compare=False, repr=False)
+    # what ``Watch.state`` saved (``probe.state``): the entries, what was left out and
+    # why, the RNGs, the file; None when the run never reached that iteration
+    state: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
     @property
     def failed(self) -> bool:
@@ -125,6 +131,8 @@ class Observation:
             cut=(data or {}).get("cut"),
             saved_objects=tuple((data or {}).get("saved_objects") or ()),
             op_shapes=_op_shapes(data or {}),
+            raised_calls=tuple((data or {}).get("raised_calls") or ()),
+            state=(data or {}).get("state"),
         )
 
     def describe(self) -> str:

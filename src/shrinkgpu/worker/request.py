@@ -27,6 +27,31 @@ class Capture:
 
 
 @dataclass(frozen=True)
+class StateAt:
+    """Save the program's state at the start of one iteration of a loop: when a frame of
+    ``file`` (relative to the root) enters the body of the loop whose header is on line
+    ``header``, and the loops of that frame named in ``iterations`` ((header line,
+    iteration), the loop itself among them) are at those iterations.  What is saved, to
+    ``path``: the state_dict of every module, optimizer, LR scheduler and grad scaler
+    the frame holds (and its objects' attributes hold), the plain values of ``names``
+    there (the loop's targets, counters, tensors the loop rebinds), and the RNG states."""
+
+    file: str
+    header: int
+    iterations: tuple[tuple[int, int], ...]
+    path: str
+    names: tuple[str, ...] = ()
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "StateAt":
+        return cls(
+            file=data["file"], header=int(data["header"]),
+            iterations=tuple((int(h), int(i)) for h, i in data.get("iterations") or ()),
+            path=data["path"], names=tuple(data.get("names") or ()),
+        )
+
+
+@dataclass(frozen=True)
 class Watch:
     """What a run records besides its first error and the facts every run records
     (argparse results, configuration reads, seeding calls, files read)."""
@@ -44,6 +69,11 @@ class Watch:
     cut: str | None = None
     # a directory: at the first error, pickle the user's data objects there
     save_objects: str | None = None
+    # a directory: the arguments of each torch call that raises, saved as it raised
+    # (``raised-<n>.pt``): the failing call from the first run itself, where its values
+    # can still be read (not after a failed GPU kernel: then a ``capture`` run is needed)
+    keep_raised: str | None = None
+    state: StateAt | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -58,6 +88,8 @@ class Watch:
             op_shapes=bool(data.get("op_shapes")),
             capture=Capture(**capture) if capture else None,
             cut=data.get("cut"),
+            keep_raised=data.get("keep_raised"),
+            state=StateAt.from_json(data["state"]) if data.get("state") else None,
             save_objects=data.get("save_objects"),
         )
 

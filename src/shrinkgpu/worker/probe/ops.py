@@ -300,10 +300,18 @@ class ShapeLog:
         return {n: {w: [list(s) for s in shapes] for w, shapes in m.items()} for n, m in out.items()}
 
 
-def watch_torch_calls(note: Callable[..., None], capture: Capture | None = None, shapes: ShapeLog | None = None):
+# Calls that raise whose arguments one run keeps: the first error is usually the first
+# one, but user code may catch a few before it (a probe of a file, a fallback path).
+RAISED_KEPT = 4
+
+
+def watch_torch_calls(note: Callable[..., None], capture: Capture | None = None, shapes: ShapeLog | None = None,
+                      raised: tuple[str, list] | None = None):
     """A ``TorchFunctionMode`` that hands every torch call that raises to ``note`` (with
     which call of that operator it was), saves the arguments of the call ``capture``
-    names before it runs, and logs every call's shapes in ``shapes``."""
+    names before it runs, logs every call's shapes in ``shapes``, and with ``raised``
+    (a directory, and a list for the records) saves the arguments of each call that
+    raises as it raised."""
     from torch.overrides import TorchFunctionMode
 
     captured = False
@@ -330,8 +338,27 @@ def watch_torch_calls(note: Callable[..., None], capture: Capture | None = None,
                 return func(*args, **kwargs)
             except Exception as exc:
                 note(func, args, kwargs, exc, call=calls[key])
+                if raised is not None and len(raised[1]) < RAISED_KEPT:
+                    _keep_raised(func, args, kwargs, calls[key], raised)
                 raise
 
     calls: dict[int, int] = {}  # the N-th call of each operator: which call failed
 
     return _WatchTorchCalls()
+
+
+def _keep_raised(func, args, kwargs, call: int, raised: tuple[str, list]) -> None:
+    """The arguments of a call that just raised, saved like a ``capture``.  Most errors are
+    raised by the operator's checks before it wrote anything, so its arguments are what it
+    was given; an extraction from them is checked like any other.  After a failed GPU
+    kernel the values cannot be read: the save says so, and a capture run is needed."""
+    import os
+
+    directory, records = raised
+    path = os.path.join(directory, f"raised-{len(records)}.pt")
+    try:
+        os.makedirs(directory, exist_ok=True)
+        save_call(func, args, kwargs, path)
+        records.append({"op": op_name(func), "call": call, "path": path})
+    except Exception as exc:  # an offer: the script's own error must stay what it was
+        records.append({"op": op_name(func), "call": call, "path": None, "error": f"{type(exc).__name__}: {exc}"})

@@ -22,6 +22,7 @@ from shrinkgpu.worker.probe.process import (
     prepare_process,
     run_exit_handlers,
 )
+from shrinkgpu.worker.probe.state import StateTracer
 from shrinkgpu.worker.probe.recorder import Recorder, message_of, record_chain, record_suppressed
 from shrinkgpu.worker.probe.watchers import watch_argparse, watch_config_loads, watch_reads, watch_seeding
 from shrinkgpu.worker.request import RunRequest
@@ -38,6 +39,8 @@ def run(request: RunRequest, *, forked: bool) -> int:
     roots = tuple(os.path.abspath(r) for r in request.roots)
     watch = request.watch
     recorder = Recorder(roots)
+    raised_calls: list[dict[str, Any]] = []
+    state_saved: dict[str, Any] = {}
     try:
         prepare_process(request, forked=forked)
         if request.crash_log:
@@ -47,7 +50,8 @@ def run(request: RunRequest, *, forked: bool) -> int:
             import torch  # noqa: F401  (the mode needs it; the script imports it anyway)
 
             shapes = ShapeLog() if watch.op_shapes else None
-            mode = watch_torch_calls(recorder.note, watch.capture, shapes)
+            raised = (watch.keep_raised, raised_calls) if watch.keep_raised else None
+            mode = watch_torch_calls(recorder.note, watch.capture, shapes, raised)
         else:
             mode, shapes = None, None
         parses: list[dict[str, Any]] = []
@@ -62,6 +66,9 @@ def run(request: RunRequest, *, forked: bool) -> int:
             recorder.loops.install()
             clock = LoopClock(roots, recorder.rel)
             clock.start()
+        elif watch.state is not None:
+            # (one tracer at a time: a run that counts loops saves no state)
+            StateTracer(roots, recorder.rel, watch.state, state_saved).install()
     except BaseException as exc:  # the probe failed before the script ran
         traceback.print_exc()
         obs.update(status="probe-error", exit_code=EXIT_PROBE_FAILURE, chain=[])
@@ -101,7 +108,7 @@ def run(request: RunRequest, *, forked: bool) -> int:
                 obs["saved_objects"] = saved_objects(exc, roots, watch.save_objects)
             except Exception:  # an offer too
                 obs["saved_objects"] = []
-    if recorder.loops is not None:
+    if recorder.loops is not None or watch.state is not None:
         sys.settrace(None)
     if clock is not None:
         obs["loop_time"] = clock.stop()
@@ -109,6 +116,10 @@ def run(request: RunRequest, *, forked: bool) -> int:
     obs["torch_errors"] = recorder.errors
     if shapes is not None:
         obs["op_shapes"] = shapes.of({(r.get("op") or {}).get("name") for r in recorder.errors} - {None})
+    if watch.keep_raised:
+        obs["raised_calls"] = raised_calls
+    if watch.state is not None:
+        obs["state"] = state_saved or None
     obs["parses"] = parses
     obs["loads"] = loads
     obs["reads"] = sorted(set(reads))

@@ -1,0 +1,177 @@
+"""Start at the failing iteration from its saved state instead of running the ones before.
+
+A job that fails at epoch 7 spends every candidate's run on epochs 0-6 until the
+training loop is gone, and cutting the loop (passes/hot.py, passes/loops.py) loses what
+those epochs did to the weights: when the bug needs trained weights (a NaN after 9,000
+updates), every such cut is a different bug, and the loop stays.  One more run of the
+original saved the state at the start of the failing iteration (``probe.state``: the
+state_dict of each module, optimizer, scheduler and scaler, the values the loop rebinds,
+its targets, the random generators); the reducer checked, in a fresh interpreter, that
+starting there fails with the same bug (``Facts.state`` is set only then).  The unit
+grows the program by the restore's tokens, which no pass of ``PASSES`` may do (the
+search only tries smaller candidates); so it is not one of them: the reducer checks its
+units in a fresh interpreter and starts the search from the first that fails the same
+way.  The units:
+
+- level 0: the loop becomes the restore and one pass through its body, and the loops that
+  took the run's time elsewhere (training before an evaluation that fails) go;
+- level 1: the restore and the one pass only.
+
+The restore is statements like any other (``model.load_state_dict(state["model"])``,
+``step = state["step"]``): the passes after this one delete those the bug does not need.
+What stays holds the user's weights; the report says so, and that the extracted call is
+what to attach to a public issue.
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from shrinkgpu.passes.base import EditPass, Unit, deletion_unit
+from shrinkgpu.syntax.code import code_of
+from shrinkgpu.syntax.edits import Edit
+from shrinkgpu.syntax.facts import StateRecord, loop_header
+from shrinkgpu.syntax.program import Candidate
+from shrinkgpu.syntax.queries import runs_once
+
+
+def _bound_at_top(text: str, name: str) -> bool:
+    """Whether the file's top level binds ``name`` by an import (``import torch``,
+    ``from x import torch``): then a function uses the global, and an ``import`` inside
+    it would make the name local to the whole function (an UnboundLocalError above it)."""
+    pattern = rf"^(import\s+{name}\b|import\s+.*,\s*{name}\b|from\s+\S+\s+import\s+.*\b{name}\b)"
+    return re.search(pattern, text, re.M) is not None
+
+
+def state_variable(text: str) -> str:
+    """A name for the loaded state that the file does not use."""
+    for name in ("state", "saved_state", "replay_state"):
+        if not re.search(rf"\b{name}\b", text):
+            return name
+    n = 1
+    while re.search(rf"\breplay_state_{n}\b", text):
+        n += 1
+    return f"replay_state_{n}"
+
+
+RESTORE = {
+    "load": "{expr}.load_state_dict({value})",
+    "value": "{expr} = {value}",
+    "copy": "{expr}.data.copy_({value})",
+    "torch-generator": "{expr}.set_state({value})",
+    "random-generator": "{expr}.setstate({value})",
+    "numpy-generator": "{expr}.bit_generator.state = {value}",
+}
+RNG = {
+    "torch": ("torch", "torch.set_rng_state({value})"),
+    "cuda": ("torch", "torch.cuda.set_rng_state_all({value})"),
+    "numpy": ("numpy", "numpy.random.set_state({value})"),
+    "random": ("random", "random.setstate({value})"),
+}
+
+
+def restore_text(record: StateRecord, file_text: str) -> str:
+    """The statements that load the state file and put every entry and generator back."""
+    var = state_variable(file_text)
+    needed = ["pathlib", "torch"] + sorted({RNG[r][0] for r in record.rng if r in RNG} - {"torch"})
+    lines = [f"import {m}" for m in needed if not _bound_at_top(file_text, m)]
+    lines.append(f"{var} = torch.load(pathlib.Path(__file__).with_name({record.state_file!r}), weights_only=False)")
+    for expr, kind in record.entries:
+        template = RESTORE.get(kind)
+        if template is not None:
+            lines.append(template.format(expr=expr, value=f"{var}[{expr!r}]"))
+    for rng in record.rng:
+        if rng in RNG:
+            lines.append(RNG[rng][1].format(value=f"{var}[{'rng:' + rng!r}]"))
+    return "".join(line + "\n" for line in lines)
+
+
+def replay_text(loop: cst.For, record: StateRecord, file_text: str) -> str:
+    """The restore, then one pass through the loop's body: the body alone when it can
+    stand alone, else the loop over the one item its targets now hold (a ``continue``
+    or ``break`` still means what it meant)."""
+    text = restore_text(record, file_text)
+    if runs_once(loop):
+        body = [code_of(stmt) for stmt in loop.body.body]
+        return text + "".join(b if b.endswith("\n") else b + "\n" for b in body)
+    target = code_of(loop.target).strip()
+    one = loop.with_changes(iter=cst.parse_expression(f"[({target})]"), leading_lines=())
+    return text + code_of(one)
+
+
+def _function_of(program, sid: int) -> str:
+    """The name of the function the statement is in ("<module>" at the top level)."""
+    cur = program.stmts[sid].parent
+    while cur is not None:
+        node = program.stmts[cur].node
+        if isinstance(node, cst.FunctionDef):
+            return node.name.value
+        cur = program.stmts[cur].parent
+    return "<module>"
+
+
+def _inside(program, inner: int, outer: int) -> bool:
+    cur = inner
+    while cur is not None:
+        if cur == outer:
+            return True
+        cur = program.stmts[cur].parent
+    return False
+
+
+class ReplayFromState(EditPass):
+    """``for epoch in range(10): ...`` -> ``state = torch.load(...)``, the restore, the
+    body of the failing iteration."""
+
+    name = "replay-from-state"
+    needs_rebased = True
+
+    def units(self, cand: Candidate, level: int):
+        if level > 1:
+            return None
+        if self.waits(cand):
+            return []
+        program = cand.program
+        record = program.facts.state
+        if record is None:
+            return []
+        loop = self.loop(cand)
+        if loop is None:
+            return []
+        text = replay_text(loop.node, record, program.texts.get(loop.file, ""))
+        unit: list[Edit] = [Edit("replace", loop.id, text=text)]
+        if level == 0:
+            hot = {(f, h) for f, h, _share in program.facts.hot_loops}
+            others = {
+                s.id for s in cand.editable()
+                if s.kind in ("for", "while") and (s.file, loop_header(s.node)) in hot
+                and not _inside(program, loop.id, s.id) and not _inside(program, s.id, loop.id)
+            }
+            if not others:
+                return []  # level 1 offers the same unit
+            gone = deletion_unit(cand, others, new_text=text)
+            if not gone:
+                return []
+            unit += [e for e in gone if not _inside(program, e.stmt, loop.id)]
+        return [tuple(unit)]
+
+    @staticmethod
+    def loop(cand: Candidate):
+        """The statement of the loop the state was saved in, while the candidate has it."""
+        program, record = cand.program, cand.program.facts.state
+        for s in cand.editable():
+            if (
+                s.kind == "for" and s.file == record.file and s.id not in program.protected
+                and loop_header(s.node) == record.header and _function_of(program, s.id) == record.function
+            ):
+                return s
+        return None
+
+    def unit_size(self, cand: Candidate, unit: Unit) -> int:
+        stmts = cand.program.stmts
+        return sum(stmts[e.stmt].size for e in unit if e.stmt >= 0)
+
+
+__all__ = ["ReplayFromState", "replay_text", "restore_text", "state_variable"]

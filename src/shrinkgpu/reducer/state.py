@@ -1,0 +1,136 @@
+"""Where the state at the failing step is saved, and what the saved state is to the passes.
+
+The first run counted, for each loop around the failure, the iteration it failed in
+(``Observation.loops``: frames outermost first, each frame's loops outermost first).
+The state is saved in the outermost frame that was past its first iteration somewhere
+(``train()``'s ``for epoch`` / ``for batch``, not ``forward``'s ``for layer``: the
+earlier iterations to skip are the training), at the start of its innermost loop's
+failing iteration.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Mapping
+
+from shrinkgpu.syntax import StateRecord
+from shrinkgpu.worker import Observation, StateAt
+
+# A first run shorter than this is cut faster by the search than replayed: the state
+# run and its check cost two runs of the original before the search.
+STATE_MIN_SECONDS = 10.0
+
+# What a method called on a name does to the value it holds: these change it in place.
+_MUTATORS = {
+    "append", "extend", "insert", "pop", "popleft", "appendleft", "remove", "clear", "update", "add",
+    "discard", "setdefault", "sort", "reverse",
+}
+
+
+@dataclass(frozen=True)
+class StatePoint:
+    """Where to save: the loop (``header`` line, its ``header_text``) in ``file`` whose
+    iteration ``iteration`` starts the failing step, with its frame's loops at
+    ``iterations``; ``names``: what that frame's loops bind or change."""
+
+    file: str
+    header: int
+    header_text: str
+    iteration: int
+    iterations: tuple[tuple[int, int], ...]
+    names: tuple[str, ...]
+
+    def watch(self, path: Path) -> StateAt:
+        return StateAt(self.file, self.header, self.iterations, str(path), self.names)
+
+
+def _spans(text: str) -> dict[int, ast.For]:
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return {}
+    return {node.lineno: node for node in ast.walk(tree) if isinstance(node, ast.For)}
+
+
+def _inside(inner: ast.For, outer: ast.For) -> bool:
+    return outer.lineno < inner.lineno <= (outer.end_lineno or outer.lineno)
+
+
+def loop_names(loop: ast.For) -> tuple[str, ...]:
+    """Names (and ``name.attribute``s) the loop binds or changes in place: its targets,
+    what its body assigns, the receivers of ``append``-like calls and of in-place tensor
+    methods (``buf.add_(x)``)."""
+    out: set[str] = set()
+    for node in ast.walk(loop):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            out.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and isinstance(node.value, ast.Name):
+            out.add(f"{node.value.id}.{node.attr}")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            receiver = node.func.value
+            method = node.func.attr
+            if isinstance(receiver, ast.Name) and (method in _MUTATORS or (method.endswith("_") and not method.startswith("_"))):
+                out.add(receiver.id)
+        elif isinstance(node, (ast.Subscript,)) and isinstance(node.ctx, ast.Store) and isinstance(node.value, ast.Name):
+            out.add(node.value.id)
+    return tuple(sorted(out))
+
+
+def state_point(first: Observation, files: Mapping[str, str], main: str) -> StatePoint | str:
+    """Where the failing step starts, or why the state cannot be saved."""
+    loops = list(first.loops)
+    if not loops:
+        return "no for loop was around the failure"
+    groups: list[list[tuple[str, int, int, ast.For]]] = []
+    spans_of: dict[str, dict[int, ast.For]] = {}
+    for file, line, iteration in loops:
+        spans = spans_of.setdefault(file, _spans(files.get(file, "")))
+        node = spans.get(line)
+        if node is None:
+            continue
+        last = groups[-1][-1] if groups else None
+        if last is not None and last[0] == file and _inside(node, last[3]):
+            groups[-1].append((file, line, iteration, node))
+        else:
+            groups.append([(file, line, iteration, node)])
+    group = next((g for g in groups if any(it > 0 for _f, _l, it, _n in g)), None)
+    if group is None:
+        return "the failure came in the first iteration of every loop around it: there are no earlier ones to skip"
+    file = group[0][0]
+    if PurePosixPath(file).parent != PurePosixPath(main).parent:
+        return f"the loops are in {file}, outside the main script's directory"
+    _f, line, iteration, node = group[-1]
+    header_text = files[file].splitlines()[line - 1].strip()
+    return StatePoint(
+        file, line, header_text, iteration,
+        tuple((ln, it) for _f, ln, it, _n in group),
+        loop_names(group[0][3]),
+    )
+
+
+def state_record(saved: dict, point: StatePoint, state_file: str) -> StateRecord:
+    """The fact the replay pass reads, from what the probe saved."""
+    return StateRecord(
+        file=point.file,
+        header=point.header_text,
+        iteration=int(saved.get("iteration", point.iteration)),
+        function=str(saved.get("function") or "<module>"),
+        entries=tuple((e["expr"], e["kind"]) for e in saved.get("entries") or ()),
+        rng=tuple(saved.get("rng") or ()),
+        state_file=state_file,
+        directory=str(PurePosixPath(point.file).parent) if PurePosixPath(point.file).parent != PurePosixPath(".") else "",
+    )
+
+
+def describe_left(saved: dict) -> str:
+    """What the state left out, for a replay that did not fail the same way."""
+    left = saved.get("left") or ()
+    if not left:
+        return ""
+    shown = "; ".join(f"{e['expr']}: {e['why']}" for e in left[:4])
+    return f" (not saved: {shown}{'; ...' if len(left) > 4 else ''})"
+
+
+__all__ = ["STATE_MIN_SECONDS", "StatePoint", "describe_left", "loop_names", "state_point", "state_record"]

@@ -1,0 +1,258 @@
+"""The program's state at the start of the failing iteration, saved once
+(``Watch.state``) so that a candidate can start there instead of re-running every
+earlier iteration (passes/replay.py).
+
+What a training step needs and the frame holds: the weights, the optimizer's moments,
+the scheduler's step, the scaler's scale (``state_dict`` of each), the values the loop
+rebinds (its targets: the batch; counters; a running tensor), the random generators.
+What it cannot carry (an iterator half-way through a loader, a file, a thread) is
+rebuilt by the program's own code before the loop, as the replay runs it; the replay is
+checked in a fresh interpreter before any candidate relies on it, so what this module
+leaves out is found there, never guessed here.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from typing import Any
+
+from shrinkgpu.worker.probe.loops import LoopCounter
+from shrinkgpu.worker.probe.paths import is_user_file
+from shrinkgpu.worker.request import StateAt
+
+# What one state file may hold.  It is the user's weights: a large model's are what
+# they are, but a file past this size is no longer worth the replay's time to load.
+STATE_MAX_BYTES = 8 * 2**30
+# A plain value (a list of losses, a dict of metrics) past this many items is a record
+# the loop keeps, not what the failing step reads.
+PLAIN_MAX_ITEMS = 100_000
+
+
+class StateTracer(LoopCounter):
+    """The loop counter of ``probe.loops``, on the one file the state is wanted in, that
+    saves the state once, at the first line of the wanted iteration's body, and stops
+    tracing.  ``out`` receives what was saved (``save_state``)."""
+
+    def __init__(self, roots: tuple[str, ...], rel, at: StateAt, out: dict[str, Any]):
+        super().__init__(roots)
+        self.rel, self.at, self.out = rel, at, out
+        self.done = False
+        self._names: dict[str, bool] = {}
+
+    def _ours(self, filename: str) -> bool:
+        found = self._names.get(filename)
+        if found is None:
+            found = self._names[filename] = self.rel(filename) == self.at.file
+        return found
+
+    def _call(self, frame, event, arg):
+        if self.done or not self._ours(frame.f_code.co_filename):
+            return None
+        return super()._call(frame, event, arg)
+
+    def _local(self, frame, event, arg):
+        if self.done:
+            return None
+        state = self.state.get(id(frame))
+        prev = state[0] if state is not None else 0
+        result = super()._local(frame, event, arg)
+        if event != "line" or state is None:
+            return result
+        span = self.loops.get(frame.f_code.co_filename, {}).get(self.at.header)
+        if span is None:
+            return result
+        body_start, end = span
+        line = frame.f_lineno
+        entering = body_start <= line <= end and self.at.header <= prev < body_start
+        if entering and all(state[1].get(h) == it for h, it in self.at.iterations):
+            self.done = True
+            sys.settrace(None)
+            try:
+                self.out.update(save_state(frame, self.at, self.roots))
+            except Exception as exc:  # an offer: the run goes on as the script wrote it
+                self.out.update(error=f"{type(exc).__name__}: {exc}", path=None)
+            return None
+        return result
+
+
+def _stateful(value) -> bool:
+    """A module, optimizer, LR scheduler, grad scaler or anything else that keeps its state
+    as ``state_dict()`` and takes it back with ``load_state_dict``."""
+    if isinstance(value, type):
+        return False
+    return callable(getattr(value, "state_dict", None)) and callable(getattr(value, "load_state_dict", None))
+
+
+def _generator_kind(value) -> str | None:
+    """How a random generator object's state is read and restored, if it is one."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Generator):
+        return "torch-generator"
+    import random
+
+    if isinstance(value, random.Random):
+        return "random-generator"
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(value, np.random.Generator):
+        return "numpy-generator"
+    return None
+
+
+def _plain(value, depth: int = 0) -> bool:
+    """A value that is data and can be saved and assigned back: numbers, strings,
+    tensors, arrays, and lists, tuples, sets and dicts of them."""
+    if value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
+        return True
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):
+        return True
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(value, (np.ndarray, np.generic)):
+        return value.dtype != object if isinstance(value, np.ndarray) else True
+    if depth >= 3:
+        return False
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return len(value) <= PLAIN_MAX_ITEMS and all(_plain(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return len(value) <= PLAIN_MAX_ITEMS and all(
+            isinstance(k, (str, int)) and _plain(v, depth + 1) for k, v in value.items()
+        )
+    return False
+
+
+def _bytes(value, depth: int = 0) -> int:
+    """About what saving ``value`` costs: its tensors' and arrays' bytes, 16 per other leaf."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if hasattr(value, "nbytes") and isinstance(getattr(value, "nbytes"), int):
+        return value.nbytes
+    if depth < 4 and isinstance(value, (list, tuple, set, frozenset)):
+        return sum(_bytes(v, depth + 1) for v in value) + 16
+    if depth < 4 and isinstance(value, dict):
+        return sum(_bytes(v, depth + 1) for v in value.values()) + 16
+    return 16
+
+
+def _detached(value, depth: int = 0):
+    """``value`` with every tensor that is part of an autograd graph cut from it (a graph
+    cannot be saved; the step builds its own)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):
+        return value.detach() if value.grad_fn is not None else value
+    if depth < 3 and isinstance(value, (list, tuple)):
+        return type(value)(_detached(v, depth + 1) for v in value) if type(value) in (list, tuple) else value
+    if depth < 3 and isinstance(value, dict) and type(value) is dict:
+        return {k: _detached(v, depth + 1) for k, v in value.items()}
+    return value
+
+
+def _user_object(value, roots) -> bool:
+    """An instance of a class the user wrote (a trainer, a config holder): its attributes
+    may hold the model and the optimizer."""
+    cls = type(value)
+    module = sys.modules.get(cls.__module__)
+    path = getattr(module, "__file__", None)
+    return bool(path) and is_user_file(path, roots) and hasattr(value, "__dict__")
+
+
+def save_state(frame, at: StateAt, roots: tuple[str, ...]) -> dict[str, Any]:
+    """Save what the failing iteration needs from ``frame`` to ``at.path`` (one
+    ``torch.save``); the record of it: ``entries`` (expr, kind, bytes), ``left`` (expr,
+    why not), the RNGs saved, the total."""
+    import random
+
+    import torch
+
+    scope = frame.f_locals
+    wanted = set(at.names)
+    saved: dict[str, Any] = {}
+    entries: list[dict[str, Any]] = []
+    left: list[dict[str, str]] = []
+    seen: set[int] = set()
+    total = 0
+
+    def add(expr: str, kind: str, value) -> None:
+        nonlocal total
+        size = _bytes(value)
+        if total + size > STATE_MAX_BYTES:
+            left.append({"expr": expr, "why": f"the state would pass {STATE_MAX_BYTES // 2**30} GiB"})
+            return
+        total += size
+        saved[expr] = value
+        entries.append({"expr": expr, "kind": kind, "bytes": size, "class": type_name})
+
+    def consider(expr: str, value, plain_too: bool) -> None:
+        nonlocal type_name
+        if id(value) in seen and not isinstance(value, (int, float, bool, str, type(None))):
+            return
+        type_name = f"{type(value).__module__}.{type(value).__qualname__}"
+        generator = _generator_kind(value)
+        if generator is not None:
+            seen.add(id(value))
+            state = (value.get_state() if generator == "torch-generator" else
+                     value.getstate() if generator == "random-generator" else value.bit_generator.state)
+            add(expr, generator, state)
+            return
+        if _stateful(value):
+            seen.add(id(value))
+            try:
+                add(expr, "load", value.state_dict())
+            except Exception as exc:
+                left.append({"expr": expr, "why": f"state_dict() raised {type(exc).__name__}: {exc}"})
+            return
+        if not plain_too:
+            return
+        if isinstance(value, torch.nn.Parameter) or (
+            isinstance(value, torch.Tensor) and value.requires_grad and value.grad_fn is None
+        ):
+            # A leaf the optimizer updates: restored in place, so that the optimizer still
+            # holds the tensor the step updates.
+            seen.add(id(value))
+            add(expr, "copy", value.detach().clone())
+            return
+        if _plain(value):
+            seen.add(id(value))
+            add(expr, "value", _detached(value))
+            return
+        left.append({"expr": expr, "why": f"a {type(value).__qualname__} (not data a file can carry)"})
+
+    type_name = ""
+    for name, value in list(scope.items()):
+        if name.startswith("__") or isinstance(value, (types.ModuleType, types.FunctionType, type,
+                                                       types.BuiltinFunctionType, types.MethodType)):
+            continue
+        consider(name, value, name in wanted)
+        if _user_object(value, roots) and not _stateful(value):
+            for attr, inner in list(vars(value).items())[:256]:
+                expr = f"{name}.{attr}"
+                if attr.startswith("__") or not attr.isidentifier():
+                    continue
+                consider(expr, inner, name in wanted or expr in wanted)
+
+    rng: dict[str, Any] = {"torch": torch.get_rng_state(), "random": random.getstate()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        rng["cuda"] = torch.cuda.get_rng_state_all()
+    np = sys.modules.get("numpy")
+    if np is not None:
+        rng["numpy"] = np.random.get_state()
+    # One flat dict: what the replay reads is ``state["model"]``, ``state["rng:torch"]``.
+    torch.save({**saved, **{f"rng:{k}": v for k, v in rng.items()}}, at.path)
+    import os
+
+    iteration = dict(at.iterations).get(at.header, 0)
+    return {
+        "path": at.path,
+        "file": at.file,
+        "header": at.header,
+        "iteration": iteration,
+        "function": frame.f_code.co_name,
+        "entries": entries,
+        "left": left,
+        "rng": sorted(rng),
+        "bytes": os.path.getsize(at.path),
+    }
+
+
+__all__ = ["STATE_MAX_BYTES", "StateTracer", "save_state"]

@@ -1,0 +1,143 @@
+"""replay-from-state (passes/replay.py): the exact program that starts at the failing
+iteration from the saved state."""
+
+from __future__ import annotations
+
+from shrinkgpu.passes.replay import ReplayFromState, state_variable
+from shrinkgpu.syntax import Facts, StateRecord
+
+from .helpers import after, dedent, start
+
+TRAIN = """\
+import torch
+
+model = Net()
+opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+for step in range(1000):
+    x, y = batches[step]
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    opt.step()
+"""
+
+
+def record(**kw) -> StateRecord:
+    values = dict(
+        file="a.py", header="for step in range(1000):", iteration=700, function="<module>",
+        entries=(("model", "load"), ("opt", "load"), ("step", "value"), ("x", "value"), ("y", "value")),
+        rng=("random", "torch"), state_file="a.min.state.pt",
+    )
+    values.update(kw)
+    return StateRecord(**values)
+
+
+def test_the_loop_becomes_the_restore_and_one_pass_through_its_body():
+    cand = start(TRAIN, Facts(state=record()))
+    assert after(ReplayFromState(), cand, level=1) == dedent(
+        """\
+        import torch
+
+        model = Net()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        import pathlib
+        import random
+        state = torch.load(pathlib.Path(__file__).with_name('a.min.state.pt'), weights_only=False)
+        model.load_state_dict(state['model'])
+        opt.load_state_dict(state['opt'])
+        step = state['step']
+        x = state['x']
+        y = state['y']
+        random.setstate(state['rng:random'])
+        torch.set_rng_state(state['rng:torch'])
+        x, y = batches[step]
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        """
+    )
+
+
+def test_level_zero_also_drops_the_loop_that_took_the_time_before_it():
+    src = """\
+    import torch
+
+    model = Net()
+    for epoch in range(50):
+        train_one(model)
+    for t in range(64):
+        tok = sample(model, t)
+    """
+    facts = Facts(
+        state=record(header="for t in range(64):", iteration=40, entries=(("model", "load"), ("t", "value")), rng=()),
+        hot_loops=(("a.py", "for epoch in range(50):", 0.97),),
+    )
+    cand = start(src, facts)
+    restored = (
+        "import pathlib\n"
+        "state = torch.load(pathlib.Path(__file__).with_name('a.min.state.pt'), weights_only=False)\n"
+        "model.load_state_dict(state['model'])\n"
+        "t = state['t']\n"
+        "tok = sample(model, t)\n"
+    )
+    assert after(ReplayFromState(), cand, level=0) == "import torch\n\nmodel = Net()\n" + restored
+    assert after(ReplayFromState(), cand, level=1) == (
+        "import torch\n\nmodel = Net()\nfor epoch in range(50):\n    train_one(model)\n" + restored
+    )
+
+
+def test_a_body_with_continue_keeps_a_loop_over_the_one_restored_item():
+    src = """\
+    import torch
+
+    for i, (x, y) in enumerate(loader):
+        if x is None:
+            continue
+        step(x, y)
+    """
+    facts = Facts(state=record(header="for i, (x, y) in enumerate(loader):", entries=(("x", "value"),), rng=()))
+    text = after(ReplayFromState(), start(src, facts), level=1)
+    assert text.endswith(
+        "x = state['x']\n"
+        "for i, (x, y) in [(i, (x, y))]:\n"
+        "    if x is None:\n"
+        "        continue\n"
+        "    step(x, y)\n"
+    )
+
+
+def test_inside_a_function_a_module_the_file_imports_is_not_imported_again():
+    # ``import torch`` inside train() would make torch local to all of it, and the
+    # line above the loop that uses it an UnboundLocalError.
+    src = """\
+    import torch
+
+
+    def train(model):
+        opt = torch.optim.Adam(model.parameters())
+        for step in range(10):
+            opt.step()
+    """
+    facts = Facts(state=record(header="for step in range(10):", function="train", entries=(("opt", "load"),), rng=("torch",)))
+    text = after(ReplayFromState(), start(src, facts), level=1)
+    assert "    import torch\n" not in text
+    assert text.endswith(
+        "    opt = torch.optim.Adam(model.parameters())\n"
+        "    import pathlib\n"
+        "    state = torch.load(pathlib.Path(__file__).with_name('a.min.state.pt'), weights_only=False)\n"
+        "    opt.load_state_dict(state['opt'])\n"
+        "    torch.set_rng_state(state['rng:torch'])\n"
+        "    opt.step()\n"
+    )
+
+
+def test_a_loop_of_another_function_or_header_is_not_replayed():
+    src = TRAIN.replace("range(1000)", "range(999)")
+    assert ReplayFromState().units(start(src, Facts(state=record())), 1) == []
+    assert ReplayFromState().units(start(TRAIN, Facts(state=record(function="main"))), 1) == []
+    assert ReplayFromState().units(start(TRAIN), 1) == []  # no state saved
+
+
+def test_the_state_variable_never_takes_a_name_the_file_uses():
+    assert state_variable("x = 1\n") == "state"
+    assert state_variable("opt.state[p]\n") == "saved_state"
+    assert state_variable("state = saved_state = replay_state = 0\n") == "replay_state_1"

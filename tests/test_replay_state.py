@@ -1,0 +1,168 @@
+"""The state at the failing step, saved once and replayed (issue 21): real workers and
+real torch on the CPU.  The originals here take seconds; the threshold for saving the
+state (``STATE_MIN_SECONDS``, 10 s) is lowered so that they get one."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import shrinkgpu.reducer.session as session
+from conftest import tree_digest
+from shrinkgpu.reducer import ReduceConfig, reduce
+from shrinkgpu.report import Stage
+
+# The bug needs all three of the step's states: the weights after training, the
+# optimizer's momentum, the scheduler's count.  Cut the loop, or restore only some of
+# them, and the index is another (or there is none).
+TRAINED = """\
+import random
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+random.seed(0)
+model = nn.Linear(4, 3)
+opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+sched = torch.optim.lr_scheduler.StepLR(opt, step_size=50, gamma=0.9)
+x = torch.randn(64, 4)
+y = x @ torch.full((4, 3), 2.0)
+table = torch.zeros(8, 2)
+history = []
+for step in range(400):
+    loss = F.mse_loss(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    sched.step()
+    history.append(loss.item())
+    trained = int(model.weight.abs().sum() > 20.0)
+    moving = int(opt.state[model.weight]["momentum_buffer"].abs().sum() > 0)
+    late = int(sched.last_epoch >= 150)
+    code = torch.tensor([3 * (trained + moving + late)])
+    F.embedding(code, table)
+print("done")
+"""
+
+# The count the bug needs lives in a global a function changes: not a value the loop
+# binds, so the state does not hold it, and the replay starts from 0.
+HIDDEN = """\
+import torch
+import torch.nn.functional as F
+
+calls = 0
+
+
+def bump():
+    global calls
+    calls += 1
+    return calls
+
+
+table = torch.zeros(8, 2)
+for step in range(3000):
+    k = bump()
+    total = torch.arange(k).sum()
+    if step == 2000:
+        F.embedding(torch.tensor([k]), table)
+"""
+
+
+def reduce_script(tmp_path, monkeypatch, text: str):
+    monkeypatch.setattr(session, "STATE_MIN_SECONDS", 0.0)
+    work = tmp_path / "job"
+    work.mkdir()
+    script = work / "train.py"
+    script.write_text(text)
+    before = tree_digest(work)
+    events: list[str] = []
+    out = tmp_path / "out" / "train.min.py"
+    result = reduce(
+        ReduceConfig(script=script, keep_error="index out of range", output=out, verify_runs=1, jobs=2,
+                     max_tests=200, env={**os.environ}),
+        on_event=lambda e: events.append(e.message) if isinstance(e, Stage) else None,
+    )
+    assert tree_digest(work) == {**before}  # the user's directory as it was (no state file there)
+    return result, events, out
+
+
+@pytest.mark.slow
+def test_a_state_with_a_model_a_momentum_optimizer_and_a_scheduler_replays_the_first_error(tmp_path, monkeypatch):
+    result, events, out = reduce_script(tmp_path, monkeypatch, TRAINED)
+
+    # the failing call alone came first, before the search
+    written = next(i for i, m in enumerate(events) if m.startswith("the failing call alone is written"))
+    reducing = next(i for i, m in enumerate(events) if m.startswith("reducing"))
+    assert written < reducing
+    assert result.extracted is not None and result.extracted.path.is_file()
+
+    assert any("replays the bug in a fresh interpreter" in n and "iteration 149 of `for step in range(400):`" in n
+               for n in result.notes), result.notes
+    assert any(n.startswith("the search starts at the failing step") for n in result.notes)
+    text = out.read_text()
+    assert "train.min.state.pt" in text and "load_state_dict" in text, text
+    assert "for step in range(400)" not in text  # the 149 steps before the failure are gone
+    state = out.with_name("train.min.state.pt")
+    assert state.is_file()
+    assert result.data_files == {"train.min.state.pt": result.data_files["train.min.state.pt"]}
+    # the result fails under plain python, beside its state file, with the same first error
+    plain = subprocess.run([sys.executable, out.name], cwd=out.parent, capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 1 and "IndexError: index out of range in self" in plain.stderr, plain.stderr
+    assert result.verified == (1, 1)
+    report = result.report.read_text()
+    assert "train.min.state.pt" in report and "weights" in report
+
+
+@pytest.mark.slow
+def test_a_state_that_does_not_replay_is_reported_and_not_used(tmp_path, monkeypatch):
+    result, events, out = reduce_script(tmp_path, monkeypatch, HIDDEN)
+
+    assert any(
+        "the state at iteration 2000 of `for step in range(3000):` (train.py) is not used: starting there did not "
+        "fail the same way (finished without error" in n for n in result.notes
+    ), result.notes
+    assert not any("the search starts at the failing step" in n for n in result.notes)
+    text = out.read_text()
+    assert "state" not in text
+    assert not out.with_name("train.min.state.pt").exists()
+    assert result.data_files == {}
+    assert result.verified == (1, 1)
+    assert result.signature.same_bug(result.final_signature, free=frozenset(result.varying))
+
+
+@pytest.mark.slow
+def test_resume_keeps_the_saved_state_and_the_extracted_call(tmp_path, monkeypatch):
+    monkeypatch.setattr(session, "STATE_MIN_SECONDS", 0.0)
+    script = tmp_path / "train.py"
+    script.write_text(TRAINED)
+    out = tmp_path / "out" / "train.min.py"
+
+    def run(resume: bool):
+        events: list[str] = []
+        result = reduce(
+            ReduceConfig(script=script, keep_error="index out of range", output=out, verify_runs=1, jobs=2,
+                         max_tests=10, resume=resume, confirm=0),
+            on_event=lambda e: events.append(e.message) if isinstance(e, Stage) else None,
+        )
+        return result, events
+
+    first, first_events = run(resume=False)
+    assert any(m.startswith("running the original once more: saving the state") for m in first_events)
+    assert out.with_name("train.min.state.pt").is_file() and out.with_name("train.min.state.json").is_file()
+
+    again, events = run(resume=True)
+    assert not any(m.startswith("running the original once more") for m in events), events
+    assert any(m.startswith("--resume: the extracted call at") and m.endswith("still fails the same way: kept")
+               for m in events), events
+    assert any(m.startswith("--resume: the state saved at iteration 149 of `for step in range(400):`")
+               for m in events), events
+    assert again.extracted is not None and again.extracted.text == first.extracted.text
+    assert any("replays the bug in a fresh interpreter" in n for n in again.notes), again.notes
+    assert again.verified == (1, 1)
