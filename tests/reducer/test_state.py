@@ -86,3 +86,18 @@ def test_loop_names_are_what_the_loop_binds_or_changes_in_place():
         """
     )).body[0]
     assert loop_names(loop) == ("batch", "buf", "cache", "losses", "out", "self.global_step", "step")
+
+
+def test_a_first_iteration_after_a_loop_that_took_the_time_is_a_point_too():
+    src = textwrap.dedent(
+        """\
+        for epoch in range(100):
+            train(model)
+        for batch in val_loader:
+            evaluate(model, batch)
+        """
+    )
+    obs = observed(("a.py", 3, 0))
+    assert "first iteration" in state_point(obs, {"a.py": src}, "a.py")
+    point = state_point(obs, {"a.py": src}, "a.py", hot=(("a.py", "for epoch in range(100):", 0.98),))
+    assert (point.header_text, point.iteration, point.iterations) == ("for batch in val_loader:", 0, ((3, 0),))

@@ -1009,3 +1009,65 @@ def test_a_session_whose_owner_died_is_swept_and_no_other(tmp_path, monkeypatch)
     assert live.session.exists() and kept.session.exists() and unrelated.exists()
     live.close()
     assert not live.session.exists()
+
+
+def test_the_arguments_of_a_call_that_raised_are_kept_as_it_raised(fork_runner, tmp_path):
+    from shrinkgpu.extract import raised_record
+
+    text = textwrap.dedent("""\
+        import torch
+        import torch.nn.functional as F
+        try:
+            torch.zeros(2).view(3)  # caught: user code tries a fast path first
+        except RuntimeError:
+            pass
+        logits = torch.randn(3, 4)
+        F.cross_entropy(logits, torch.tensor([0, 4, 1]))
+        """)
+    obs = run(fork_runner, text, keep_raised=str(tmp_path / "raised"))
+    assert [(r["op"], r["call"]) for r in obs.raised_calls] == [
+        ("Tensor.view", 1), ("torch.nn.functional.cross_entropy", 1)]
+    record = raised_record(obs.raised_calls, obs.signature)
+    assert record["op"] == "torch.nn.functional.cross_entropy"
+    assert record["meta"]["args[1]"]["values"] == [0, 4, 1]
+    assert run(fork_runner, text).raised_calls == ()  # only when asked
+
+
+def test_the_state_at_the_start_of_an_iteration_is_saved_once(fork_runner, tmp_path):
+    import torch
+
+    from shrinkgpu.worker import StateAt
+
+    text = textwrap.dedent("""\
+        import torch
+        model = torch.nn.Linear(2, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2)
+        losses = []
+        loader = iter(range(100))
+        for epoch in range(3):
+            for step in range(5):
+                loss = model(torch.ones(1, 2)).sum()
+                loss.backward()
+                opt.step()
+                sched.step()
+                losses.append(float(loss))
+        torch.zeros(2).view(3)
+        """)
+    path = tmp_path / "state.pt"
+    at = StateAt("s.py", line_of(text, "for step"), ((line_of(text, "for epoch"), 2), (line_of(text, "for step"), 3)),
+                 str(path), ("epoch", "step", "loss", "losses", "loader"))
+    obs = run(fork_runner, text, state=at)
+    kinds = {e["expr"]: e["kind"] for e in obs.state["entries"]}
+    assert kinds == {"model": "load", "opt": "load", "sched": "load", "losses": "value", "epoch": "value",
+                     "step": "value", "loss": "value"}
+    assert obs.state["left"] == [{"expr": "loader", "why": "a range_iterator (not data a file can carry)"}]
+    assert (obs.state["iteration"], obs.state["function"]) == (3, "<module>")
+    saved = torch.load(path, weights_only=False)
+    assert (saved["epoch"], saved["step"], len(saved["losses"])) == (2, 3, 13)  # 2 epochs of 5, then 3 steps
+    assert saved["sched"]["last_epoch"] == 13
+    assert set(saved["opt"]["state"]) == {0, 1}  # the momentum buffers
+    assert saved["loss"].grad_fn is None  # cut from its graph
+    assert {"rng:random", "rng:torch"} <= set(saved)  # (and numpy's, when the run imported numpy)
+    # the script ran on to its own first error
+    assert obs.signature.op.name == "Tensor.view"

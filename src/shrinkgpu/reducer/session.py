@@ -105,6 +105,9 @@ from shrinkgpu.worker.devices import visible_gpus
 
 
 ORIGINAL_HEARTBEAT = 30.0  # seconds between "still running" lines while the original runs
+# A start from the saved state that takes more than this share of the original's run
+# skips too little to be worth the file it loads.
+SLOWER_REPLAY = 0.7
 EXTRACT_CHECK_MAX = 300.0  # seconds an extracted call's check may take (an import and one call)
 
 
@@ -847,7 +850,7 @@ class Reduction:
         config = self.config
         if not (config.replay_state and config.write) or first.wall < STATE_MIN_SECONDS:
             return None
-        point = state_point(first, self.files, self.program.main)
+        point = state_point(first, self.files, self.program.main, self.hot)
         if isinstance(point, str):
             self.note(f"no state was saved to start candidates at the failing step: {point}", show=False)
             return None
@@ -887,13 +890,19 @@ class Reduction:
         program = Program(self.program.texts, self.program.main, facts=facts)
         passes = ReplayFromState()
         tried = []
-        for level in (0, 1):
+        # Level 1 keeps every loop but the one the state was saved in: it skips iterations
+        # only when some loop around the failure was past its first one.
+        skips = any(iteration > 0 for _header, iteration in point.iterations)
+        for level in (0, 1) if skips else (0,):
             units = passes.units(program.initial(), level) or []
             for unit in units:
                 files = program.initial().with_edits(unit).files
                 self.emit(Stage(f"checking in a fresh interpreter that starting at {where} fails the same way"))
                 replay = self.wait(fresh.submit(files, timeout=self.fresh_limit(first), env=self.plan.first_device),
                                    "the replay is still running")
+                if self.target.matches(replay.signature) and replay.wall > SLOWER_REPLAY * first.wall:
+                    tried.append(f"it fails the same way, but in {replay.wall:.1f}s of the original's {first.wall:.1f}s")
+                    continue
                 if self.target.matches(replay.signature):
                     size = saved.get("bytes", path.stat().st_size)
                     self.data_files[name] = path
@@ -924,6 +933,8 @@ class Reduction:
                 tried.append(replay.describe())
         if not tried:
             return refuse("the loop's body cannot be run on its own here")
+        if all("fails the same way, but" in t for t in tried):
+            return refuse("starting there saves too little time (" + "; ".join(tried) + ")")
         return refuse("starting there did not fail the same way (" + "; ".join(tried) + ")" + describe_left(saved))
 
     def finish(self, first_run: FirstRun, rate: Rate, calibration: Calibration, outcome: Outcome,

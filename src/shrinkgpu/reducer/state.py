@@ -78,8 +78,13 @@ def loop_names(loop: ast.For) -> tuple[str, ...]:
     return tuple(sorted(out))
 
 
-def state_point(first: Observation, files: Mapping[str, str], main: str) -> StatePoint | str:
-    """Where the failing step starts, or why the state cannot be saved."""
+def state_point(first: Observation, files: Mapping[str, str], main: str,
+                hot: tuple[tuple[str, str, float], ...] = ()) -> StatePoint | str:
+    """Where the failing step starts, or why the state cannot be saved.  ``hot``: the
+    loops where the run's time went (``Facts.hot_loops``): when the failure came in the
+    first iteration of the loops around it but the time went into another loop before
+    them (training, then an evaluation that fails at its first batch), the state at the
+    start of that first iteration is what lets the training go."""
     loops = list(first.loops)
     if not loops:
         return "no for loop was around the failure"
@@ -96,6 +101,10 @@ def state_point(first: Observation, files: Mapping[str, str], main: str) -> Stat
         else:
             groups.append([(file, line, iteration, node)])
     group = next((g for g in groups if any(it > 0 for _f, _l, it, _n in g)), None)
+    if group is None and groups:
+        around = {(f, files[f].splitlines()[ln - 1].strip()) for g in groups for f, ln, _it, _n in g}
+        if any((f, h) not in around for f, h, _share in hot):
+            group = groups[0]
     if group is None:
         return "the failure came in the first iteration of every loop around it: there are no earlier ones to skip"
     file = group[0][0]

@@ -303,6 +303,10 @@ class ShapeLog:
 # Calls that raise whose arguments one run keeps: the first error is usually the first
 # one, but user code may catch a few before it (a probe of a file, a fallback path).
 RAISED_KEPT = 4
+# Arguments larger than this are not copied at the error (an out-of-memory error's
+# tensors fill the device; the copy would take the host's memory and minutes): a capture
+# run saves what the extraction needs instead.
+RAISED_MAX_BYTES = 2**30
 
 
 def watch_torch_calls(note: Callable[..., None], capture: Capture | None = None, shapes: ShapeLog | None = None,
@@ -347,6 +351,21 @@ def watch_torch_calls(note: Callable[..., None], capture: Capture | None = None,
     return _WatchTorchCalls()
 
 
+def _argument_bytes(value, depth: int = 0) -> int:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        try:
+            return value.numel() * value.element_size()
+        except Exception:
+            return 0
+    if depth < 3 and isinstance(value, (list, tuple)):
+        return sum(_argument_bytes(v, depth + 1) for v in value)
+    if depth < 3 and isinstance(value, dict):
+        return sum(_argument_bytes(v, depth + 1) for v in value.values())
+    return 0
+
+
 def _keep_raised(func, args, kwargs, call: int, raised: tuple[str, list]) -> None:
     """The arguments of a call that just raised, saved like a ``capture``.  Most errors are
     raised by the operator's checks before it wrote anything, so its arguments are what it
@@ -356,6 +375,11 @@ def _keep_raised(func, args, kwargs, call: int, raised: tuple[str, list]) -> Non
 
     directory, records = raised
     path = os.path.join(directory, f"raised-{len(records)}.pt")
+    size = _argument_bytes((args, kwargs))
+    if size > RAISED_MAX_BYTES:
+        records.append({"op": op_name(func), "call": call, "path": None,
+                        "error": f"its tensors hold {size / 2**30:.1f} GiB"})
+        return
     try:
         os.makedirs(directory, exist_ok=True)
         save_call(func, args, kwargs, path)
