@@ -81,3 +81,26 @@ def test_a_failure_in_backward_says_why_it_cannot_be_extracted(tmp_path):
     assert done.returncode == 3
     assert "autograd graph" in json.loads(done.stdout)["error"]
     assert not (tmp_path / "s.extracted.py").exists()
+
+
+def test_a_tensor_holding_an_inf_is_kept_exact(tmp_path):
+    # Random numbers would fail multinomial's check too (a negative one), with the same
+    # message: the inf that the training produced is the bug, and it stays.
+    done = extract(tmp_path, """\
+        import torch
+        probs = torch.full((3, 4), 0.25)
+        probs[1, 2] = float("inf")
+        weights = torch.rand(5)
+        torch.multinomial(probs, 1)
+        """)
+    assert done.returncode == 0, done.stderr
+    text = (tmp_path / "s.extracted.py").read_text()
+    assert text == (
+        "import torch\n\n"
+        "data = torch.load('s.extracted.pt')\n"
+        "x0 = data['args[0]']\n"
+        "torch.multinomial(x0, 1)\n"
+    )
+    saved = subprocess.run([sys.executable, "-c", "import torch; print(torch.load('s.extracted.pt')['args[0]'][1, 2])"],
+                           cwd=tmp_path, capture_output=True, text=True)
+    assert saved.stdout.strip() == "tensor(inf)"

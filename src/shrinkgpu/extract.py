@@ -9,7 +9,9 @@ failed), then writes scripts with the least data that still fails, each checked 
 fresh interpreter against the signature:
 
 1. **metadata**: floating-point tensors random, of the same dtype, shape, strides,
-   storage offset and device (tensors that shared a storage share one again); integer
+   storage offset and device (tensors that shared a storage share one again), but one
+   that holds a NaN or an inf exact, from the ``.pt`` (random numbers cannot carry that
+   value, and would fail the same check for another reason); integer
    and bool tensors (labels, indices, masks) exact, inline when small, else from the
    ``.pt`` beside the script.  An index is never replaced by made-up values.
 2. **exact**: every tensor from the ``.pt``.
@@ -100,7 +102,7 @@ def render(record: dict, level: str, data_name: str) -> tuple[str, bool, int]:
         device = "" if m["device"] == "cpu" else f".to({m['device']!r})"
         floating = m["dtype"].startswith(("float", "bfloat", "complex")) or m["dtype"] in ("half", "double")
         strided = m["stride"] is not None
-        if level == "exact" or (not floating and "values" not in m) or not strided:
+        if level == "exact" or (not floating and "values" not in m) or not strided or m.get("nonfinite"):
             loads = True
             expr = f"data[{where!r}]{device}"
         elif not floating:

@@ -96,6 +96,14 @@ def save_call(func, args, kwargs, path: str) -> None:
     # Small integer and bool tensors (labels, indices, masks) travel as values in the
     # JSON sidecar, so that the script can hold them inline; every tensor is in the .pt.
     for where, t in tensors.items():
+        if t.dtype.is_floating_point or t.dtype.is_complex:
+            # A NaN or an inf is the bug's own value: random numbers of the same shape
+            # would fail another check with the same message (multinomial's "inf, nan
+            # or element < 0" takes a negative number too).
+            try:
+                meta[where]["nonfinite"] = not bool(torch.isfinite(t).all())
+            except Exception:
+                pass
         if not t.dtype.is_floating_point and not t.dtype.is_complex and t.numel() <= INLINE_VALUES:
             try:
                 meta[where]["values"] = t.tolist()
