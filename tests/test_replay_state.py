@@ -116,8 +116,12 @@ def test_a_state_with_a_model_a_momentum_optimizer_and_a_scheduler_replays_the_f
     plain = subprocess.run([sys.executable, out.name], cwd=out.parent, capture_output=True, text=True, timeout=120)
     assert plain.returncode == 1 and "IndexError: index out of range in self" in plain.stderr, plain.stderr
     assert result.verified == (1, 1)
+    assert (result.state["file"], result.state["iteration"], result.state["loop"]) == (
+        "train.min.state.pt", 149, "for step in range(400):")
+    assert {"model", "opt", "sched"} <= set(result.state["restores"])
     report = result.report.read_text()
-    assert "train.min.state.pt" in report and "weights" in report
+    assert ("`train.min.state.pt`: the state at the start of iteration 149 of `for step in range(400):` (train.py)"
+            in report and "It holds your weights" in report)
 
 
 @pytest.mark.slow
@@ -132,7 +136,7 @@ def test_a_state_that_does_not_replay_is_reported_and_not_used(tmp_path, monkeyp
     text = out.read_text()
     assert "state" not in text
     assert not out.with_name("train.min.state.pt").exists()
-    assert result.data_files == {}
+    assert result.data_files == {} and result.state is None
     assert result.verified == (1, 1)
     assert result.signature.same_bug(result.final_signature, free=frozenset(result.varying))
 

@@ -72,6 +72,9 @@ class ReductionResult:
     data_files: dict = field(default_factory=dict)  # file name -> path: written beside the result
     # (file, name, class, bytes) of each data object the result loads instead of building
     loaded_objects: tuple[tuple[str, str, str, int], ...] = ()
+    # the state at the failing step the result loads (reducer/state.py): file, loop,
+    # iteration, what it restores, bytes; None when it loads none
+    state: dict | None = None
     case: dict = field(default_factory=dict)  # what `verify` needs: how the original ran, what to keep
     trace: tuple[tuple[float, int], ...] = ()  # (seconds, tokens) at each accepted reduction
     extract_error: str | None = None  # why the failing call was not extracted
@@ -118,6 +121,7 @@ class ReductionResult:
             "needs": list(self.needs),
             "copied_beside": list(self.beside),
             "run_from": str(self.run_from) if self.run_from else None,
+            "state": self.state,
             "loaded_objects": [
                 {"file": f, "name": n, "class": c, "bytes": b} for f, n, c, b in self.loaded_objects
             ],

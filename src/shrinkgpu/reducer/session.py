@@ -672,6 +672,18 @@ class Reduction:
                             f"{wall:.1f}s; the original {self.original_wall:.1f}s)"))
             self.oracle.timeout = limit
 
+    def state_fact(self, best: Candidate) -> dict | None:
+        """What the report says of the state file, when the result loads it."""
+        record = self.state
+        if record is None or not any(record.state_file in text for text in best.files.values()):
+            return None
+        path = self.data_files.get(record.state_file)
+        return {
+            "file": record.state_file, "loop": record.header, "in": record.file, "iteration": record.iteration,
+            "restores": [expr for expr, _kind in record.entries], "rng": list(record.rng),
+            "bytes": path.stat().st_size if path is not None and path.is_file() else 0,
+        }
+
     def resume_from(self) -> Candidate | str:
         """The partial result at the output as the starting point, when it still
         reproduces; else a sentence saying why not."""
@@ -1000,6 +1012,7 @@ class Reduction:
             },
             loops=tuple(first.loops),
             varying=tuple(sorted(self.target.free)),
+            state=self.state_fact(best),
             passes=self.stats.to_json(),
         )
         if config.write and self.state is not None and self.state.state_file not in result.data_files:

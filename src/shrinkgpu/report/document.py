@@ -108,6 +108,15 @@ def render_report(result: ReductionResult, spec: ScriptSpec, target: Path) -> st
             "the result loads it instead of building it, so its constructor is not shown (`--no-load-objects` "
             "keeps every constructor)"
         )
+    if result.state is not None:
+        st = result.state
+        restored = ", ".join(f"`{e}`" for e in st["restores"][:8]) + (", ..." if len(st["restores"]) > 8 else "")
+        out.append(
+            f"- `{st['file']}`: the state at the start of iteration {st['iteration']} of `{st['loop']}` "
+            f"({st['in']}), saved by one more run of the original ({st['bytes'] / 2**20:.1f} MiB: {restored}); the "
+            "result starts there instead of running the iterations before it. It holds your weights: it is for your "
+            "own debugging, the extracted call is what to attach to a public issue (`--no-replay-state` never saves it)"
+        )
     in_place = result.in_place
     verified = f"- verified in fresh interpreters: {result.verified[0]} of {result.verified[1]} runs"
     if in_place is not None:
