@@ -1055,8 +1055,9 @@ def test_the_state_at_the_start_of_an_iteration_is_saved_once(fork_runner, tmp_p
         torch.zeros(2).view(3)
         """)
     path = tmp_path / "state.pt"
+    progress = tmp_path / "progress"
     at = StateAt("s.py", line_of(text, "for step"), ((line_of(text, "for epoch"), 2), (line_of(text, "for step"), 3)),
-                 str(path), ("epoch", "step", "loss", "losses", "loader"))
+                 str(path), ("epoch", "step", "loss", "losses", "loader"), str(progress))
     obs = run(fork_runner, text, state=at)
     kinds = {e["expr"]: e["kind"] for e in obs.state["entries"]}
     assert kinds == {"model": "load", "opt": "load", "sched": "load", "losses": "value", "epoch": "value",
@@ -1071,3 +1072,5 @@ def test_the_state_at_the_start_of_an_iteration_is_saved_once(fork_runner, tmp_p
     assert {"rng:random", "rng:torch"} <= set(saved)  # (and numpy's, when the run imported numpy)
     # the script ran on to its own first error
     assert obs.signature.op.name == "Tensor.view"
+    # where the loops were, for the progress lines: written at once, then every 5 s
+    assert progress.read_text() == "0,0"

@@ -760,12 +760,14 @@ class Reduction:
             fresh.start()
             if saving or capture is not None:
                 state_path = self.sandbox.session / "state.pt"
-                watch = Watch(capture=capture, state=point.watch(state_path) if saving else None)
+                progress = self.sandbox.session / "state-progress"
+                watch = Watch(capture=capture, state=point.watch(state_path, progress) if saving else None)
                 what = [f"saving the state at iteration {point.iteration} of `{point.header_text}` ({point.file})"
                         if saving else "", "capturing the failing call" if capture is not None else ""]
                 self.emit(Stage("running the original once more: " + " and ".join(w for w in what if w)))
                 obs = self.wait(fresh.submit(self.files, timeout=self.fresh_limit(first), watch=watch,
-                                             env=self.plan.first_device), "the original is still running")
+                                             env=self.plan.first_device), "the original is still running",
+                                progress=(progress, point) if saving else None)
                 if capture is not None:
                     if Path(capture.path + ".json").is_file():
                         try:
@@ -824,8 +826,10 @@ class Reduction:
         left = self.left()
         return limit if left is None else min(limit, left)
 
-    def wait(self, future, saying: str) -> Observation:
-        """The future's observation, with a progress line every ``heartbeat`` seconds."""
+    def wait(self, future, saying: str, progress: tuple[Path, StatePoint] | None = None) -> Observation:
+        """The future's observation, with a progress line every ``heartbeat`` seconds;
+        ``progress``: the file the probe writes the iteration of the loop to, and where
+        the state is saved (how far the run is from it)."""
         import concurrent.futures
 
         started = time.monotonic()
@@ -834,7 +838,22 @@ class Reduction:
                 return future.result(timeout=self.heartbeat)
             except concurrent.futures.TimeoutError:
                 minutes, seconds = divmod(int(time.monotonic() - started), 60)
-                self.emit(Stage(f"{saying} ({minutes}:{seconds:02d})"))
+                where = ""
+                if progress is not None:
+                    path, point = progress
+                    try:
+                        seen = tuple(int(n) for n in path.read_text(encoding="utf-8").split(","))
+                    except (OSError, ValueError):
+                        seen = None
+                    if seen and len(seen) == len(point.iterations):
+                        goal = tuple(it for _h, it in point.iterations)
+                        if len(seen) == 1:
+                            where = (f", iteration {seen[0]} of `{point.header_text}`; the state is saved at "
+                                     f"iteration {goal[0]}")
+                        else:
+                            where = (f", iterations {seen} of the loops around the failure; the state is saved "
+                                     f"at {goal}")
+                self.emit(Stage(f"{saying} ({minutes}:{seconds:02d}{where})"))
 
     def extract_from(self, record: dict, first: Observation) -> Extracted:
         """The failing call of ``record`` written alone, checked in a fresh interpreter (one

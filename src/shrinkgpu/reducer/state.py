@@ -42,8 +42,9 @@ class StatePoint:
     iterations: tuple[tuple[int, int], ...]
     names: tuple[str, ...]
 
-    def watch(self, path: Path) -> StateAt:
-        return StateAt(self.file, self.header, self.iterations, str(path), self.names)
+    def watch(self, path: Path, progress: Path | None = None) -> StateAt:
+        return StateAt(self.file, self.header, self.iterations, str(path), self.names,
+                       str(progress) if progress is not None else None)
 
 
 def _spans(text: str) -> dict[int, ast.For]:

@@ -41,13 +41,16 @@ class StateAt:
     iterations: tuple[tuple[int, int], ...]
     path: str
     names: tuple[str, ...] = ()
+    # a file the probe rewrites every few seconds with the iteration the loop is in, so
+    # that the progress lines of a long run can say how far it is
+    progress: str | None = None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "StateAt":
         return cls(
             file=data["file"], header=int(data["header"]),
             iterations=tuple((int(h), int(i)) for h, i in data.get("iterations") or ()),
-            path=data["path"], names=tuple(data.get("names") or ()),
+            path=data["path"], names=tuple(data.get("names") or ()), progress=data.get("progress"),
         )
 
 

@@ -39,6 +39,7 @@ class StateTracer(LoopCounter):
         self.rel, self.at, self.out = rel, at, out
         self.done = False
         self._names: dict[str, bool] = {}
+        self._told = 0.0
 
     def _ours(self, filename: str) -> bool:
         found = self._names.get(filename)
@@ -64,6 +65,8 @@ class StateTracer(LoopCounter):
             return result
         body_start, end = span
         line = frame.f_lineno
+        if line == self.at.header and self.at.progress:
+            self._tell(state[1])
         entering = body_start <= line <= end and self.at.header <= prev < body_start
         if entering and all(state[1].get(h) == it for h, it in self.at.iterations):
             self.done = True
@@ -74,6 +77,29 @@ class StateTracer(LoopCounter):
                 self.out.update(error=f"{type(exc).__name__}: {exc}", path=None)
             return None
         return result
+
+
+    def _tell(self, counts: dict[int, int]) -> None:
+        """The iterations the loops are in (those of ``at.iterations``, outermost first),
+        for the parent's progress lines, every few seconds."""
+        import os
+        import time
+
+        now = time.monotonic()
+        if now - self._told < PROGRESS_SECONDS:
+            return
+        self._told = now
+        try:
+            tmp = f"{self.at.progress}.tmp"
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.write(",".join(str(counts.get(h, 0)) for h, _ in self.at.iterations))
+            os.replace(tmp, self.at.progress)
+        except OSError:
+            pass
+
+
+# How often the loop's iteration is written for the progress lines.
+PROGRESS_SECONDS = 5.0
 
 
 def _stateful(value) -> bool:
