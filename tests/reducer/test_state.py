@@ -85,7 +85,7 @@ def test_loop_names_are_what_the_loop_binds_or_changes_in_place():
             model.train()
         """
     )).body[0]
-    assert loop_names(loop) == ("batch", "buf", "cache", "losses", "out", "self.global_step", "step")
+    assert loop_names(loop) == ("batch", "buf", "cache", "losses", "model.*", "out", "self.global_step", "step")
 
 
 def test_a_first_iteration_after_a_loop_that_took_the_time_is_a_point_too():

@@ -1045,8 +1045,17 @@ def test_the_state_at_the_start_of_an_iteration_is_saved_once(fork_runner, tmp_p
         sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2)
         losses = []
         loader = iter(range(100))
+        log_alpha = torch.zeros(1, requires_grad=True)  # its optimizer updates it
+        alpha_opt = torch.optim.Adam([log_alpha])
+        class Env:
+            def __init__(self):
+                self.t = torch.zeros(1)
+            def advance(self):
+                self.t += 1
+        env = Env()
         for epoch in range(3):
             for step in range(5):
+                env.advance()
                 loss = model(torch.ones(1, 2)).sum()
                 loss.backward()
                 opt.step()
@@ -1057,11 +1066,11 @@ def test_the_state_at_the_start_of_an_iteration_is_saved_once(fork_runner, tmp_p
     path = tmp_path / "state.pt"
     progress = tmp_path / "progress"
     at = StateAt("s.py", line_of(text, "for step"), ((line_of(text, "for epoch"), 2), (line_of(text, "for step"), 3)),
-                 str(path), ("epoch", "step", "loss", "losses", "loader"), str(progress))
+                 str(path), ("epoch", "step", "loss", "losses", "loader", "env.*"), str(progress))
     obs = run(fork_runner, text, state=at)
     kinds = {e["expr"]: e["kind"] for e in obs.state["entries"]}
     assert kinds == {"model": "load", "opt": "load", "sched": "load", "losses": "value", "epoch": "value",
-                     "step": "value", "loss": "value"}
+                     "step": "value", "loss": "value", "log_alpha": "copy", "alpha_opt": "load", "env.t": "value"}
     assert obs.state["left"] == [{"expr": "loader", "why": "a range_iterator (not data a file can carry)"}]
     assert (obs.state["iteration"], obs.state["function"]) == (3, "<module>")
     saved = torch.load(path, weights_only=False)
@@ -1069,6 +1078,7 @@ def test_the_state_at_the_start_of_an_iteration_is_saved_once(fork_runner, tmp_p
     assert saved["sched"]["last_epoch"] == 13
     assert set(saved["opt"]["state"]) == {0, 1}  # the momentum buffers
     assert saved["loss"].grad_fn is None  # cut from its graph
+    assert saved["env.t"].item() == 13.0
     assert {"rng:random", "rng:torch"} <= set(saved)  # (and numpy's, when the run imported numpy)
     # the script ran on to its own first error
     assert obs.signature.op.name == "Tensor.view"

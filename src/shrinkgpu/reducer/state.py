@@ -62,7 +62,8 @@ def _inside(inner: ast.For, outer: ast.For) -> bool:
 def loop_names(loop: ast.For) -> tuple[str, ...]:
     """Names (and ``name.attribute``s) the loop binds or changes in place: its targets,
     what its body assigns, the receivers of ``append``-like calls and of in-place tensor
-    methods (``buf.add_(x)``)."""
+    methods (``buf.add_(x)``); ``name.*`` for the receiver of any other method call (an
+    object of the user's that its methods change: its data attributes are saved)."""
     out: set[str] = set()
     for node in ast.walk(loop):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
@@ -74,6 +75,10 @@ def loop_names(loop: ast.For) -> tuple[str, ...]:
             method = node.func.attr
             if isinstance(receiver, ast.Name) and (method in _MUTATORS or (method.endswith("_") and not method.startswith("_"))):
                 out.add(receiver.id)
+            elif isinstance(receiver, ast.Name):
+                # ``env.step(a)``: an object of the user's whose methods change it; its
+                # attributes that are data are saved (``name.*``), not a value bound to it
+                out.add(f"{receiver.id}.*")
         elif isinstance(node, (ast.Subscript,)) and isinstance(node.ctx, ast.Store) and isinstance(node.value, ast.Name):
             out.add(node.value.id)
     return tuple(sorted(out))

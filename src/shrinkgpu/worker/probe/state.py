@@ -228,15 +228,15 @@ def save_state(frame, at: StateAt, roots: tuple[str, ...]) -> dict[str, Any]:
             except Exception as exc:
                 left.append({"expr": expr, "why": f"state_dict() raised {type(exc).__name__}: {exc}"})
             return
-        if not plain_too:
-            return
         if isinstance(value, torch.nn.Parameter) or (
             isinstance(value, torch.Tensor) and value.requires_grad and value.grad_fn is None
         ):
-            # A leaf the optimizer updates: restored in place, so that the optimizer still
-            # holds the tensor the step updates.
+            # A leaf an optimizer updates (``log_alpha``), whichever names the loop shows:
+            # restored in place, so that the optimizer still holds the tensor it updates.
             seen.add(id(value))
             add(expr, "copy", value.detach().clone())
+            return
+        if not plain_too:
             return
         if _plain(value):
             seen.add(id(value))
@@ -255,7 +255,7 @@ def save_state(frame, at: StateAt, roots: tuple[str, ...]) -> dict[str, Any]:
                 expr = f"{name}.{attr}"
                 if attr.startswith("__") or not attr.isidentifier():
                     continue
-                consider(expr, inner, name in wanted or expr in wanted)
+                consider(expr, inner, name in wanted or expr in wanted or f"{name}.*" in wanted)
 
     rng: dict[str, Any] = {"torch": torch.get_rng_state(), "random": random.getstate()}
     if torch.cuda.is_available() and torch.cuda.is_initialized():
