@@ -24,9 +24,12 @@ from dataclasses import dataclass
 
 __all__ = [
     "Advice",
+    "COMPILE_MARKERS",
     "Family",
     "advice_for",
     "classify_family",
+    "compile_identity",
+    "is_compile_error",
     "family_by_name",
     "family_matches",
     "is_asynchronous",
@@ -49,6 +52,7 @@ class Family(str, enum.Enum):
     DTYPE = "dtype mismatch"
     INPLACE = "in-place modification seen by autograd"
     CRASH = "process crashed"
+    COMPILE = "torch.compile"
     OTHER = "other"
 
     @property
@@ -68,6 +72,7 @@ _KEYS = {
     Family.DTYPE: "dtype",
     Family.INPLACE: "inplace",
     Family.CRASH: "crash",
+    Family.COMPILE: "compile",
     Family.OTHER: "other",
 }
 
@@ -154,6 +159,14 @@ _ADVICE = {
         "exception) and the last Python frame",
         "that a crash without a message is the same bug as any other crash",
     ),
+    Family.COMPILE: Advice(
+        "which stage fails and with which settings: Dynamo's tracing (Unsupported, a graph break under "
+        "fullgraph=True, a guard or recompile limit), AOT autograd, or the backend (BackendCompilerFailed: "
+        "backend='inductor' raised ...); torch.compile(backend='eager') runs Dynamo alone, backend='aot_eager' "
+        "adds AOT autograd, and fullgraph, dynamic and mode are the settings to vary one at a time",
+        "switching torch.compile off without knowing which stage breaks: the bug stays, and comes back with "
+        "the next compile",
+    ),
     Family.OTHER: Advice(
         "the message itself and the operator's documented contract",
         "changing batch size, precision and library versions at once",
@@ -194,6 +207,53 @@ _LIBRARY_STATUS = re.compile(r"CUDNN_STATUS_\w+|CUBLAS_STATUS_\w+|CUSOLVER_STATU
 _INDEX_ASSERTION = re.compile(r"index|idx|n_classes|Index|< *\w*size|srcSelect|numel|bounds", re.I)
 
 
+# The classes torch.compile raises its own errors with (Dynamo's tracing, AOT autograd,
+# Inductor, the symbolic-shape guards), and the lines its messages carry.
+_COMPILE_MODULES = ("torch._dynamo.", "torch._inductor.", "torch._functorch.", "torch.fx.experimental.symbolic_shapes")
+_COMPILE_CLASSES = re.compile(r"(^|\.)(BackendCompilerFailed|InternalTorchDynamoError|Unsupported|UserError|"
+                              r"RecompileLimitExceeded|CacheLimitExceeded|TorchRuntimeError|ConstraintViolationError|"
+                              r"GuardOnDataDependentSymNode|InductorError|LoweringException)$")
+COMPILE_MARKERS = re.compile(
+    r"^from user code:$|Set TORCHDYNAMO_VERBOSE=1|compile-graph-break-site|^backend='[\w.]+' raised:", re.M
+)
+
+
+def is_compile_error(type_name: str, message: str) -> bool:
+    """Whether torch.compile raised it: a class of Dynamo, AOT autograd, Inductor or the
+    shape guards, or a message with the lines they add (a user-code section, a graph
+    break's page, a backend's failure)."""
+    return (
+        type_name.startswith(_COMPILE_MODULES)
+        or _COMPILE_CLASSES.search(type_name) is not None and "torch" in type_name
+        or COMPILE_MARKERS.search(message) is not None
+    )
+
+
+# Where the identifying head of a torch.compile message ends: what follows explains,
+# hints, quotes the user's source (the "from user code" frames, the FX nodes named after
+# the user's variables) or names the environment (paths, URLs, logging switches).
+_COMPILE_TAIL = re.compile(
+    r"^\s*(Explanation:|Hint:|Developer debug context:|For more details about this graph break|from user code:"
+    r"|Set TORCHDYNAMO_VERBOSE|You can suppress this exception|While executing |Original traceback:"
+    r"|The branch condition involves)"
+)
+_GRAPH_BREAK_ID = re.compile(r"/gb/(gb\d+)\.html")
+
+
+def compile_identity(message: str) -> str:
+    """What names a torch.compile error: its head (the graph break's kind, or the
+    backend and the error it raised) and the graph break's ``gbNNNN`` id; none of the
+    paragraphs that quote the user's program, explain, hint or link."""
+    head: list[str] = []
+    for line in message.splitlines():
+        if _COMPILE_TAIL.match(line) or (not line.strip() and head):
+            break
+        if line.strip():
+            head.append(line.strip())
+    found = _GRAPH_BREAK_ID.search(message)
+    return "\n".join(head) + (f" [{found.group(1)}]" if found else "")
+
+
 def classify_family(type_name: str, message: str, kernel_assertion: str | None = None) -> Family:
     """The family of an error from its class, message and kernel assertion (if any)."""
     if type_name.startswith("signal."):
@@ -201,6 +261,8 @@ def classify_family(type_name: str, message: str, kernel_assertion: str | None =
     text = f"{type_name}: {message}"
     if kernel_assertion or _DEVICE_ASSERT.search(text):
         return Family.DEVICE_ASSERT
+    if is_compile_error(type_name, message):
+        return Family.COMPILE
     if _LIBRARY_STATUS.search(text) and not _OOM.search(text):
         return Family.OTHER  # a cuBLAS/cuDNN status: the library's contract, not a family of ours
     for family, pattern in (

@@ -29,7 +29,15 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from shrinkgpu.families import Family, classify_family, family_matches, parse_kernel_assertion, parse_native_error
+from shrinkgpu.families import (
+    COMPILE_MARKERS,
+    Family,
+    classify_family,
+    compile_identity,
+    family_matches,
+    parse_kernel_assertion,
+    parse_native_error,
+)
 
 __all__ = [
     "ExceptionRecord",
@@ -256,7 +264,10 @@ _OOM_HEAD = re.compile(r"^(.*?\bout of memory\b\.?)", re.I | re.S)
 
 
 def normalize_message(message: str) -> str:
-    """The part of a message that names the bug, without the values that vary with it."""
+    """The part of a message that names the bug, without the values that vary with it
+    (and, for a torch.compile error, without what quotes the program: ``compile_identity``)."""
+    if COMPILE_MARKERS.search(message):
+        message = compile_identity(message)
     lines = [ln for ln in message.splitlines() if ln.strip() and not _BOILERPLATE.match(ln)]
     text = "\n".join(lines)
     oom = _OOM_HEAD.match(text)

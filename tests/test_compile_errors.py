@@ -1,0 +1,91 @@
+"""torch.compile's errors (issue 23, items 1 and 2): a family of their own, and a
+signature that keeps what names the bug and leaves out what quotes the program.  Real
+torch.compile on the CPU, in fresh interpreters."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from shrinkgpu.families import Family, advice_for, compile_identity
+from shrinkgpu.reducer import ReduceConfig, run_once
+from shrinkgpu.signature import normalize_message
+
+BRANCH = """\
+import torch
+
+
+def block(x):
+    h = x * 2
+    if h.mean() > 0:  # data-dependent branch
+        return h + 1
+    return h - 1
+
+
+torch.compile(block, fullgraph=True)(torch.ones(4))
+"""
+
+
+def first_error(tmp_path: Path, name: str, text: str):
+    script = tmp_path / name
+    script.write_text(textwrap.dedent(text))
+    obs, _ = run_once(ReduceConfig(script=script, keep_error="."))
+    assert obs.signature is not None, obs.describe()
+    return obs.signature
+
+
+@pytest.mark.slow
+def test_a_graph_break_is_the_same_bug_whatever_the_quoted_line_says(tmp_path):
+    sig = first_error(tmp_path, "a.py", BRANCH)
+    assert sig.type == "torch._dynamo.exc.Unsupported"
+    assert sig.family is Family.COMPILE
+    assert sig.normalized == "Data-dependent branching [gb0170]"
+    assert "from user code:" in sig.message  # the report keeps the whole text
+    # the comment on the quoted line edited, the variable renamed: the same bug
+    edited = re.sub(r"\bh\b", "hidden", BRANCH.replace("# data-dependent branch", "# why"))
+    assert "hidden.mean() > 0:  # why" in edited
+    assert sig.same_bug(first_error(tmp_path, "b.py", edited))
+    # another kind of graph break is another bug
+    other = BRANCH.replace("if h.mean() > 0:  # data-dependent branch", "if h.mean().item() > 0:")
+    assert not sig.same_bug(first_error(tmp_path, "c.py", other))
+
+
+def test_the_identity_of_a_compile_message_is_its_head_and_its_graph_break_id():
+    message = (
+        "Data-dependent branching\n"
+        "  Explanation: Detected data-dependent branching (e.g. `if my_tensor.sum() > 0:`).\n\n"
+        "      The branch condition involves a tensor computed as follows:\n"
+        '        # File "/home/ana/job/train.py", line 41, in forward, code: if h.mean() > 0:\n'
+        "        gt = gt(mean, 0)\n\n"
+        "  Hint: Use `torch.cond` to express dynamic control flow.\n\n"
+        "  Developer debug context: attempted to jump with TensorVariable()\n\n"
+        " For more details about this graph break, please visit: "
+        "https://meta-pytorch.github.io/compile-graph-break-site/gb/gb0170.html\n\n"
+        "from user code:\n"
+        '   File "/home/ana/job/train.py", line 41, in forward\n'
+        "    if h.mean() > 0:\n\n"
+        "Set TORCHDYNAMO_VERBOSE=1 for the internal stack trace"
+    )
+    assert compile_identity(message) == "Data-dependent branching [gb0170]"
+    assert normalize_message(message) == "Data-dependent branching [gb0170]"
+    backend = (
+        "backend='inductor' raised:\n"
+        "RuntimeError: Failed to find C compiler. Please specify via CC environment variable.\n\n"
+        "Set TORCHDYNAMO_VERBOSE=1 for the internal stack trace (please do this especially if you're reporting a bug)"
+    )
+    assert normalize_message(backend) == (
+        "backend='inductor' raised:\nRuntimeError: Failed to find C compiler. Please specify via CC environment variable."
+    )
+    # a message without torch.compile's lines is left as it was
+    assert normalize_message("index 3 is out of bounds for dimension 0 with size 3") == (
+        "index <n> is out of bounds for dimension <n> with size <n>"
+    )
+
+
+def test_the_compile_family_says_which_stage_to_check_first():
+    advice = advice_for(Family.COMPILE)
+    assert "backend='eager'" in advice.first_check and "aot_eager" in advice.first_check
+    assert "switching torch.compile off" in advice.avoid
