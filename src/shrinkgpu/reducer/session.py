@@ -886,7 +886,9 @@ class Reduction:
             self.note(f"no state was saved to start candidates at the failing step: {point}", show=False)
             return None
         left = self.left()
-        if left is not None and left < 3 * first.wall:
+        # The run that saves it takes at most the first run's time (it stops tracing at
+        # the failing iteration), the check of the replay less than one more.
+        if left is not None and left < 2 * first.wall:
             self.note("no state was saved to start candidates at the failing step: --max-time leaves too little "
                       "time for the run that saves it and the one that checks it", show=False)
             return None
