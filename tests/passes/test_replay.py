@@ -141,3 +141,32 @@ def test_the_state_variable_never_takes_a_name_the_file_uses():
     assert state_variable("x = 1\n") == "state"
     assert state_variable("opt.state[p]\n") == "saved_state"
     assert state_variable("state = saved_state = replay_state = 0\n") == "replay_state_1"
+
+
+def test_generators_are_restored_through_the_names_the_file_imports_them_as():
+    # ``import numpy as np`` binds np, not numpy: the restore uses np.
+    src = """\
+    import numpy as np
+    import torch as T
+
+    for step in range(10):
+        T.manual_seed(step)
+    """
+    facts = Facts(state=record(header="for step in range(10):", entries=(("step", "value"),),
+                               rng=("numpy", "random", "torch")))
+    text = after(ReplayFromState(), start(src, facts), level=1)
+    assert text == dedent(
+        """\
+        import numpy as np
+        import torch as T
+
+        import pathlib
+        import random
+        state = T.load(pathlib.Path(__file__).with_name('a.min.state.pt'), weights_only=False)
+        step = state['step']
+        np.random.set_state(state['rng:numpy'])
+        random.setstate(state['rng:random'])
+        T.set_rng_state(state['rng:torch'])
+        T.manual_seed(step)
+        """
+    )

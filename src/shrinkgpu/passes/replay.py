@@ -37,12 +37,25 @@ from shrinkgpu.syntax.program import Candidate
 from shrinkgpu.syntax.queries import runs_once
 
 
-def _bound_at_top(text: str, name: str) -> bool:
-    """Whether the file's top level binds ``name`` by an import (``import torch``,
-    ``from x import torch``): then a function uses the global, and an ``import`` inside
-    it would make the name local to the whole function (an UnboundLocalError above it)."""
-    pattern = rf"^(import\s+{name}\b|import\s+.*,\s*{name}\b|from\s+\S+\s+import\s+.*\b{name}\b)"
-    return re.search(pattern, text, re.M) is not None
+def module_name(text: str, module: str) -> str | None:
+    """The name the file's top level binds ``module`` to (``np`` for ``import numpy as
+    np``, ``torch`` for ``import torch`` or ``import torch.nn``), or None.  A function
+    then uses that global; an ``import`` of the name inside it would make the name local
+    to the whole function (an UnboundLocalError above it)."""
+    import ast
+
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname is not None and alias.name == module:
+                    return alias.asname
+                if alias.asname is None and alias.name.split(".")[0] == module:
+                    return module
+    return None
 
 
 def state_variable(text: str) -> str:
@@ -65,10 +78,10 @@ RESTORE = {
     "numpy-generator": "{expr}.bit_generator.state = {value}",
 }
 RNG = {
-    "torch": ("torch", "torch.set_rng_state({value})"),
-    "cuda": ("torch", "torch.cuda.set_rng_state_all({value})"),
-    "numpy": ("numpy", "numpy.random.set_state({value})"),
-    "random": ("random", "random.setstate({value})"),
+    "torch": ("torch", "{m}.set_rng_state({value})"),
+    "cuda": ("torch", "{m}.cuda.set_rng_state_all({value})"),
+    "numpy": ("numpy", "{m}.random.set_state({value})"),
+    "random": ("random", "{m}.setstate({value})"),
 }
 
 
@@ -76,15 +89,19 @@ def restore_text(record: StateRecord, file_text: str) -> str:
     """The statements that load the state file and put every entry and generator back."""
     var = state_variable(file_text)
     needed = ["pathlib", "torch"] + sorted({RNG[r][0] for r in record.rng if r in RNG} - {"torch"})
-    lines = [f"import {m}" for m in needed if not _bound_at_top(file_text, m)]
-    lines.append(f"{var} = torch.load(pathlib.Path(__file__).with_name({record.state_file!r}), weights_only=False)")
+    names = {m: module_name(file_text, m) for m in needed}
+    lines = [f"import {m}" for m in needed if names[m] is None]
+    names = {m: name or m for m, name in names.items()}
+    lines.append(f"{var} = {names['torch']}.load({names['pathlib']}.Path(__file__).with_name({record.state_file!r}), "
+                 "weights_only=False)")
     for expr, kind in record.entries:
         template = RESTORE.get(kind)
         if template is not None:
             lines.append(template.format(expr=expr, value=f"{var}[{expr!r}]"))
     for rng in record.rng:
         if rng in RNG:
-            lines.append(RNG[rng][1].format(value=f"{var}[{'rng:' + rng!r}]"))
+            module, template = RNG[rng]
+            lines.append(template.format(m=names[module], value=f"{var}[{'rng:' + rng!r}]"))
     return "".join(line + "\n" for line in lines)
 
 
