@@ -1084,3 +1084,27 @@ def test_the_state_at_the_start_of_an_iteration_is_saved_once(fork_runner, tmp_p
     assert obs.signature.op.name == "Tensor.view"
     # where the loops were, for the progress lines: written at once, then every 5 s
     assert progress.read_text() == "0,0"
+
+
+def test_each_run_compiles_into_caches_of_its_own(project, tmp_path):
+    # Even where the user's environment names one: an artifact compiled for one candidate
+    # must never make another pass or fail.
+    shared = tmp_path / "shared-cache"
+    spec = ScriptSpec(script=project / "s.py", cwd=project / "work",
+                      env={**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(shared), "TRITON_CACHE_DIR": str(shared)})
+    text = textwrap.dedent("""\
+        import os, tempfile
+        from torch._inductor.runtime.cache_dir_utils import cache_dir
+        inductor = cache_dir()
+        assert inductor.startswith(tempfile.gettempdir()), (inductor, tempfile.gettempdir())
+        assert os.environ["TRITON_CACHE_DIR"].startswith(tempfile.gettempdir())
+        raise SystemExit(inductor)
+        """)
+    with Runner(spec, isolation=Isolation.FRESH) as runner:
+        runner.start()
+        first, second = (run(runner, text) for _ in range(2))
+    assert first.signature is not None and second.signature is not None, (first.stderr, second.stderr)
+    assert first.signature.type == second.signature.type == "SystemExit"
+    assert first.signature.message != second.signature.message  # two runs, two caches
+    assert not Path(first.signature.message).exists()  # gone with the run
+    assert not shared.exists()

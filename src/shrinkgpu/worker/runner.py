@@ -110,6 +110,11 @@ def preload_candidates(
     return out
 
 
+def compile_caches(tmp: Path) -> dict[str, str]:
+    """torch.compile's cache directories for one run, inside its temporary directory."""
+    return {"TORCHINDUCTOR_CACHE_DIR": str(tmp / "torchinductor"), "TRITON_CACHE_DIR": str(tmp / "triton")}
+
+
 class Runner:
     def __init__(
         self,
@@ -249,9 +254,13 @@ class Runner:
 
         ``env`` adds variables for this run only (GPU pinning); ``watch`` says what the
         run records beyond its first error.  Besides ``env``, a run differs from the
-        user's environment in one variable: ``TMPDIR`` names the run's own ``tmp/``, so
-        what the script leaves in its temporary directory goes with the run; and, when
-        ``threads`` caps the pools, in the thread-count variables."""
+        user's environment in these: ``TMPDIR`` names the run's own ``tmp/``, so what the
+        script leaves in its temporary directory goes with the run; torch.compile's
+        caches (``TORCHINDUCTOR_CACHE_DIR``, which holds the FX graph cache, and
+        ``TRITON_CACHE_DIR``, which defaults to one under the home directory) are in that
+        ``tmp/`` too, even where the user set them, so that a kernel compiled for one
+        candidate never makes another pass or fail; and, when ``threads`` caps the
+        pools, the thread-count variables."""
         if self._executor is None:
             raise RuntimeError("Runner.start() was not called")
         fresh = (isolation or self.isolation) is Isolation.FRESH
@@ -262,7 +271,7 @@ class Runner:
             run=run,
             timeout=timeout,
             stdin=self.sandbox.stdin,
-            env={"TMPDIR": str(run.tmp), **self.thread_env(), **(env or {})},
+            env={"TMPDIR": str(run.tmp), **compile_caches(run.tmp), **self.thread_env(), **(env or {})},
         )
         try:
             future = executor.submit(job)
