@@ -1108,3 +1108,33 @@ def test_each_run_compiles_into_caches_of_its_own(project, tmp_path):
     assert first.signature.message != second.signature.message  # two runs, two caches
     assert not Path(first.signature.message).exists()  # gone with the run
     assert not shared.exists()
+
+
+def test_a_loop_in_a_function_saves_the_module_level_model_it_trains(fork_runner, tmp_path):
+    from shrinkgpu.worker import StateAt
+
+    text = textwrap.dedent("""\
+        import torch
+        model = torch.nn.Linear(2, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        unused = torch.nn.Linear(3, 3)
+
+        def forward_twice(x):
+            for _ in range(2):  # a loop of another function, not traced
+                x = model(x)
+            return x
+
+        def train():
+            for step in range(4):
+                forward_twice(torch.ones(1, 2)).sum().backward()
+                opt.step()
+            torch.zeros(2).view(3)
+
+        train()
+        """)
+    path = tmp_path / "state.pt"
+    at = StateAt("s.py", line_of(text, "for step"), ((line_of(text, "for step"), 2),), str(path), ("step",))
+    obs = run(fork_runner, text, state=at)
+    kinds = {e["expr"]: e["kind"] for e in obs.state["entries"]}
+    assert kinds == {"step": "value", "model": "load", "opt": "load"}  # not `unused`: train() never names it
+    assert obs.state["function"] == "train"

@@ -886,9 +886,10 @@ class Reduction:
             self.note(f"no state was saved to start candidates at the failing step: {point}", show=False)
             return None
         left = self.left()
-        # The run that saves it takes at most the first run's time (it stops tracing at
-        # the failing iteration), the check of the replay less than one more.
-        if left is not None and left < 2 * first.wall:
+        # The run that saves it takes about the original's time (it traces only the frame
+        # of the loop, and stops at the failing iteration) and less than the first run,
+        # which traced every line; the check of the replay takes less than one more.
+        if left is not None and left < 1.5 * first.wall:
             self.note("no state was saved to start candidates at the failing step: --max-time leaves too little "
                       "time for the run that saves it and the one that checks it", show=False)
             return None

@@ -39,6 +39,7 @@ class StateTracer(LoopCounter):
         self.rel, self.at, self.out = rel, at, out
         self.done = False
         self._names: dict[str, bool] = {}
+        self._codes: dict[Any, bool] = {}
         self._told = 0.0
 
     def _ours(self, filename: str) -> bool:
@@ -47,8 +48,17 @@ class StateTracer(LoopCounter):
             found = self._names[filename] = self.rel(filename) == self.at.file
         return found
 
+    def _holds_loop(self, code) -> bool:
+        """Whether ``code`` is the function (or module) whose body has the loop: only its
+        frames are traced, so the model's ``forward`` and the environment's ``step`` in
+        the same file run at full speed (a traced line costs a Python call)."""
+        found = self._codes.get(code)
+        if found is None:
+            found = self._codes[code] = any(line == self.at.header for _s, _e, line in code.co_lines())
+        return found
+
     def _call(self, frame, event, arg):
-        if self.done or not self._ours(frame.f_code.co_filename):
+        if self.done or not self._ours(frame.f_code.co_filename) or not self._holds_loop(frame.f_code):
             return None
         return super()._call(frame, event, arg)
 
@@ -245,17 +255,36 @@ def save_state(frame, at: StateAt, roots: tuple[str, ...]) -> dict[str, Any]:
         left.append({"expr": expr, "why": f"a {type(value).__qualname__} (not data a file can carry)"})
 
     type_name = ""
-    for name, value in list(scope.items()):
+    named = [(name, value, True) for name, value in list(scope.items())]
+    if frame.f_code.co_name != "<module>":
+        # A function's loop trains the module-level ``model`` with the module-level
+        # ``opt``: the globals its code names are state too (loaded, never rebound).
+        used = set(frame.f_code.co_names)
+        named += [(name, value, False) for name, value in list(frame.f_globals.items())
+                  if name in used and name not in scope]
+    for name, value, local in named:
         if name.startswith("__") or isinstance(value, (types.ModuleType, types.FunctionType, type,
                                                        types.BuiltinFunctionType, types.MethodType)):
             continue
-        consider(name, value, name in wanted)
+        consider(name, value, local and name in wanted)
         if _user_object(value, roots) and not _stateful(value):
             for attr, inner in list(vars(value).items())[:256]:
                 expr = f"{name}.{attr}"
                 if attr.startswith("__") or not attr.isidentifier():
                     continue
-                consider(expr, inner, name in wanted or expr in wanted or f"{name}.*" in wanted)
+                consider(expr, inner, local and (name in wanted or expr in wanted or f"{name}.*" in wanted))
+
+    # An optimizer's state_dict holds its moments, not the weights it updates: the
+    # modules that own them are state too, wherever the frame's module binds them (a
+    # ``train()`` that names only ``opt`` trains the module-level ``model``).
+    updated = {id(p) for value in list(scope.values()) + list(frame.f_globals.values())
+               if isinstance(value, torch.optim.Optimizer) and id(value) in seen
+               for group in value.param_groups for p in group["params"]}
+    if updated:
+        for name, value in list(frame.f_globals.items()):
+            if (isinstance(value, torch.nn.Module) and id(value) not in seen and not name.startswith("__")
+                    and any(id(p) in updated for p in value.parameters())):
+                consider(name, value, False)
 
     rng: dict[str, Any] = {"torch": torch.get_rng_state(), "random": random.getstate()}
     if torch.cuda.is_available() and torch.cuda.is_initialized():
