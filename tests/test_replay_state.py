@@ -151,8 +151,10 @@ def test_resume_keeps_the_saved_state_and_the_extracted_call(tmp_path, monkeypat
     def run(resume: bool):
         events: list[str] = []
         result = reduce(
+            # One candidate: the result still starts from the state (a longer search may
+            # find the bug without it, and then the state is not left beside the result).
             ReduceConfig(script=script, keep_error="index out of range", output=out, verify_runs=1, jobs=2,
-                         max_tests=10, resume=resume, confirm=0),
+                         max_tests=1, resume=resume, confirm=0),
             on_event=lambda e: events.append(e.message) if isinstance(e, Stage) else None,
         )
         return result, events
