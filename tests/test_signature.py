@@ -1173,3 +1173,22 @@ def test_a_class_count_the_program_never_varied_stays_strict():
     assert target.free == {("args[0]", 0), ("args[1]", 0)}
     assert target.matches(ce(20, 4)) and target.matches(ce(7, 4))
     assert not target.matches(ce(32, 5))
+
+
+def test_an_inf_at_the_operator_is_another_bug_than_a_negative_number_with_the_same_message():
+    # multinomial says "inf, nan or element < 0" for all three.
+    def multinomial(finite: bool | None) -> Signature:
+        return Signature.from_record(ExceptionRecord(
+            "RuntimeError", "probability tensor contains either `inf`, `nan` or element < 0",
+            op=OpRecord("torch.multinomial", (TensorMeta("args[0]", "float32", (64, 12), (12, 1), "cpu", finite),), ()),
+        ))
+
+    trained = multinomial(False)
+    assert trained.same_bug(multinomial(False))
+    assert not trained.same_bug(multinomial(True))
+    assert not trained.same_bug(multinomial(True), Strictness.BATCH)
+    assert trained.same_bug(multinomial(True), Strictness.OPERATOR)  # the metadata may change there
+    assert trained.same_bug(multinomial(None))  # a case file that did not record it
+    assert "holds inf or nan" in trained.op.tensors[0].describe()
+    again = Signature.from_json(trained.to_json())
+    assert again.op.tensors[0].finite is False

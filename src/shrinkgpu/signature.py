@@ -54,6 +54,7 @@ __all__ = [
     "normalize_message",
     "parse_kernel_assertion",
     "tensors_agree",
+    "values_agree",
     "varying_dims",
 ]
 
@@ -67,11 +68,19 @@ class TensorMeta:
     shape: tuple[int, ...]
     stride: tuple[int, ...] | None  # None for layouts without strides (sparse, nested)
     device: str
+    # Whether every value of a floating-point tensor on the CPU was finite (None: not a
+    # floating-point CPU tensor, or not recorded).  Some checks take three conditions in
+    # one message (multinomial's "inf, nan or element < 0"): an inf that training made
+    # and a negative number a candidate made are two bugs.  Compared when both know it
+    # (``values_agree``), so that a case file written before it was recorded still
+    # matches.
+    finite: bool | None = field(default=None, compare=False)
 
     def describe(self) -> str:
         shape = ", ".join(map(str, self.shape))
         stride = "n/a" if self.stride is None else ", ".join(map(str, self.stride))
-        return f"{self.path}: {self.dtype}[{shape}] stride ({stride}) on {self.device}"
+        held = ", holds inf or nan" if self.finite is False else ""
+        return f"{self.path}: {self.dtype}[{shape}] stride ({stride}) on {self.device}{held}"
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "TensorMeta":
@@ -82,7 +91,17 @@ class TensorMeta:
             shape=tuple(data["shape"]),
             stride=None if stride is None else tuple(stride),
             device=data["device"],
+            finite=data.get("finite"),
         )
+
+
+def values_agree(mine: tuple[TensorMeta, ...], theirs: tuple[TensorMeta, ...]) -> bool:
+    """No tensor at the operator holds an inf or a NaN in one run and only finite values
+    in the other (where both runs know)."""
+    other = {t.path: t.finite for t in theirs}
+    return all(
+        t.finite is None or other.get(t.path) is None or t.finite == other[t.path] for t in mine
+    )
 
 
 @dataclass(frozen=True)
@@ -428,6 +447,8 @@ class Signature:
             return False
         if strictness is Strictness.OPERATOR:
             return True
+        if not values_agree(self.op.tensors, other.op.tensors):
+            return False
         if strictness is Strictness.BATCH:
             return batch_compatible(self.op.tensors, other.op.tensors) and self.op.arguments == other.op.arguments
         if not tensors_agree(self.op.tensors, other.op.tensors, free):

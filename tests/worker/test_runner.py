@@ -1138,3 +1138,16 @@ def test_a_loop_in_a_function_saves_the_module_level_model_it_trains(fork_runner
     kinds = {e["expr"]: e["kind"] for e in obs.state["entries"]}
     assert kinds == {"step": "value", "model": "load", "opt": "load"}  # not `unused`: train() never names it
     assert obs.state["function"] == "train"
+
+
+def test_whether_a_floating_point_tensor_at_the_failing_call_was_finite_is_recorded(fork_runner):
+    text = textwrap.dedent("""\
+        import torch
+        probs = torch.full((2, 3), 0.5)
+        probs[1, 1] = float("inf")
+        torch.multinomial(probs, 1)
+        """)
+    meta = run(fork_runner, text).signature.op.tensors
+    assert [(t.path, t.finite) for t in meta] == [("args[0]", False)]
+    negative = run(fork_runner, text.replace('float("inf")', "-1.0")).signature
+    assert [t.finite for t in negative.op.tensors] == [True]

@@ -245,13 +245,24 @@ def _tensor_meta(t, path: str) -> dict[str, Any]:
         stride = list(t.stride())
     except Exception:  # sparse and nested layouts have none
         stride = None
-    return {
+    meta = {
         "path": path,
         "dtype": str(t.dtype).removeprefix("torch."),
         "shape": list(t.shape),
         "stride": stride,
         "device": str(t.device),
     }
+    if t.device.type == "cpu" and (t.dtype.is_floating_point or t.dtype.is_complex):
+        # Values, on the CPU only (where reading them neither synchronises nor fails):
+        # an inf or a NaN is part of the bug (signature.TensorMeta.finite).
+        try:
+            import torch
+
+            with torch._C.DisableTorchFunctionSubclass():
+                meta["finite"] = bool(torch.isfinite(t.detach()).all())
+        except Exception:
+            pass
+    return meta
 
 
 def _short_repr(value) -> str:
