@@ -184,6 +184,11 @@ class Reduction:
         self._recordings = itertools.count(1)
         # How often a long run of the original says it is still going.
         self.heartbeat = ORIGINAL_HEARTBEAT
+        # The state at the failing step, and the program started there, once checked
+        # (before_search); the search starts from that program.
+        self.state: StateRecord | None = None
+        self.replay: Program | None = None
+        self.replay_wall = 0.0
 
     # -- talking -------------------------------------------------------------------
     def emit(self, event: object) -> None:
@@ -479,20 +484,25 @@ class Reduction:
         fresh_limit = calibrated_timeout([first.wall])
         confirmed = list(attempts)
         more = config.confirm - (len(attempts) - 1)
+        # Started from the saved state, the search judges candidates of the replay: its
+        # rate is the one they are measured against, and its runs take seconds where the
+        # original's took minutes.
+        files, what = (self.replay.texts, "the program started at the failing step") if self.replay else (
+            self.files, "the original")
         if more > 0:
-            self.emit(Stage(f"running the original {more} more time(s) in fresh interpreters"))
-            confirmed += runs(self.runner, self.files, more, plan.jobs, Isolation.FRESH, fresh_limit,
+            self.emit(Stage(f"running {what} {more} more time(s) in fresh interpreters"))
+            confirmed += runs(self.runner, files, more, plan.jobs, Isolation.FRESH, fresh_limit,
                               plan.first_device)
         if config.confirm > 0 and not all(target.matches(o.signature) for o in confirmed):
             if len(confirmed) < FLAKY_SAMPLE:
                 self.emit(Stage("the original does not fail every time: measuring how often"))
-                confirmed += runs(self.runner, self.files, FLAKY_SAMPLE - len(confirmed), plan.jobs,
+                confirmed += runs(self.runner, files, FLAKY_SAMPLE - len(confirmed), plan.jobs,
                                   Isolation.FRESH, fresh_limit, plan.first_device)
         rate = Rate(sum(target.matches(o.signature) for o in confirmed), len(confirmed))
         if rate.value < 1.0:
             others = sorted({o.describe() for o in confirmed if not target.matches(o.signature)})
             self.note(
-                f"the original reproduced in {describe_rate(rate.reproduced, rate.runs)} in fresh interpreters "
+                f"{what} reproduced in {describe_rate(rate.reproduced, rate.runs)} in fresh interpreters "
                 "(otherwise: " + "; ".join(others[:3]) + "); each candidate is judged by a sequential test of its "
                 "own rate against that one"
             )
@@ -508,13 +518,14 @@ class Reduction:
         """Time the original where candidates will run, pinned as they will be: the same
         bug (at the same rate), or forking (or pinning) is not faithful here and every
         candidate runs fresh (or sees every GPU)."""
-        walls = [first.wall]
+        files, wall = (self.replay.texts, self.replay_wall) if self.replay else (self.files, first.wall)
+        walls = [wall]
         if self.runner.isolation is Isolation.FORK:
-            slow = first.wall >= SLOW_ORIGINAL
+            slow = wall >= SLOW_ORIGINAL
             pin = self.plan.first_device
-            walls, why = calibrate(self.runner, self.files, self.target, rate.value, pin, slow)
+            walls, why = calibrate(self.runner, files, self.target, rate.value, pin, slow)
             if why is not None and pin:
-                unpinned, why_unpinned = calibrate(self.runner, self.files, self.target, rate.value, {}, slow)
+                unpinned, why_unpinned = calibrate(self.runner, files, self.target, rate.value, {}, slow)
                 if why_unpinned is None:
                     self.note(
                         f"pinned to one GPU the original failed differently ({why}); the script needs more "
@@ -529,7 +540,7 @@ class Reduction:
                 self.runner.close()
                 self.runner = self.new_runner(Isolation.FRESH, lanes=self.runner.lanes)
                 self.runner.start()
-                walls = [first.wall]
+                walls = [wall]
         timeout = self.config.timeout or calibrated_timeout(walls)
         return Calibration(tuple(walls), timeout, calibrated_timeout([first.wall]))
 
@@ -732,8 +743,6 @@ class Reduction:
         state at the start of the failing iteration, and a fresh interpreter checks that
         starting there fails the same way before any candidate relies on it."""
         config = self.config
-        self.state: StateRecord | None = None
-        self.replay: Program | None = None  # the program started at the failing step, checked
         extracting = config.extract and config.write
         extracted = Extracted(None, None)
         kept = self.kept_extraction(first) if extracting and config.resume else None
