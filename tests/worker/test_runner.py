@@ -1151,3 +1151,25 @@ def test_whether_a_floating_point_tensor_at_the_failing_call_was_finite_is_recor
     assert [(t.path, t.finite) for t in meta] == [("args[0]", False)]
     negative = run(fork_runner, text.replace('float("inf")', "-1.0")).signature
     assert [t.finite for t in negative.op.tensors] == [True]
+
+
+def test_the_plain_attributes_of_a_module_the_user_wrote_are_saved_with_its_weights(fork_runner, tmp_path):
+    from shrinkgpu.worker import StateAt
+
+    text = textwrap.dedent("""\
+        import torch
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = torch.nn.Linear(2, 2)
+                self.batch_size = 32  # a callback ramps it
+        model = Net()
+        for epoch in range(5):
+            model.batch_size *= 2
+        torch.zeros(2).view(3)
+        """)
+    at = StateAt("s.py", line_of(text, "for epoch"), ((line_of(text, "for epoch"), 3),), str(tmp_path / "s.pt"), ())
+    kinds = {e["expr"]: e["kind"] for e in run(fork_runner, text, state=at).state["entries"]}
+    assert kinds == {"model": "load", "model.batch_size": "value"}
+    import torch
+    assert torch.load(tmp_path / "s.pt", weights_only=False)["model.batch_size"] == 256

@@ -237,6 +237,14 @@ def save_state(frame, at: StateAt, roots: tuple[str, ...]) -> dict[str, Any]:
                 add(expr, "load", value.state_dict())
             except Exception as exc:
                 left.append({"expr": expr, "why": f"state_dict() raised {type(exc).__name__}: {exc}"})
+            if _user_object(value, roots):
+                # A state_dict holds tensors; what the user's own class keeps besides
+                # (``self.batch_size`` that a callback ramps, a step counter) is state too.
+                for attr, inner in list(vars(value).items())[:256]:
+                    if (not attr.startswith("_") and attr != "training" and attr.isidentifier()
+                            and (inner is None or isinstance(inner, (bool, int, float, str)))):
+                        type_name = f"{type(inner).__module__}.{type(inner).__qualname__}"
+                        add(f"{expr}.{attr}", "value", inner)
             return
         if isinstance(value, torch.nn.Parameter) or (
             isinstance(value, torch.Tensor) and value.requires_grad and value.grad_fn is None
