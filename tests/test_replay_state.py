@@ -36,7 +36,7 @@ x = torch.randn(64, 4)
 y = x @ torch.full((4, 3), 2.0)
 table = torch.zeros(8, 2)
 history = []
-for step in range(400):
+for step in range(4000):
     loss = F.mse_loss(model(x), y)
     opt.zero_grad()
     loss.backward()
@@ -45,7 +45,7 @@ for step in range(400):
     history.append(loss.item())
     trained = int(model.weight.abs().sum() > 20.0)
     moving = int(opt.state[model.weight]["momentum_buffer"].abs().sum() > 0)
-    late = int(sched.last_epoch >= 150)
+    late = int(sched.last_epoch >= 1500)
     code = torch.tensor([3 * (trained + moving + late)])
     F.embedding(code, table)
 print("done")
@@ -103,12 +103,12 @@ def test_a_state_with_a_model_a_momentum_optimizer_and_a_scheduler_replays_the_f
     assert written < reducing
     assert result.extracted is not None and result.extracted.path.is_file()
 
-    assert any("replays the bug in a fresh interpreter" in n and "iteration 149 of `for step in range(400):`" in n
+    assert any("replays the bug in a fresh interpreter" in n and "iteration 1499 of `for step in range(4000):`" in n
                for n in result.notes), result.notes
     assert any(n.startswith("the search starts at the failing step") for n in result.notes)
     text = out.read_text()
     assert "train.min.state.pt" in text and "load_state_dict" in text, text
-    assert "for step in range(400)" not in text  # the 149 steps before the failure are gone
+    assert "for step in range(4000)" not in text  # the 1499 steps before the failure are gone
     state = out.with_name("train.min.state.pt")
     assert state.is_file()
     assert result.data_files == {"train.min.state.pt": result.data_files["train.min.state.pt"]}
@@ -117,10 +117,10 @@ def test_a_state_with_a_model_a_momentum_optimizer_and_a_scheduler_replays_the_f
     assert plain.returncode == 1 and "IndexError: index out of range in self" in plain.stderr, plain.stderr
     assert result.verified == (1, 1)
     assert (result.state["file"], result.state["iteration"], result.state["loop"]) == (
-        "train.min.state.pt", 149, "for step in range(400):")
+        "train.min.state.pt", 1499, "for step in range(4000):")
     assert {"model", "opt", "sched"} <= set(result.state["restores"])
     report = result.report.read_text()
-    assert ("`train.min.state.pt`: the state at the start of iteration 149 of `for step in range(400):` (train.py)"
+    assert ("`train.min.state.pt`: the state at the start of iteration 1499 of `for step in range(4000):` (train.py)"
             in report and "It holds your weights" in report)
 
 
@@ -167,7 +167,7 @@ def test_resume_keeps_the_saved_state_and_the_extracted_call(tmp_path, monkeypat
     assert not any(m.startswith("running the original once more") for m in events), events
     assert any(m.startswith("--resume: the extracted call at") and m.endswith("still fails the same way: kept")
                for m in events), events
-    assert any(m.startswith("--resume: the state saved at iteration 149 of `for step in range(400):`")
+    assert any(m.startswith("--resume: the state saved at iteration 1499 of `for step in range(4000):`")
                for m in events), events
     assert again.extracted is not None and again.extracted.text == first.extracted.text
     assert any("replays the bug in a fresh interpreter" in n for n in again.notes), again.notes

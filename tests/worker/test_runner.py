@@ -565,6 +565,9 @@ def test_environment_is_spec_env_as_python_sees_it_but_tmpdir_names_the_runs_own
     tmpdir = Path(env.pop("TMPDIR"))
     assert tmpdir == Path(seen["cwd"]).parent.parent / "tmp"  # run-N/tmp beside run-N/root
     assert not tmpdir.exists()
+    # torch.compile's caches are the run's own too (test_each_run_compiles_into_caches_of_its_own)
+    assert env.pop("TORCHINDUCTOR_CACHE_DIR") == str(tmpdir / "torchinductor")
+    assert env.pop("TRITON_CACHE_DIR") == str(tmpdir / "triton")
     assert env == plain_interpreter(ENV, spec.cwd)["env"]
     # Everything else beyond spec.env is Python's own locale coercion, not shrinkgpu's.
     assert set(env) - set(ENV) <= {"LC_CTYPE"}
