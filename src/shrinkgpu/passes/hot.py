@@ -22,7 +22,7 @@ from shrinkgpu.passes.base import EditPass, Unit, deletion_unit
 from shrinkgpu.syntax.edits import Edit
 from shrinkgpu.syntax.facts import loop_header
 from shrinkgpu.syntax.program import Candidate
-from shrinkgpu.syntax.queries import one_iteration, runs_once
+from shrinkgpu.syntax.queries import encloses, one_iteration, runs_once
 
 # More than this many hot loops is a flat profile: ordering buys nothing.
 MAX_HOT = 3
@@ -70,7 +70,7 @@ class CutHotLoops(EditPass):
             # effects or not: the test says whether they mattered.
             gone = frozenset(d for e in unit for d in _descendants(program, e.stmt))
             more = program.deps.dead_binders(cand, gone, (), pure_only=False) - program.protected
-            more = {m for m in more if not any(_encloses(program, g, m) for g in gone)}
+            more = {m for m in more if not any(encloses(program, g, m) for g in gone)}
             top = sorted(m for m in more if program.stmts[m].parent not in more)
             return (*unit, *(Edit("delete", m) for m in top))
         if inside and level == 1:
@@ -94,15 +94,6 @@ def _failing_statements(program) -> set[int]:
         if sid is not None:
             out.add(sid)
     return out
-
-
-def _encloses(program, outer: int, inner: int) -> bool:
-    cur = inner
-    while cur is not None:
-        if cur == outer:
-            return True
-        cur = program.stmts[cur].parent
-    return False
 
 
 def _descendants(program, sid: int) -> set[int]:

@@ -34,7 +34,7 @@ from shrinkgpu.syntax.code import code_of
 from shrinkgpu.syntax.edits import Edit
 from shrinkgpu.syntax.facts import StateRecord, loop_header
 from shrinkgpu.syntax.program import Candidate
-from shrinkgpu.syntax.queries import runs_once
+from shrinkgpu.syntax.queries import encloses, runs_once
 
 
 def module_name(text: str, module: str) -> str | None:
@@ -129,15 +129,6 @@ def _function_of(program, sid: int) -> str:
     return "<module>"
 
 
-def _inside(program, inner: int, outer: int) -> bool:
-    cur = inner
-    while cur is not None:
-        if cur == outer:
-            return True
-        cur = program.stmts[cur].parent
-    return False
-
-
 class ReplayFromState(EditPass):
     """``for epoch in range(10): ...`` -> ``state = torch.load(...)``, the restore, the
     body of the failing iteration."""
@@ -164,14 +155,14 @@ class ReplayFromState(EditPass):
             others = {
                 s.id for s in cand.editable()
                 if s.kind in ("for", "while") and (s.file, loop_header(s.node)) in hot
-                and not _inside(program, loop.id, s.id) and not _inside(program, s.id, loop.id)
+                and not encloses(program, s.id, loop.id) and not encloses(program, loop.id, s.id)
             }
             if not others:
                 return []  # level 1 offers the same unit
             gone = deletion_unit(cand, others, new_text=text)
             if not gone:
                 return []
-            unit += [e for e in gone if not _inside(program, e.stmt, loop.id)]
+            unit += [e for e in gone if not encloses(program, loop.id, e.stmt)]
         return [tuple(unit)]
 
     @staticmethod

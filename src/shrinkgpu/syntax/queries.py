@@ -18,6 +18,16 @@ __all__ = [
 ]
 
 
+def encloses(program, outer: int, inner: int) -> bool:
+    """Whether statement ``inner`` is ``outer`` or nested in it."""
+    cur = inner
+    while cur is not None:
+        if cur == outer:
+            return True
+        cur = program.stmts[cur].parent
+    return False
+
+
 def header_parts(node: cst.CSTNode) -> list[cst.CSTNode]:
     """What of a statement is its own: all of a simple line, the header of a compound."""
     if isinstance(node, cst.SimpleStatementLine):
