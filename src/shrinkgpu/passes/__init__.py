@@ -12,6 +12,7 @@ from shrinkgpu.passes.assignments import SplitAssignments
 from shrinkgpu.passes.base import EditPass
 from shrinkgpu.passes.batches import FirstBatch
 from shrinkgpu.passes.branches import HoistElse, HoistThen, TryToBody, UnwrapWith
+from shrinkgpu.passes.compiled import CompiledForward
 from shrinkgpu.passes.configs import ConfigToLiteral
 from shrinkgpu.passes.data import LoadSavedObjects
 from shrinkgpu.passes.constants import ArgparseToNamespace, PropagateConstants, ScalarizeAttributes
@@ -63,6 +64,9 @@ STRUCTURE: tuple[EditPass, ...] = (
     StripAnnotations(),
     DropParameters(),
     SplitAssignments(),
+    # before the calls are inlined: ``torch.compile(model)`` is no call of a local
+    # function, so InlineCalls cannot reach the forward it runs
+    CompiledForward(),
     InlineCalls(),
     InlineExpressions(),
     InlineModules(),
@@ -90,6 +94,7 @@ __all__ = [
     "StripAnnotations",
     "AppendLoopToList",
     "CallPastTheLibrary",
+    "CompiledForward",
     "ArgparseToNamespace",
     "ConfigToLiteral",
     "CutHotLoops",

@@ -23,7 +23,7 @@ from shrinkgpu.syntax.deps import mutated_names
 from shrinkgpu.syntax.edits import Edit
 from shrinkgpu.syntax.program import Candidate
 from shrinkgpu.syntax.queries import (
-    Substitute, assigned_names, class_method_of, first_param, instance_class, method_of, module_names,
+    Substitute, assigned_names, bound_names, class_method_of, first_param, instance_class, method_of, module_names,
 )
 
 
@@ -276,64 +276,10 @@ def _rest_reads(whole: cst.BaseExpression, call: cst.Call) -> set[str]:
     return names
 
 
-class _Binds(cst.CSTVisitor):
-    """Names a block binds: assignment, loop and ``as`` targets, definitions, imports."""
-
-    def __init__(self):
-        self.names: set[str] = set()
-
-    def _targets(self, node) -> None:
-        if node is None:
-            return
-        for n in assigned_names(node) or ([] if not isinstance(node, cst.Name) else [node.value]):
-            self.names.add(n)
-
-    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-        self._targets(node.target)
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self._targets(node.target)
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        self._targets(node.target)
-
-    def visit_For(self, node: cst.For) -> None:
-        self._targets(node.target)
-
-    def visit_AsName(self, node: cst.AsName) -> None:
-        self._targets(node.name)
-
-    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-        self._targets(node.target)
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        self.names.add(node.name.value)
-        return False
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        self.names.add(node.name.value)
-        return False
-
-    def visit_ImportAlias(self, node: cst.ImportAlias) -> None:
-        if node.asname is None:
-            self.names.add(code_of(node.name).split(".")[0])
-
-    def visit_Lambda(self, node) -> bool:
-        return False
-
-    def visit_ListComp(self, node) -> bool:
-        return False
-
-    visit_SetComp = visit_GeneratorExp = visit_DictComp = visit_ListComp
-
-
 def _body_binds(body: list[cst.BaseStatement], bindings: list[str]) -> set[str]:
     """Names an inlined body (with its parameter bindings) assigns."""
     bound = {line.split("=", 1)[0].strip() for line in bindings}
-    visitor = _Binds()
-    for stmt in body:
-        stmt.visit(visitor)
-    return bound | visitor.names
+    return bound.union(*(bound_names(stmt) for stmt in body))
 
 
 def _head_call(value: cst.BaseExpression) -> cst.Call | None:

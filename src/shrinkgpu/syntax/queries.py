@@ -13,7 +13,7 @@ from shrinkgpu.syntax.code import code_of, parse_expression
 from shrinkgpu.syntax.program import Candidate
 
 __all__ = [
-    "Substitute", "assigned_names", "bound_sequence", "class_method_of", "first_item", "first_param", "header_parts", "instance_class", "method_of",
+    "Substitute", "assigned_names", "bound_names", "bound_sequence", "class_method_of", "first_item", "first_param", "header_parts", "instance_class", "method_of",
     "module_names", "nth_item", "one_iteration", "runs_once", "variable_names",
 ]
 
@@ -195,6 +195,67 @@ def assigned_names(node: cst.BaseExpression) -> list[str]:
     if isinstance(node, (cst.Tuple, cst.List)):
         return [n for el in node.elements for n in assigned_names(el.value)]
     return []
+
+
+class _Binds(cst.CSTVisitor):
+    """Names a block binds: assignment, loop and ``as`` targets, definitions, imports."""
+
+    def __init__(self):
+        self.names: set[str] = set()
+
+    def _targets(self, node) -> None:
+        if node is None:
+            return
+        for n in assigned_names(node) or ([] if not isinstance(node, cst.Name) else [node.value]):
+            self.names.add(n)
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        self._targets(node.target)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._targets(node.target)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._targets(node.target)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._targets(node.target)
+
+    def visit_AsName(self, node: cst.AsName) -> None:
+        self._targets(node.name)
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self._targets(node.target)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        self.names.add(node.name.value)
+        return False
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        self.names.add(node.name.value)
+        return False
+
+    def visit_ImportAlias(self, node: cst.ImportAlias) -> None:
+        if node.asname is None:
+            self.names.add(code_of(node.name).split(".")[0])
+
+    def visit_Lambda(self, node) -> bool:
+        return False
+
+    def visit_ListComp(self, node) -> bool:
+        return False
+
+    visit_SetComp = visit_GeneratorExp = visit_DictComp = visit_ListComp
+
+
+def bound_names(node: cst.CSTNode) -> set[str]:
+    """Names a statement (or block) binds in its own scope: assignment, loop, ``with``
+    and walrus targets, definitions, imports; not what nested functions, lambdas or
+    comprehensions bind for themselves."""
+    visitor = _Binds()
+    node.visit(visitor)
+    return visitor.names
+
 
 
 class _LoopExits(cst.CSTVisitor):

@@ -1,0 +1,101 @@
+"""compiled-forward (passes/compiled.py): ``torch.compile`` of a local module instance
+becomes ``torch.compile`` of its forward, written as a function beside the call."""
+
+from __future__ import annotations
+
+from shrinkgpu.passes import CompiledForward
+
+from .helpers import dedent, each, start
+
+NET = """\
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Net(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.fc = nn.Linear(d, d)
+        self.t = 0.0
+
+    def forward(self, x, scale=1.0):
+        h = F.relu(self.fc(x))  # trunk
+        if h.mean() > self.t:
+            h = h * scale
+        return h
+
+"""
+
+
+def test_a_compiled_instance_inside_a_function_becomes_a_compiled_closure_of_its_forward():
+    cand = start(
+        NET
+        + """
+def train(cfg):
+    model = Net(cfg.d)
+    step = torch.compile(model, fullgraph=True) if cfg.compile else model
+    return step(torch.randn(2, cfg.d))
+"""
+    )
+    assert each(CompiledForward(), cand) == [
+        NET
+        + dedent(
+            """
+            def train(cfg):
+                model = Net(cfg.d)
+                def forward(x, scale=1.0):
+                    h = F.relu(model.fc(x))  # trunk
+                    if h.mean() > model.t:
+                        h = h * scale
+                    return h
+                step = torch.compile(forward, fullgraph=True) if cfg.compile else model
+                return step(torch.randn(2, cfg.d))
+            """
+        )
+    ]
+
+
+def test_an_instance_rebound_to_its_compiled_self_is_read_through_another_name():
+    # ``net = torch.compile(net)``: a forward reading ``net`` would call itself
+    cand = start(NET + "\nnet = Net(4)\nnet = torch.compile(net, backend='eager')\nnet(torch.randn(2, 4))\n")
+    assert each(CompiledForward(), cand) == [
+        NET
+        + dedent(
+            """
+            net = Net(4)
+            module = net
+            def forward(x, scale=1.0):
+                h = F.relu(module.fc(x))  # trunk
+                if h.mean() > module.t:
+                    h = h * scale
+                return h
+            net = torch.compile(forward, backend='eager')
+            net(torch.randn(2, 4))
+            """
+        )
+    ]
+
+
+def test_no_unit_where_the_pasted_forward_would_read_a_local_or_the_class_is_not_a_plain_rewrite():
+    shadowing = NET + "\ndef run(F):\n    m = Net(2)\n    c = torch.compile(m)\n    return c(torch.ones(1, 2))\n"
+    assert each(CompiledForward(), start(shadowing)) == []
+    stateful = dedent(
+        """\
+        import torch
+
+
+        class Counter(torch.nn.Module):
+            def forward(self, x):
+                self.calls = 1  # state on the instance
+                return x + 1
+
+
+        c = Counter()
+        f = torch.compile(c)
+        f(torch.ones(2))
+        """
+    )
+    assert each(CompiledForward(), start(stateful)) == []
+    # not an instance of a local class: nothing to write out
+    assert each(CompiledForward(), start("import torch\nm = torch.nn.Linear(2, 2)\nf = torch.compile(m)\n")) == []
