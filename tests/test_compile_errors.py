@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from shrinkgpu.families import Family, advice_for, compile_identity
+from shrinkgpu.families import Family, advice_for, compile_identity, compile_stage, is_compile_error
 from shrinkgpu.reducer import ReduceConfig, run_once
 from shrinkgpu.signature import normalize_message
 
@@ -89,3 +89,25 @@ def test_the_compile_family_says_which_stage_to_check_first():
     advice = advice_for(Family.COMPILE)
     assert "backend='eager'" in advice.first_check and "aot_eager" in advice.first_check
     assert "switching torch.compile off" in advice.avoid
+
+
+@pytest.mark.parametrize(
+    "type_name, message, stage",
+    [
+        ("torch._dynamo.exc.Unsupported", "Data-dependent branching\n\nfrom user code:\n  File \"a.py\"", "Dynamo tracing"),
+        ("torch._dynamo.exc.TorchRuntimeError", "RuntimeError when making fake tensor call", "Dynamo tracing"),
+        ("torch._dynamo.exc.Unsupported", "Dynamo recompile limit exceeded", "guards and recompilation"),
+        ("RuntimeError", "Detected recompile when torch.compile stance is 'fail_on_recompile'. filename: 'a.py'",
+         "guards and recompilation"),
+        ("RuntimeError", "torch.compile with aot_autograd does not currently support double backward", "AOT autograd"),
+        ("torch._inductor.exc.InductorError", "LoweringException: NoValidChoicesError: No choices to select.",
+         "Inductor (lowering and code generation)"),
+        ("torch._dynamo.exc.BackendCompilerFailed", "backend='my_backend' raised:\nValueError: no", "the backend (my_backend)"),
+        ("IndexError", "index out of range in self", None),
+        # a RuntimeError that merely mentions compilation is not torch.compile's
+        ("RuntimeError", "expected the model to be compiled first", None),
+    ],
+)
+def test_the_stage_of_torch_compile_that_raised_is_named_from_the_class_and_message(type_name, message, stage):
+    assert compile_stage(type_name, message) == stage
+    assert is_compile_error(type_name, message) is (stage is not None)

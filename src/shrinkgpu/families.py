@@ -29,6 +29,7 @@ __all__ = [
     "advice_for",
     "classify_family",
     "compile_identity",
+    "compile_stage",
     "is_compile_error",
     "family_by_name",
     "family_matches",
@@ -218,14 +219,21 @@ COMPILE_MARKERS = re.compile(
 )
 
 
+_NAMES_COMPILE = re.compile(r"\btorch\.compile (with|stance)\b|\bcompiled autograd\b")
+
+
 def is_compile_error(type_name: str, message: str) -> bool:
     """Whether torch.compile raised it: a class of Dynamo, AOT autograd, Inductor or the
-    shape guards, or a message with the lines they add (a user-code section, a graph
-    break's page, a backend's failure)."""
+    shape guards, a message with the lines they add (a user-code section, a graph
+    break's page, a backend's failure), or torch's runtime error naming torch.compile."""
     return (
         type_name.startswith(_COMPILE_MODULES)
         or _COMPILE_CLASSES.search(type_name) is not None and "torch" in type_name
         or COMPILE_MARKERS.search(message) is not None
+        # raised in compiled code by torch's own runtime checks, naming torch.compile:
+        # "torch.compile with aot_autograd does not currently support double backward",
+        # "Detected recompile when torch.compile stance is 'fail_on_recompile'"
+        or _NAMES_COMPILE.search(message) is not None and type_name in ("RuntimeError", "AssertionError")
     )
 
 
@@ -252,6 +260,34 @@ def compile_identity(message: str) -> str:
             head.append(line.strip())
     found = _GRAPH_BREAK_ID.search(message)
     return "\n".join(head) + (f" [{found.group(1)}]" if found else "")
+
+
+_STAGES = (
+    # (stage, class pattern, message pattern), first match wins: Inductor's and a named
+    # backend's failures arrive wrapped in Dynamo's classes, so they are looked for first.
+    ("Inductor (lowering and code generation)", r"torch\._inductor\.|InductorError|LoweringException",
+     r"^backend='inductor' raised:|LoweringException|InductorError"),
+    ("the backend", r"BackendCompilerFailed", r"^backend='[\w.]+' raised:"),
+    ("AOT autograd", r"torch\._functorch\.", r"aot_autograd|AOTAutograd|aot_eager"),
+    ("guards and recompilation", r"RecompileLimitExceeded|CacheLimitExceeded|FailOnRecompileLimitHit|ConstraintViolationError",
+     r"recompile limit|Detected recompile|fail_on_recompile|Constraints violated"),
+    ("Dynamo tracing", r"torch\._dynamo\.|GuardOnDataDependentSymNode", r"^from user code:$|compile-graph-break-site"),
+)
+
+
+def compile_stage(type_name: str, message: str) -> str | None:
+    """Which stage of torch.compile raised a compile error (Dynamo's tracing, its guards
+    and recompilation, AOT autograd, Inductor, another backend), for the report: what the
+    field guide checks first.  None for an error torch.compile did not raise."""
+    if not is_compile_error(type_name, message):
+        return None
+    for stage, classes, text in _STAGES:
+        if re.search(classes, type_name) or re.search(text, message, re.M):
+            if stage == "the backend":
+                named = re.search(r"^backend='([\w.]+)' raised:", message, re.M)
+                return f"the backend ({named.group(1)})" if named else stage
+            return stage
+    return "torch.compile"
 
 
 def classify_family(type_name: str, message: str, kernel_assertion: str | None = None) -> Family:

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from shrinkgpu.core.rates import describe_rate
-from shrinkgpu.families import Family, advice_for
+from shrinkgpu.families import Family, advice_for, compile_stage
 from shrinkgpu.privacy import Redactor
 from shrinkgpu.report.versions import git_revision
 from shrinkgpu.results import ReductionResult
@@ -172,9 +172,16 @@ def _short_versions(env: dict) -> str:
 
 def _operator_table(result: ReductionResult, shown: Signature, original: Signature) -> list[str]:
     lines = ["| | |", "|---|---|"]
-    if shown.op is None:
+    stage = compile_stage(shown.type, shown.message) if shown.family is Family.COMPILE else None
+    if stage is not None:
+        # torch.compile raised it while compiling: the suspect is the compiled callable
+        # (called on the line under "where") and the stage that failed
+        lines.append(f"| stage of torch.compile | {stage} |")
+        if shown.frame is not None and shown.op is None:
+            lines.append(f"| compiled callable | called at `{shown.frame.source}` |")
+    if shown.op is None and stage is None:
         lines.append("| operator | none: the error was not raised by a torch call |")
-    else:
+    elif shown.op is not None:
         which = f"the {_ordinal(shown.call)} call of it in the run" if shown.call else "-"
         loops = result.loops
         if loops:
