@@ -12,7 +12,9 @@ def test_every_companion_is_named_from_the_result_without_py():
     assert layout.case == Path("/w/out/train.min.json")
     assert layout.extracted_stem == Path("/w/out/train")
     assert (layout.data_stem, layout.data_dir) == ("train.min", Path("/w/out"))
-    assert layout.ours() == (Path("/w/out/train.min.py"), Path("/w/out/train.min"), Path("/w/out/train.min.md"))
+    assert layout.first_run == Path("/w/out/train.min.first")
+    assert layout.ours() == (Path("/w/out/train.min.py"), Path("/w/out/train.min"), Path("/w/out/train.min.md"),
+                             Path("/w/out/train.min.first"))
 
 
 def test_an_output_without_py_is_its_own_base():

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import shrinkgpu.reducer.kept_first as kept_first
 import shrinkgpu.reducer.session as session
 from conftest import tree_digest
 from shrinkgpu.reducer import ReduceConfig, reduce
@@ -144,6 +145,7 @@ def test_a_state_that_does_not_replay_is_reported_and_not_used(tmp_path, monkeyp
 @pytest.mark.slow
 def test_resume_keeps_the_saved_state_and_the_extracted_call(tmp_path, monkeypatch):
     monkeypatch.setattr(session, "STATE_MIN_SECONDS", 0.0)
+    monkeypatch.setattr(kept_first, "KEEP_MIN_SECONDS", 0.0)  # its first run is kept too
     script = tmp_path / "train.py"
     script.write_text(TRAINED)
     out = tmp_path / "out" / "train.min.py"
@@ -163,7 +165,14 @@ def test_resume_keeps_the_saved_state_and_the_extracted_call(tmp_path, monkeypat
     assert any(m.startswith("running the original once more: saving the state") for m in first_events)
     assert out.with_name("train.min.state.pt").is_file() and out.with_name("train.min.state.json").is_file()
 
+    assert any(m.startswith("the original's first run is kept in train.min.first/") for m in first_events)
+    assert (out.parent / "train.min.first" / "first.pkl").is_file()
+
     again, events = run(resume=True)
+    # nothing of the original runs again: neither its first run nor the one saving the state
+    assert "running the original in a fresh interpreter" not in events, events
+    assert any(m.startswith("--resume: the original's first run (") and "kept in train.min.first/" in m
+               for m in events), events
     assert not any(m.startswith("running the original once more") for m in events), events
     assert any(m.startswith("--resume: the extracted call at") and m.endswith("still fails the same way: kept")
                for m in events), events

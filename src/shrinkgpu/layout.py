@@ -9,6 +9,7 @@ without ``.py`` (``train.min/``); everything else is named from that *base*:
     train.min.json            the case file ``verify`` and ``--emit-test`` read
     train.min.<name>.pkl      a data object the result loads (load-saved-objects)
     train.extracted.py        the failing call alone (``.min`` dropped), and its .pt
+    train.min.first/          the original's first run, kept for ``--resume`` (a long one)
 """
 
 from __future__ import annotations
@@ -60,6 +61,11 @@ class OutputLayout:
         """Where data files a one-file result loads are written."""
         return self.output.parent if self.output.suffix == ".py" else self.output
 
+    @property
+    def first_run(self) -> Path:
+        """Where the original's first run is kept for ``--resume`` (reducer.kept_first)."""
+        return self.base.with_name(self.base.name + ".first")
+
     def placed(self, files: Mapping[str, str], main: str) -> tuple[Path, dict[Path, str]]:
         """Where each of a result's files goes: one file at the output, or a directory."""
         if len(files) == 1:
@@ -68,7 +74,7 @@ class OutputLayout:
 
     def ours(self) -> tuple[Path, ...]:
         """The paths a reduction may write at (never a copy of them in a run's sandbox)."""
-        return (self.output, self.directory, self.report)
+        return (self.output, self.directory, self.report, self.first_run)
 
 
 def case_file(result: Path) -> Path:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import pickle
 import shutil
 import sys
 import time
@@ -55,7 +56,8 @@ from shrinkgpu.passes import PASSES, ReplayFromState
 from shrinkgpu.reducer.budget import HOT_MIN_SECONDS, RECOUNT_MAX_SECONDS, checks_reserve, hot_loops
 from shrinkgpu.reducer.config import ReduceConfig, ReduceError, NotReproduced, compile_pattern, with_hash_seed
 from shrinkgpu.reducer.facts import facts_of, library_cut, local_files, loop_around_failure, saved_objects
-from shrinkgpu.reducer.first_run import FORK_ADVICE, FirstRun, run_observed
+from shrinkgpu.reducer import kept_first
+from shrinkgpu.reducer.first_run import FORK_ADVICE, FirstRun, run_observed, with_sync_launches
 from shrinkgpu.reducer.setup import check_output, imported_files, main_source, missing_file_hint, spec_for
 from shrinkgpu.reducer.state import STATE_MIN_SECONDS, StatePoint, describe_left, state_point, state_record
 from shrinkgpu.reducer.stats import PassStats
@@ -228,6 +230,7 @@ class Reduction:
         self.spec = original.first.spec
         first = original.first.observation
         self.target = self.target_of(original)
+        self.keep_first(original)
         self.program = self.build_program(first)
         self.note_how_it_ran(original.first)
         self.plan = self.plan_workers(first)
@@ -292,7 +295,6 @@ class Reduction:
         self.main_text, input_notes = main_source(config, self.spec)
         for note in input_notes:
             self.note(note)
-        self.emit(Stage("running the original in a fresh interpreter"))
         self.saved_call = self.sandbox.session / "call.pt"
         # The first run also counts loop iterations (a line tracer: this run only).
         watch = Watch(
@@ -312,6 +314,11 @@ class Reduction:
                                 limit=self.left(), executors=self.executors,
                                 waiting=(self.heartbeat, still_running))
 
+        if config.resume:
+            kept = self.kept_first()
+            if kept is not None:
+                return kept
+        self.emit(Stage("running the original in a fresh interpreter"))
         first = observe()
         attempts = [first.observation]
         # A flaky script may pass the first time: the --confirm runs may find its failure.
@@ -325,6 +332,39 @@ class Reduction:
             first = observe()
             attempts.append(first.observation)
         return Original(first, tuple(attempts))
+
+    def first_key(self, original: Original) -> str:
+        return kept_first.key_of(self.config, self.spec, self.main_text, original.first.observation.modules)
+
+    def kept_first(self) -> Original | None:
+        """--resume: the first run an earlier run of this reduction kept, when the program
+        and the options are the same; it is not run again."""
+        where = self.layout.first_run
+        kept, why = kept_first.load(where, self.sandbox.session, self.first_key)
+        if why is not None:
+            self.note(f"--resume: {why}")
+        if kept is None:
+            return None
+        first = kept.first
+        # The options of this run, with what the kept one settled (synchronous launches).
+        config = with_sync_launches(self.config, first.observation.environment)[0] if first.launch else self.config
+        kept = dataclasses.replace(kept, first=dataclasses.replace(first, config=config))
+        self.emit(Stage(f"--resume: the original's first run ({first.observation.wall:.0f}s, "
+                        f"{first.observation.describe()}) is kept in {where.name}/: not run again"))
+        return kept
+
+    def keep_first(self, original: Original) -> None:
+        """A long first run, kept beside the output once it is the bug to keep, so that an
+        interrupted reduction resumed with --resume does not repeat it."""
+        if not self.config.write or original.first.observation.wall < kept_first.KEEP_MIN_SECONDS:
+            return
+        try:
+            kept_first.save(self.layout.first_run, original, self.sandbox.session, self.first_key(original))
+        except (OSError, pickle.PicklingError, TypeError, AttributeError) as exc:
+            self.note(f"the first run could not be kept for --resume ({type(exc).__name__}: {exc})", show=False)
+            return
+        self.emit(Stage(f"the original's first run is kept in {self.layout.first_run.name}/: --resume will not "
+                        "run it again"))
 
     def target_of(self, original: Original) -> Target:
         """The bug to keep; ``NotReproduced`` (exit 3) when the original did not fail as
