@@ -308,6 +308,10 @@ def run(script, script_args, module, timeout, isolation, root, stdin_file, sync_
                    "state at the start of the failing iteration (weights, optimizer, scheduler, RNGs, the batch) as "
                    "<stem>.min.state.pt and offer candidates that start there, once a fresh interpreter showed the "
                    "replay fails the same way. The file holds your weights.")
+@click.option("--ablate/--no-ablate", default=True, show_default=True,
+              help="After the search, run the minimal case with one change at a time, each in a fresh interpreter "
+                   "(for a torch.compile failure: the backend, fullgraph, dynamic, compilation off), and say in the "
+                   "report which fail the same way.")
 @click.option("--search", type=click.Choice(["probdd", "ddmin"]), default="probdd", show_default=True,
               help="probdd learns which edits are needed; ddmin is the classic algorithm.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
@@ -325,7 +329,8 @@ def run(script, script_args, module, timeout, isolation, root, stdin_file, sync_
 @click.option("--emit-test", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write a pytest file that fails while the minimal case still reproduces the bug.")
 def reduce_cmd(script, script_args, module, keep_error, family_name, output, resume, timeout, isolation, strictness,
-               confirm, hash_seed, max_tests, max_time, verify_runs, extract, load_objects, replay_state, search, jobs,
+               confirm, hash_seed, max_tests, max_time, verify_runs, extract, load_objects, replay_state, ablate, search,
+               jobs,
                gpus, root,
                stdin_file,
                sync_launches, keep_temp, as_json, quiet, verbose, emit_test) -> None:
@@ -353,7 +358,7 @@ def reduce_cmd(script, script_args, module, keep_error, family_name, output, res
             verify_runs=verify_runs, root=root, stdin=_stdin_bytes(stdin_file, notes), keep_temp=keep_temp,
             jobs=jobs, gpus=gpu_ids, search=search, sync_launches=sync_launches,
             family=family_by_name(family_name) if family_name else None, confirm=confirm, hash_seed=hash_seed,
-            resume=resume, extract=extract, save_objects=load_objects, replay_state=replay_state,
+            resume=resume, extract=extract, save_objects=load_objects, replay_state=replay_state, ablate=ablate,
         )
     except (OSError, click.ClickException) as exc:
         _fail(str(exc), EXIT_USAGE, as_json)

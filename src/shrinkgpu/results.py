@@ -83,6 +83,9 @@ class ReductionResult:
     command: str | None = None  # the shell command that runs the written result, from its directory
     beside: tuple[str, ...] = ()  # data files it reads, copied beside it (relative to it)
     run_from: Path | None = None  # where its command runs it from, when its data is too large to copy
+    # the minimal case with one change at a time (ablation.Outcome), and what they say
+    ablation: tuple = ()
+    ablation_summary: str | None = None
 
     def to_json(self) -> dict:
         return {
@@ -122,6 +125,8 @@ class ReductionResult:
             "copied_beside": list(self.beside),
             "run_from": str(self.run_from) if self.run_from else None,
             "state": self.state,
+            "ablation": [o.to_json() for o in self.ablation],
+            "ablation_summary": self.ablation_summary,
             "loaded_objects": [
                 {"file": f, "name": n, "class": c, "bytes": b} for f, n, c, b in self.loaded_objects
             ],

@@ -59,6 +59,9 @@ class ReduceConfig:
     # a long original: save the state at the start of the failing iteration and offer
     # candidates that start there (passes/replay.py), once a fresh run showed it replays
     replay_state: bool = True
+    # after the search, the minimal case run with one change at a time (ablation.py): for a
+    # torch.compile failure, the backend, fullgraph, dynamic and compilation off
+    ablate: bool = True
     max_tests: int | None = None
     max_time: float | None = None
     keep_temp: bool = False

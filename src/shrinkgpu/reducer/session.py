@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from shrinkgpu import ablation
 from shrinkgpu.core import Budget, Outcome, Verdict, reduce_to_fixpoint
 from shrinkgpu.core.rates import describe_rate
 from shrinkgpu.extract import (
@@ -73,6 +74,7 @@ from shrinkgpu.reducer.workers import (
     plan_jobs,
     run_threads,
     runs,
+    runs_each,
 )
 from shrinkgpu.report import (
     BestSoFar,
@@ -251,9 +253,10 @@ class Reduction:
             )
             outcome = self.search(first)
             verified = self.verify(outcome)
+            ablated = self.ablate(verified)
         finally:
             self.runner.close()
-        return self.finish(original.first, rate, calibration, outcome, verified, extracted)
+        return self.finish(original.first, rate, calibration, outcome, verified, extracted, ablated)
 
     # -- before any work ---------------------------------------------------------------
     def prepare(self) -> None:
@@ -774,6 +777,36 @@ class Reduction:
             return Verified(outcome.history[-1], (0, 0), None, "interrupted")
         return Verified(best, counts, signature, outcome.stopped)
 
+    def ablate(self, verified: Verified) -> tuple[tuple, str | None]:
+        """The verified minimal case with one change at a time, each run once in a fresh
+        interpreter (the field guide's comparisons; ablation.py): for a torch.compile
+        failure, which backends and settings still fail the same way."""
+        best = verified.best
+        if (not self.config.ablate or self.target.signature.family is not Family.COMPILE or not verified.counts[0]
+                or self.out_of_time()):
+            return (), None
+        changes = ablation.compile_changes(best.files)
+        if not changes:
+            return (), None
+        self.emit(Stage(f"one change at a time: {len(changes)} runs of the result in fresh interpreters "
+                        f"({', '.join(c.name for c in changes)})"))
+
+        def run(programs):
+            return runs_each(self.runner, programs, self.plan.jobs, Isolation.FRESH, self.oracle.fresh_timeout,
+                             self.plan.first_device)
+
+        try:
+            found = ablation.outcomes(changes, run, self.target)
+        except KeyboardInterrupt:
+            self.note("interrupted while the result ran with one change at a time: no comparison", show=False)
+            return (), None
+        said = ablation.summary(found, ablation.compile_backend(best.files))
+        for o in found:
+            self.emit(Stage(f"  {o.change}: {o.result}" + (f" ({o.error})" if o.error else "")))
+        if said:
+            self.emit(Stage(said))
+        return tuple(found), said
+
     # -- before the search ------------------------------------------------------------------
     def before_search(self, first: Observation) -> Extracted:
         """What a user with a two-hour job wants after one run: the failing call alone,
@@ -1021,7 +1054,8 @@ class Reduction:
         return refuse("starting there did not fail the same way (" + "; ".join(tried) + ")" + describe_left(saved))
 
     def finish(self, first_run: FirstRun, rate: Rate, calibration: Calibration, outcome: Outcome,
-               verified: Verified, extracted: Extracted) -> ReductionResult:
+               verified: Verified, extracted: Extracted,
+               ablated: tuple[tuple, str | None] = ((), None)) -> ReductionResult:
         """The result, and with ``write`` its files, report and case file."""
         config, spec, first, best = self.config, self.spec, first_run.observation, verified.best
         launch = first_run.launch
@@ -1085,6 +1119,8 @@ class Reduction:
             varying=tuple(sorted(self.target.free)),
             state=self.state_fact(best),
             passes=self.stats.to_json(),
+            ablation=ablated[0],
+            ablation_summary=ablated[1],
         )
         if config.write and self.state is not None and self.state.state_file not in result.data_files:
             # The user's weights are not left beside a result that does not read them.

@@ -38,6 +38,19 @@ def runs(
     return out
 
 
+def runs_each(
+    runner: Runner, programs, jobs: int, isolation: Isolation, timeout: float, env: Mapping[str, str]
+) -> list[Observation]:
+    """One run of each of ``programs``, ``jobs`` at a time, in their order."""
+    out: list[Observation] = []
+    programs = list(programs)
+    while len(out) < len(programs):
+        batch = [runner.submit(files, timeout=timeout, isolation=isolation, env=env)
+                 for files in programs[len(out):len(out) + max(1, jobs)]]
+        out += [f.result() for f in batch]
+    return out
+
+
 def calibrate(
     runner: Runner, files, target: Target, rate: float, env: Mapping[str, str], slow: bool = False
 ) -> tuple[list[float], str | None]:

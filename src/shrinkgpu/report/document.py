@@ -85,6 +85,16 @@ def render_report(result: ReductionResult, spec: ScriptSpec, target: Path) -> st
             "",
         ]
     out += _operator_table(result, shown, original) + [""]
+    if result.ablation:
+        # Part of the bug report: the pt2 template asks which backends fail.
+        out += ["One change at a time, each run once in a fresh interpreter:", "",
+                "| change | what it tells | outcome |", "|---|---|---|"]
+        for o in result.ablation:
+            outcome = o.result + (f": `{o.error}`" if o.error else "")
+            out.append(f"| `{o.change}` | {o.what} | {outcome} |")
+        out.append("")
+        if result.ablation_summary:
+            out += [result.ablation_summary[0].upper() + result.ablation_summary[1:] + ".", ""]
     advice = advice_for(shown.family)
     out += [f"First check: {advice.first_check}. Do not conclude {advice.avoid}.", ""]
     check = suggest_check(shown)
