@@ -337,6 +337,7 @@ def watch_torch_calls(note: Callable[..., None], capture: Capture | None = None,
     raises as it raised."""
     from torch.overrides import TorchFunctionMode
 
+    compiling = getattr(getattr(__import__("torch"), "compiler", None), "is_compiling", lambda: False)
     captured = False
 
     class _WatchTorchCalls(TorchFunctionMode):
@@ -344,6 +345,11 @@ def watch_torch_calls(note: Callable[..., None], capture: Capture | None = None,
         # what gets recorded is the outermost torch API call, the one the user wrote.
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
+            if compiling():
+                # Dynamo traces a torch function mode into the graph it compiles: the
+                # probe's bookkeeping must not become part of the user's graph (a graph
+                # break of ours under fullgraph, our frames in Inductor's messages).
+                return func(*args, **kwargs)
             key = id(func)
             calls[key] = calls.get(key, 0) + 1
             nonlocal captured

@@ -1,0 +1,53 @@
+"""torch.compile under the probe: the probe's torch function mode (which records the
+call that raised, the shapes, the arguments) does nothing while Dynamo traces, so the
+graph a compiler is handed is the one plain python hands it (Dynamo still records a
+``h * 2`` seen through a mode as ``Tensor.mul``, not ``operator.mul``: the same aten op).
+Real Dynamo and AOT autograd on the CPU."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+from shrinkgpu.worker import Isolation, Runner, ScriptSpec, Watch
+
+GRAPH = textwrap.dedent("""\
+    import json
+    import torch
+    from torch._functorch.aot_autograd import aot_module_simplified
+
+    graphs = []
+
+    def record(gm, example_inputs):
+        graphs.append([str(n.target) for n in gm.graph.nodes])
+        return gm.forward
+
+    def backend(gm, example_inputs):
+        # the aten graph AOT autograd hands a compiler (what Inductor would lower)
+        return aot_module_simplified(gm, example_inputs, fw_compiler=record)
+
+    @torch.compile(backend=backend, fullgraph=True)
+    def f(x, w):
+        h = torch.nn.functional.linear(x, w).relu()
+        return (h * 2).sum(dim=-1)
+
+    f(torch.ones(3, 4), torch.ones(5, 4))
+    raise SystemExit(json.dumps(graphs))
+    """)
+
+
+def test_the_graph_dynamo_compiles_under_the_probe_is_the_one_plain_python_compiles(tmp_path):
+    script = tmp_path / "g.py"
+    script.write_text(GRAPH)
+    plain = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    expected = json.loads(plain.stderr.strip().splitlines()[-1])
+    assert len(expected) == 1 and "aten.mm.default" in expected[0] and "aten.mul.Tensor" in expected[0]
+    # every recorder of the first run on: shapes, raised arguments, loop counts
+    watch = Watch(op_shapes=True, count_loops=True, keep_raised=str(tmp_path / "raised"))
+    with Runner(ScriptSpec(script=script, cwd=tmp_path), isolation=Isolation.FRESH) as runner:
+        runner.start()
+        obs = runner.run({"g.py": GRAPH}, timeout=300, watch=watch)
+    assert obs.signature is not None and obs.signature.type == "SystemExit", obs.stderr[-3000:]
+    assert json.loads(obs.signature.message) == expected
