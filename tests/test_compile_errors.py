@@ -111,3 +111,19 @@ def test_the_compile_family_says_which_stage_to_check_first():
 def test_the_stage_of_torch_compile_that_raised_is_named_from_the_class_and_message(type_name, message, stage):
     assert compile_stage(type_name, message) == stage
     assert is_compile_error(type_name, message) is (stage is not None)
+
+
+def test_an_inductor_lowering_error_is_named_by_its_head_and_target_not_by_the_buffers_it_dumps():
+    # Recorded from corpus-compile/cpu_bench_autotune_triton (torch 2.13, CPU): the dump of
+    # the node's arguments names the graph's buffers and quotes stack traces, and one run
+    # of the same script printed it otherwise than another.
+    message = (Path(__file__).parent / "data" / "inductor_lowering_message.txt").read_text()
+    assert "InputBuffer(name='arg0_1'" in message and "stack_traces" in message
+    assert normalize_message(message) == (
+        "LoweringException: NoValidChoicesError: No choices to select. Provided reason: No choices exist for backend. "
+        "please consider adding ATEN into max_autotune_gemm_backends config (defined in torch<path>) to allow at "
+        "least one choice.\ntarget: aten.mm.default"
+    )
+    assert compile_stage("torch._inductor.exc.InductorError", message) == "Inductor (lowering and code generation)"
+    dumped_otherwise = message.replace("arg0_1", "primals_3").replace("origins=OrderedSet([view])", "origins=OrderedSet([])")
+    assert normalize_message(dumped_otherwise) == normalize_message(message)

@@ -243,7 +243,11 @@ def is_compile_error(type_name: str, message: str) -> bool:
 _COMPILE_TAIL = re.compile(
     r"^\s*(Explanation:|Hint:|Developer debug context:|For more details about this graph break|from user code:"
     r"|Set TORCHDYNAMO_VERBOSE|You can suppress this exception|While executing |Original traceback:"
-    r"|The branch condition involves)"
+    r"|The branch condition involves"
+    # Inductor's lowering errors dump the node's arguments (buffers named after the
+    # graph's values, their layouts, the stack traces of the user's lines) after the
+    # target op, and where the node came from
+    r"|k?w?args\[[^\]]*\]: |Found from\b)"
 )
 _GRAPH_BREAK_ID = re.compile(r"/gb/(gb\d+)\.html")
 
