@@ -51,3 +51,37 @@ def test_the_graph_dynamo_compiles_under_the_probe_is_the_one_plain_python_compi
         obs = runner.run({"g.py": GRAPH}, timeout=300, watch=watch)
     assert obs.signature is not None and obs.signature.type == "SystemExit", obs.stderr[-3000:]
     assert json.loads(obs.signature.message) == expected
+
+
+SPECIALISED = textwrap.dedent("""\
+    import torch
+
+
+    @torch.compile(backend="eager")
+    def f(x):
+        out = 0
+        for w in x:  # iterating specialises the batch size
+            out = out + w.sum()
+        return out
+
+
+    x = torch.randn(4, 3)
+    torch._dynamo.mark_dynamic(x, 0)
+    f(x)
+    """)
+
+
+def test_a_shape_constraint_dynamo_finds_violated_is_violated_under_the_probe_too(tmp_path):
+    # Traced through the probe's mode, Dynamo saw the loop otherwise and the script passed
+    # (corpus-compile/notebook_mark_dynamic_loop "did not fail under shrinkgpu run").
+    script = tmp_path / "md.py"
+    script.write_text(SPECIALISED)
+    plain = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert "ConstraintViolationError: Constraints violated (L['x'].size()[0])!" in plain.stderr
+    with Runner(ScriptSpec(script=script, cwd=tmp_path), isolation=Isolation.FRESH) as runner:
+        runner.start()
+        obs = runner.run({"md.py": SPECIALISED}, timeout=300, watch=Watch(op_shapes=True, count_loops=True))
+    assert obs.signature is not None, obs.describe()
+    assert obs.signature.type == "torch.fx.experimental.symbolic_shapes.ConstraintViolationError"
+    assert obs.signature.headline.endswith("Constraints violated (L['x'].size()[0])! For more information, run with "
+                                           "TORCH_LOGS=\"+dynamic\".")
