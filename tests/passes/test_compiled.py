@@ -99,3 +99,22 @@ def test_no_unit_where_the_pasted_forward_would_read_a_local_or_the_class_is_not
     assert each(CompiledForward(), start(stateful)) == []
     # not an instance of a local class: nothing to write out
     assert each(CompiledForward(), start("import torch\nm = torch.nn.Linear(2, 2)\nf = torch.compile(m)\n")) == []
+
+
+def test_an_instance_made_in_the_compile_call_is_made_first_under_a_name_of_its_own():
+    cand = start(NET + "\nfeaturize = torch.compile(Net(4))\nfeaturize(torch.randn(2, 4))\n")
+    assert each(CompiledForward(), cand) == [
+        NET
+        + dedent(
+            """
+            module = Net(4)
+            def forward(x, scale=1.0):
+                h = F.relu(module.fc(x))  # trunk
+                if h.mean() > module.t:
+                    h = h * scale
+                return h
+            featurize = torch.compile(forward)
+            featurize(torch.randn(2, 4))
+            """
+        )
+    ]

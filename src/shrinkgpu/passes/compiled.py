@@ -43,7 +43,8 @@ class _CompileCalls(cst.CSTVisitor):
         return False  # a compile call inside a lambda runs later, if ever
 
     def visit_Call(self, node: cst.Call) -> None:
-        if code_of(node.func) in _COMPILE and node.args and isinstance(node.args[0].value, cst.Name):
+        # ``torch.compile(model)`` or ``torch.compile(Net(cfg))``
+        if code_of(node.func) in _COMPILE and node.args and isinstance(node.args[0].value, (cst.Name, cst.Call)):
             if node.args[0].keyword is None and not node.args[0].star:
                 self.calls.append(node)
 
@@ -114,10 +115,17 @@ class CompiledForward(LevelZeroPass):
     def _rewrite(self, cand: Candidate, s, call: cst.Call) -> str | None:
         program = cand.program
         instance = call.args[0].value
-        binders = program.deps.binders(instance)
+        constructed = isinstance(instance, cst.Call)  # ``torch.compile(Net(cfg))``
+        binders = program.deps.binders(instance.func if constructed else instance)
         if len(binders) != 1:
             return None
-        cls_sid = instance_class(cand, next(iter(binders)))
+        (binder,) = binders
+        if constructed:
+            cls_sid = binder if program.stmts[binder].kind == "class" and binder in cand.live else None
+            if not isinstance(instance.func, cst.Name):
+                return None
+        else:
+            cls_sid = instance_class(cand, binder)
         if cls_sid is None:
             return None
         method = method_of(cand, cls_sid, "forward")
@@ -146,15 +154,17 @@ class CompiledForward(LevelZeroPass):
             cur = program.stmts[cur].parent
         # ``model = torch.compile(model)``: the function must not read the name that the
         # same line rebinds to the compiled function (it would call itself).
-        rebinds = instance.value in variable_names(s.node.body[0].targets[0].target) if (
+        rebinds = not constructed and instance.value in variable_names(s.node.body[0].targets[0].target) if (
             len(s.node.body) == 1 and isinstance(s.node.body[0], cst.Assign) and len(s.node.body[0].targets) == 1
         ) else False
         lines: list[str] = []
-        holder = instance.value
-        if rebinds:
+        if constructed or rebinds:
+            # the instance under a name of its own, made where the compile call made it
             holder = _fresh("module", taken)
             taken.add(holder)
-            lines.append(f"{holder} = {instance.value}")
+            lines.append(f"{holder} = {code_of(instance)}")
+        else:
+            holder = instance.value
         name = _fresh("forward", taken)
         body = fn.body.visit(Substitute({self_name: holder}))
         params = fn.params
