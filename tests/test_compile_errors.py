@@ -127,3 +127,15 @@ def test_an_inductor_lowering_error_is_named_by_its_head_and_target_not_by_the_b
     assert compile_stage("torch._inductor.exc.InductorError", message) == "Inductor (lowering and code generation)"
     dumped_otherwise = message.replace("arg0_1", "primals_3").replace("origins=OrderedSet([view])", "origins=OrderedSet([])")
     assert normalize_message(dumped_otherwise) == normalize_message(message)
+
+
+@pytest.mark.slow
+def test_a_compile_error_is_the_same_bug_whatever_line_calls_the_compiled_callable(tmp_path):
+    sig = first_error(tmp_path, "a.py", BRANCH)
+    # the compiled call wrapped in a loss, on a line of another shape
+    wrapped = BRANCH.replace("torch.compile(block, fullgraph=True)(torch.ones(4))",
+                             "f = torch.compile(block, fullgraph=True)\nloss = torch.nn.functional.mse_loss(f(torch.ones(4)), torch.zeros(4))")
+    assert "loss = torch.nn.functional.mse_loss" in wrapped
+    other = first_error(tmp_path, "b.py", wrapped)
+    assert other.frame.source != sig.frame.source
+    assert sig.same_bug(other)

@@ -12,6 +12,7 @@ sets that render alike cost one run.
 from __future__ import annotations
 
 import threading
+import warnings
 from typing import Mapping
 
 from shrinkgpu.core import Verdict
@@ -42,10 +43,14 @@ def files_key(files: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
 def _compiles(files: Mapping[str, str]) -> bool:
     for path, text in files.items():
         if path.endswith(".py"):
-            try:
-                compile(text, path, "exec", dont_inherit=True)
-            except (SyntaxError, ValueError):
-                return False
+            # A candidate's SyntaxWarnings ("'int' object is not subscriptable") are the
+            # candidate's business: its run shows them, the user's terminal must not.
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                try:
+                    compile(text, path, "exec", dont_inherit=True)
+                except (SyntaxError, ValueError):
+                    return False
     return True
 
 

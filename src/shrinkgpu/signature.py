@@ -440,6 +440,11 @@ class Signature:
             # statement that raised it.
             if self.op is not other.op:
                 return False
+            if self.family is Family.COMPILE and other.family is Family.COMPILE:
+                # Raised while compiling: the line that called the compiled callable is
+                # where the program happened to call it (``loss = crit(step(x), y)``),
+                # not the bug's place; the message's head and graph-break id name it.
+                return True
             mine = self.frame.source if self.frame else None
             theirs = other.frame.source if other.frame else None
             return mine == theirs

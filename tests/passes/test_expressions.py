@@ -234,3 +234,13 @@ def test_a_comprehension_over_literals_folds_to_its_value():
     assert folded("[x for x in ().__class__.__subclasses__()]") is None
     cand = start('make(**{k: v for k, v in {"name": "tcn", "k": 5}.items() if k != "name"})\n')
     assert "make(**{'k': 5})\n" in each(SimplifyExpressions(), cand, 0)
+
+
+def test_a_call_around_the_failing_call_is_offered_as_that_call():
+    # ``F.mse_loss(step(x), y)``: the compiled call raises before the loss runs
+    cand = start("import torch.nn.functional as F\nF.mse_loss(step(x), y[0])\nprint(f(a), g(b))\n")
+    found = set()
+    for level in range(4):
+        found |= {line for text in each(SimplifyExpressions(), cand, level) for line in text.splitlines()[1:]}
+    assert "step(x)" in found
+    assert {"f(a)", "g(b)"} <= found

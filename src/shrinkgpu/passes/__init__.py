@@ -26,6 +26,7 @@ from shrinkgpu.passes.library import CallPastTheLibrary
 from shrinkgpu.passes.records import AppendLoopToList, DropEnumerate, SplitRecords
 from shrinkgpu.passes.parameters import DropParameters
 from shrinkgpu.passes.replay import ReplayFromState
+from shrinkgpu.passes.modules import FlattenModule
 from shrinkgpu.passes.loops import LoopToFailingIteration, LoopToFirstIteration, WhileToBody
 from shrinkgpu.passes.statements import DeleteStatements, SliceToFailure
 
@@ -67,6 +68,8 @@ STRUCTURE: tuple[EditPass, ...] = (
     # before the calls are inlined: ``torch.compile(model)`` is no call of a local
     # function, so InlineCalls cannot reach the forward it runs
     CompiledForward(),
+    # a module class made once becomes its layers and a function of its forward
+    FlattenModule(),
     InlineCalls(),
     InlineExpressions(),
     InlineModules(),
@@ -95,6 +98,7 @@ __all__ = [
     "AppendLoopToList",
     "CallPastTheLibrary",
     "CompiledForward",
+    "FlattenModule",
     "ArgparseToNamespace",
     "ConfigToLiteral",
     "CutHotLoops",

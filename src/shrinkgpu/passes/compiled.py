@@ -106,13 +106,16 @@ class CompiledForward(LevelZeroPass):
             found = _CompileCalls()
             s.node.visit(found)
             for call in found.calls:
-                text = self._rewrite(cand, s, call)
-                if text is not None:
-                    out.append((Edit("replace", s.id, text=text),))
+                rewritten = self._rewrite(cand, s, call)
+                if rewritten is not None:
+                    text, method_sid = rewritten
+                    # The method goes in the same unit: the search takes only smaller
+                    # programs, and nothing else calls it once the module is not called.
+                    out.append((Edit("replace", s.id, text=text), Edit("delete", method_sid)))
                     break
         return out
 
-    def _rewrite(self, cand: Candidate, s, call: cst.Call) -> str | None:
+    def _rewrite(self, cand: Candidate, s, call: cst.Call) -> tuple[str, int] | None:
         program = cand.program
         instance = call.args[0].value
         constructed = isinstance(instance, cst.Call)  # ``torch.compile(Net(cfg))``
@@ -131,7 +134,7 @@ class CompiledForward(LevelZeroPass):
         method = method_of(cand, cls_sid, "forward")
         if method is None:
             return None
-        _, fn = method
+        method_sid, fn = method
         self_name = first_param(fn)
         if self_name is None or fn.decorators or fn.asynchronous is not None:
             return None
@@ -178,7 +181,7 @@ class CompiledForward(LevelZeroPass):
         func = cst.FunctionDef(name=cst.Name(name), params=params, body=body)
         lines.append(cst.Module(body=[func]).code.rstrip("\n"))
         lines.append(code_of(s.node.visit(_ReplaceArg(call, name))).strip("\n"))
-        return "\n".join(lines) + "\n"
+        return "\n".join(lines) + "\n", method_sid
 
     @staticmethod
     def _shadowed(program, sid: int, fn: cst.FunctionDef) -> bool:

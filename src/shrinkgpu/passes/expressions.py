@@ -305,6 +305,10 @@ def _alternatives(stmt: cst.CSTNode, sizes: Sequence[int] = ()) -> list[tuple[cs
         # ``sys.exit(main())``, ``act(fc(h))`` -> the inner call.
         if len(positional) == 1 and isinstance(positional[0].value, _SIMPLE):
             options.append(("expr", code_of(positional[0].value)))
+        # ``F.mse_loss(step(x), y)`` -> ``step(x)``: a call whose argument is where the
+        # failing computation happens (the loss around it, a print, a stack)
+        elif len(positional) > 1:
+            options += [("expr", code_of(a.value)) for a in positional[:2] if isinstance(a.value, cst.Call)]
         # ``ConcatDataset([vendor])``, ``torch.cat([x])`` -> the one element.
         if len(positional) == 1 and isinstance(positional[0].value, (cst.List, cst.Tuple)):
             elements = positional[0].value.elements
