@@ -351,7 +351,8 @@ class Reduction:
         first = kept.first
         # The options of this run, with what the kept one settled (synchronous launches).
         config = with_sync_launches(self.config, first.observation.environment)[0] if first.launch else self.config
-        kept = dataclasses.replace(kept, first=dataclasses.replace(first, config=config))
+        # and the environment of this run: the kept spec has the one the earlier run had
+        kept = dataclasses.replace(kept, first=dataclasses.replace(first, config=config, spec=spec_for(config)))
         self.emit(Stage(f"--resume: the original's first run ({first.observation.wall:.0f}s, "
                         f"{first.observation.describe()}) is kept in {where.name}/: not run again"))
         return kept
