@@ -90,6 +90,7 @@ from shrinkgpu.results import Extraction, ReductionResult
 from shrinkgpu.signature import Signature, Target, varying_dims
 from shrinkgpu.syntax import Candidate, Program, StateRecord
 from shrinkgpu.syntax.facts import loop_facts
+from shrinkgpu.syntax.tidy import tidy
 from shrinkgpu.worker import (
     ExecutorFactory,
     ForkUnavailable,
@@ -767,11 +768,18 @@ class Reduction:
             runs_asked = 0
         else:
             self.emit(Stage("verifying the result in fresh interpreters"))
+        history = outcome.history
+        tidied = self.tidied(history[-1])
+        if tidied is not None:
+            # Comments that no longer describe code go before the check, which then sees
+            # the text that is written (its line numbers moved); if it failed, the check
+            # falls back to the untidied one.
+            history = (*history, tidied)
         try:
             best, counts, signature = verify_history(
                 # Shown as they happen too: a result checked fewer times than --verify asks
                 # (--max-time), or a fallback, must not be news only in the report.
-                outcome.history, self.oracle, self.target, runs_asked, self.note, self.deadline,
+                history, self.oracle, self.target, runs_asked, self.note, self.deadline,
             )
         except KeyboardInterrupt:
             self.note("interrupted while the result was re-checked: it was not verified", show=False)
@@ -807,6 +815,15 @@ class Reduction:
         if said:
             self.emit(Stage(said))
         return tuple(found), said
+
+    def tidied(self, best: Candidate) -> Candidate | None:
+        """The result with the comments that no longer describe code taken out
+        (``syntax.tidy``), or None when there are none."""
+        originals = list(self.program.texts.values()) + (list(self.replay.texts.values()) if self.replay else [])
+        files = {name: tidy(text, originals) if name.endswith(".py") else text for name, text in best.files.items()}
+        if files == dict(best.files):
+            return None
+        return Program(files, self.program.main, facts=best.program.facts).initial()
 
     # -- before the search ------------------------------------------------------------------
     def before_search(self, first: Observation) -> Extracted:

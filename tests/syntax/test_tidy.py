@@ -1,0 +1,83 @@
+"""syntax/tidy.py: the comments of a reduced program that no longer describe code go;
+the exact text before and after."""
+
+from __future__ import annotations
+
+import textwrap
+
+from shrinkgpu.syntax.tidy import tidy
+
+ORIGINAL = textwrap.dedent('''\
+    #!/usr/bin/env python
+    # coding: utf-8
+
+    # # Training notebook
+    # Readers may ignore the next cell.
+
+    # In[1]:
+
+
+    import torch
+    import torch.nn as nn  # layers
+
+
+    # In[2]:
+
+
+    # ## Summary
+    # ---
+    print(summary(model))  # the summary call
+
+
+    # In[3]:
+
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            #self.dropout = nn.Dropout(self.dropout_p)
+            # the head
+            self.fc = nn.Linear(4, 3)  # TODO: a wider layer
+
+
+    y = torch.tensor([0, 2, 4])  # invalid class
+    loss = F.cross_entropy(torch.randn(3, 3), y)
+    ''')
+
+
+def test_comments_stay_only_with_the_unchanged_code_they_describe():
+    reduced = (ORIGINAL.replace("print(summary(model))  # the summary call\n", "")
+               .replace("[0, 2, 4]", "[0, 2, 3]") + "   \n\n\n\n")
+    assert tidy(reduced, [ORIGINAL]) == textwrap.dedent('''\
+        #!/usr/bin/env python
+        # coding: utf-8
+
+
+        # In[1]:
+
+
+        import torch
+        import torch.nn as nn  # layers
+
+
+        # In[3]:
+
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                # the head
+                self.fc = nn.Linear(4, 3)  # TODO: a wider layer
+
+
+        y = torch.tensor([0, 2, 3])
+        loss = F.cross_entropy(torch.randn(3, 3), y)
+        ''')
+
+
+def test_a_program_without_comments_or_stray_blank_lines_is_left_as_it_is():
+    text = "import torch\n\n\nx = torch.ones(2)\n"
+    assert tidy(text, [text]) == text
+    # a comment above a statement the reduction changed describes what is gone
+    assert tidy("# ten classes\nn = 3\n", ["# ten classes\nn = 10\n"]) == "n = 3\n"
+    assert tidy("# ten classes\nn = 10\n", ["# ten classes\nn = 10\n"]) == "# ten classes\nn = 10\n"
