@@ -84,3 +84,42 @@ def test_no_unit_for_a_class_made_twice_or_per_item_or_with_more_than_init_and_f
     unknown_attr = REFINER.replace("return h\n", "return h if self.training else -h\n") + "m = Refiner(1)\n"
     for src in (twice, per_item, helper, bare_self, unknown_attr):
         assert each(FlattenModule(), start(src)) == [], src
+
+
+def test_a_subclass_of_a_local_base_with_only_init_runs_that_init():
+    src = HEAD + dedent(
+        """\
+        class TinyPreTrainedModel(nn.Module):
+            def __init__(self, config):
+                super().__init__()
+                self.config = config
+
+
+        class TinyForClassification(TinyPreTrainedModel):
+            def forward(self, ids):
+                return ids + self.config
+
+
+        model = TinyForClassification(1)
+        model = torch.compile(model, fullgraph=True)
+        """
+    )
+    out = each(FlattenModule(), start(src))
+    assert out == [
+        HEAD
+        + dedent(
+            """\
+            class TinyPreTrainedModel(nn.Module):
+                def __init__(self, config):
+                    super().__init__()
+                    self.config = config
+
+
+            config = 1
+            def forward(ids):
+                return ids + config
+            model = forward
+            model = torch.compile(model, fullgraph=True)
+            """
+        )
+    ]

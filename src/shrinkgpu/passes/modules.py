@@ -128,16 +128,18 @@ class FlattenModule(LevelZeroPass):
     def _rewrite(self, cand: Candidate, cls_sid: int, site: int, made: cst.Call) -> str | None:
         program = cand.program
         cls = program.stmts[cls_sid].node
-        if cls.decorators or cls.keywords or len(cls.bases) != 1 or code_of(cls.bases[0].value) not in _BASES:
+        if cls.decorators or cls.keywords or len(cls.bases) != 1:
             return None
-        methods: dict[str, cst.FunctionDef] = {}
-        for child in program.children.get(cls_sid, ()):
-            if child not in cand.live:
-                continue
-            node = program.stmts[child].node
-            if not isinstance(node, cst.FunctionDef) or node.decorators or node.asynchronous is not None:
-                return None  # class attributes, properties, other methods: not a plain module
-            methods[node.name.value] = node
+        methods = _methods(cand, cls_sid)
+        if methods is None:
+            return None
+        if code_of(cls.bases[0].value) not in _BASES:
+            # ``class Model(PreTrainedModel)`` whose base is a local module class with
+            # nothing but an ``__init__``: the subclass runs that one
+            base = _local_base(cand, cls.bases[0].value)
+            if base is None or "__init__" in methods:
+                return None
+            methods = {**base, **methods}
         if set(methods) - {"__init__"} != {"forward"}:
             return None
         forward, init = methods["forward"], methods.get("__init__")
@@ -151,14 +153,16 @@ class FlattenModule(LevelZeroPass):
         # The names around the instance: the file, less the class (a method's name and
         # its locals bind nothing outside it), and the line that made it.
         module = program.modules[program.stmts[site].file]
+        outer = site
+        while program.stmts[outer].parent is not None:
+            outer = program.stmts[outer].parent
         taken = set()
         for top in module.body:
             if top is cls:
                 continue
-            names = variable_names(top)
-            if isinstance(top, cst.ClassDef):
-                names -= {b.name.value for b in top.body.body if isinstance(b, cst.FunctionDef)}
-            taken |= names
+            # a function or class the instance is not made in: what it reads from the
+            # module (its own locals are its own)
+            taken |= variable_names(top) if top is program.stmts[outer].node else _reads_from_outside(top)
         taken.add(target)
         init_body: list[cst.BaseStatement] = []
         bindings: list[str] = []
@@ -226,6 +230,61 @@ class FlattenModule(LevelZeroPass):
         else:
             pasted.append(code_of(stmt.visit(_Replace(made, cst.Name(name)))).strip("\n"))
         return "\n".join(pasted) + "\n"
+
+
+def _reads_from_outside(node: cst.CSTNode) -> set[str]:
+    """The names a top-level statement binds or reads in the module's scope: for a
+    function or a class, not the locals of its functions."""
+    if isinstance(node, cst.FunctionDef):
+        params = node.params
+        own = {p.name.value for p in [*params.posonly_params, *params.params, *params.kwonly_params]}
+        for star in (params.star_arg, params.star_kwarg):
+            if isinstance(star, cst.Param):
+                own.add(star.name.value)
+        inner = variable_names(node.body) - own - bound_names(node.body)
+        return {node.name.value} | inner | set().union(*(variable_names(d) for d in node.decorators))
+    if isinstance(node, cst.ClassDef):
+        out = {node.name.value}
+        for part in [*node.bases, *node.keywords, *node.decorators]:
+            out |= variable_names(part)
+        for stmt in node.body.body:
+            out |= _reads_from_outside(stmt) - ({stmt.name.value} if isinstance(stmt, cst.FunctionDef) else set())
+        return out
+    return variable_names(node)
+
+
+def _methods(cand: Candidate, cls_sid: int) -> dict[str, cst.FunctionDef] | None:
+    """A class's methods by name; None when its body holds anything else (class
+    attributes, properties, decorated or async methods): not a plain module."""
+    program = cand.program
+    methods: dict[str, cst.FunctionDef] = {}
+    for child in program.children.get(cls_sid, ()):
+        if child not in cand.live:
+            continue
+        node = program.stmts[child].node
+        if not isinstance(node, cst.FunctionDef) or node.decorators or node.asynchronous is not None:
+            return None
+        methods[node.name.value] = node
+    return methods
+
+
+def _local_base(cand: Candidate, base: cst.BaseExpression) -> dict[str, cst.FunctionDef] | None:
+    """The methods of a local ``nn.Module`` class named as a base, when it has at most an
+    ``__init__``."""
+    if not isinstance(base, cst.Name):
+        return None
+    program = cand.program
+    binders = program.deps.binders(base)
+    if len(binders) != 1:
+        return None
+    (sid,) = binders
+    node = program.stmts[sid].node
+    if program.stmts[sid].kind != "class" or sid not in cand.live or node.decorators or node.keywords:
+        return None
+    if len(node.bases) != 1 or code_of(node.bases[0].value) not in _BASES:
+        return None
+    methods = _methods(cand, sid)
+    return methods if methods is not None and set(methods) <= {"__init__"} else None
 
 
 class _Made(cst.CSTVisitor):
