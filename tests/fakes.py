@@ -25,8 +25,10 @@ def signature(type_: str = "IndexError", message: str = "Target 4 is out of boun
     record = None
     if op is not None:
         record = OpRecord(op, (TensorMeta("args[0]", "float32", shape, (shape[-1], 1), "cpu"),), ())
+    # an operator the probe's torch function mode saw raise is numbered (its first call here)
     return Signature(type_, message, message, record, Frame(file, line, "<module>", ""),
-                     family=classify_family(type_, message, None), stack=((file, line),))
+                     family=classify_family(type_, message, None), stack=((file, line),),
+                     call=1 if op is not None else None)
 
 
 def bug(sig: Signature | None = None, *, wall: float = 0.01, **facts) -> Observation:

@@ -57,6 +57,13 @@ def capture_of(sig: Signature, where: Path) -> Capture:
     """What a run is told to save of the failing call (why not, when it cannot be)."""
     if sig.op is None:
         raise ExtractionFailed("the first error was not raised by a torch call: there is no call to extract")
+    if sig.call is None:
+        # (a call the torch function mode saw is numbered; a check torch's Python code
+        # made of a module's inputs is not, and no capture would see it)
+        raise ExtractionFailed(
+            f"the error is raised by {sig.op.name}'s own check of its inputs, before any operator ran: the call is "
+            "not captured; the minimal example shows it"
+        )
     if sig.op.name.endswith("backward"):
         raise ExtractionFailed(
             f"the error is raised in {sig.op.name}: it depends on the autograd graph that produced the tensor, "

@@ -201,7 +201,9 @@ _DTYPE = re.compile(
 _INDEX = re.compile(r"out of (bounds|range)|index .* is out|Target -?\d+ is out", re.I)
 _SHAPE = re.compile(
     r"shape|size of tensor|cannot be multiplied|sizes? (of tensors )?must match|dimension|batch_size|channels"
-    r"|expected input\[|must be sorted|size mismatch",
+    r"|expected input\[|must be sorted|size mismatch"
+    # torch.nn's own checks of a module's inputs (nn.LSTM's hidden state, BatchNorm's batch)
+    r"|Expected hidden(\[\d+\])? size|value per channel",
     re.I,
 )
 _LIBRARY_STATUS = re.compile(r"CUDNN_STATUS_\w+|CUBLAS_STATUS_\w+|CUSOLVER_STATUS_\w+", re.I)

@@ -156,6 +156,13 @@ def safe_op_record(func, args, kwargs) -> dict[str, Any] | None:
 
 
 def _op_record(func, args, kwargs) -> dict[str, Any]:
+    tensors, others = _walk_args(args, kwargs)
+    return {"name": op_name(func), "tensors": tensors, "others": others, "arguments": _contract(func, args, kwargs)}
+
+
+def _walk_args(args, kwargs) -> tuple[list[dict[str, Any]], list[str]]:
+    """The tensors among a call's arguments (to three levels of lists, tuples and dicts)
+    with their metadata, and the other leaves as ``path = repr``."""
     import torch
 
     tensors: list[dict[str, Any]] = []
@@ -179,7 +186,83 @@ def _op_record(func, args, kwargs) -> dict[str, Any]:
         walk(a, f"args[{i}]", 0)
     for k, v in (kwargs or {}).items():
         walk(v, f"kwargs[{k!r}]", 0)
-    return {"name": op_name(func), "tensors": tensors, "others": others, "arguments": _contract(func, args, kwargs)}
+    return tensors, others
+
+
+def torch_check_record(tb, roots: tuple[str, ...]) -> dict[str, Any] | None:
+    """For an error torch's own Python code raised (a module's or a functional's check
+    of its inputs, before any operator ran: ``nn.LSTM``'s hidden-size check,
+    BatchNorm's one value per channel, ``pack_padded_sequence``'s lengths), the record of
+    the torch call the user's code made: the module (with its configuration) and the
+    arguments it was called with, or the function and its arguments.  None when the
+    error was raised in the user's code or in another library."""
+    try:
+        import torch
+
+        with torch._C.DisableTorchFunctionSubclass():
+            return _torch_check_record(tb, roots)
+    except Exception:  # a note must never replace the error it notes
+        return None
+
+
+def _torch_check_record(tb, roots: tuple[str, ...]) -> dict[str, Any] | None:
+    import inspect
+    import os
+
+    import torch
+
+    from shrinkgpu.worker.probe.paths import is_under, is_user_file
+
+    frames = []
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    users = [i for i, f in enumerate(frames) if is_user_file(f.f_code.co_filename, roots)]
+    if not users or users[-1] == len(frames) - 1:
+        return None
+    rest = frames[users[-1] + 1:]
+    home = (os.path.dirname(os.path.abspath(torch.__file__)),)
+    if not all(is_under(os.path.abspath(f.f_code.co_filename), home) for f in rest):
+        return None  # raised in another library, or in user code torch called back
+    first = rest[0]
+    code = first.f_code
+    module = first.f_locals.get("self")
+    if code.co_name in ("_wrapped_call_impl", "_call_impl") and isinstance(module, torch.nn.Module):
+        cls = type(module)
+        name = f"{cls.__module__}.{cls.__qualname__}"
+        if cls.__module__.startswith("torch.nn.") and getattr(torch.nn, cls.__name__, None) is cls:
+            name = f"torch.nn.{cls.__name__}"  # as users write it
+        args, kwargs = first.f_locals.get("args", ()), first.f_locals.get("kwargs", {})
+        tensors, others = _walk_args(tuple(args), dict(kwargs))
+        try:
+            config = module.extra_repr()
+        except Exception:
+            config = ""
+        return {"name": name, "tensors": tensors, "others": others,
+                "arguments": [f"{cls.__name__}({config})"] + ([] if module.training else ["training=False"])}
+    func = first.f_globals.get(code.co_name)
+    if getattr(func, "__code__", None) is not code:
+        func = None
+    names = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+    values = {n: first.f_locals[n] for n in names if n in first.f_locals}
+    module_name = first.f_globals.get("__name__", "torch")
+    name = f"{module_name}.{getattr(code, 'co_qualname', code.co_name)}"
+    if module_name == "torch.nn.functional":
+        name = f"torch.nn.functional.{code.co_name}"
+    tensors, others = _walk_args((), values)
+    arguments: list[str] = []
+    if func is not None:
+        try:
+            sig = inspect.signature(func)
+            for n, v in values.items():
+                param = sig.parameters.get(n)
+                if param is not None and not _holds_tensor(v) and (
+                    param.default is inspect.Parameter.empty or not _same_value(v, param.default)
+                ):
+                    arguments.append(f"{n}={_short_repr(v)}")
+        except (TypeError, ValueError):
+            pass
+    return {"name": name, "tensors": tensors, "others": others, "arguments": arguments}
 
 
 def _holds_tensor(value, depth: int = 0) -> bool:

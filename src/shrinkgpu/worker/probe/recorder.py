@@ -10,7 +10,7 @@ import traceback
 from typing import Any
 
 from shrinkgpu.worker.probe.loops import LoopCounter
-from shrinkgpu.worker.probe.ops import safe_op_record
+from shrinkgpu.worker.probe.ops import safe_op_record, torch_check_record
 from shrinkgpu.worker.probe.paths import is_under, is_user_file
 
 
@@ -171,7 +171,8 @@ def _record(e: BaseException, recorder: Recorder) -> dict[str, Any]:
         "ident": id(e),
         "frame": recorder.user_frame_from_tb(e.__traceback__),
         "stack": recorder.tb_stack(e.__traceback__),
-        "op": None,
+        # raised by torch's own Python code (a module's input check): that torch call
+        "op": torch_check_record(e.__traceback__, recorder.roots),
     }
     if recorder.loops is not None:
         record["loops"] = recorder.loops_in_tb(e.__traceback__)

@@ -1,0 +1,54 @@
+"""Errors raised by torch's own Python checks (issue 24, item 3): the suspect is the torch
+call the user's code made (the module with its configuration, or the functional) with
+its tensors, so the signature holds an operator and the failing line may change.  Real
+torch in fresh interpreters."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from shrinkgpu.families import Family
+from shrinkgpu.reducer import ReduceConfig, run_once
+
+LSTM = """\
+import torch
+import torch.nn as nn
+
+lstm = nn.LSTM(8, 16, batch_first=True)
+x = torch.randn(4, 5, 8)
+h = (torch.zeros(2, 4, 16), torch.zeros(2, 4, 16))
+out = lstm(x, h)
+"""
+
+
+def first_error(tmp_path: Path, name: str, text: str):
+    script = tmp_path / name
+    script.write_text(textwrap.dedent(text))
+    obs, _ = run_once(ReduceConfig(script=script, keep_error="."))
+    assert obs.signature is not None, obs.describe()
+    return obs.signature
+
+
+def test_a_module_check_names_the_module_its_configuration_and_its_inputs(tmp_path):
+    sig = first_error(tmp_path, "a.py", LSTM)
+    assert sig.headline == "RuntimeError: Expected hidden[0] size (1, 4, 16), got [2, 4, 16]"
+    assert sig.op is not None and sig.op.name == "torch.nn.LSTM"
+    assert sig.op.arguments == ("LSTM(8, 16, batch_first=True)",)
+    assert [(t.path, t.shape) for t in sig.op.tensors] == [
+        ("args[0]", (4, 5, 8)), ("args[1][0]", (2, 4, 16)), ("args[1][1]", (2, 4, 16))]
+    assert sig.family is Family.SHAPE
+    # the failing line rewritten: the same call, the same bug
+    assert sig.same_bug(first_error(tmp_path, "b.py", LSTM.replace("out = lstm(x, h)", "y, _ = lstm(x, h)")))
+    # another configuration of the module is another bug
+    wider = LSTM.replace("nn.LSTM(8, 16, batch_first=True)", "nn.LSTM(8, 16, batch_first=True, dropout=0.0, bias=False)")
+    assert not sig.same_bug(first_error(tmp_path, "c.py", wider))
+
+
+def test_a_functional_check_names_the_functional_and_an_error_of_the_users_own_names_none(tmp_path):
+    sig = first_error(tmp_path, "f.py", "import torch\nimport torch.nn.functional as F\nF.interpolate(torch.randn(1, 3, 4, 4))\n")
+    assert sig.headline == "ValueError: either size or scale_factor should be defined"
+    assert sig.op is not None and sig.op.name == "torch.nn.functional.interpolate"
+    assert [t.shape for t in sig.op.tensors] == [(1, 3, 4, 4)]
+    own = first_error(tmp_path, "u.py", "import torch\nx = torch.ones(2)\nraise ValueError('bad x')\n")
+    assert own.op is None
