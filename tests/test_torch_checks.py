@@ -52,3 +52,23 @@ def test_a_functional_check_names_the_functional_and_an_error_of_the_users_own_n
     assert [t.shape for t in sig.op.tensors] == [(1, 3, 4, 4)]
     own = first_error(tmp_path, "u.py", "import torch\nx = torch.ones(2)\nraise ValueError('bad x')\n")
     assert own.op is None
+
+
+def test_the_module_whose_check_raised_is_extracted_built_as_it_was_and_called_on_its_inputs(tmp_path):
+    from shrinkgpu.reducer import extract_call
+
+    script = tmp_path / "lstm.py"
+    script.write_text(LSTM)
+    _, extraction = extract_call(ReduceConfig(script=script, keep_error="Expected hidden"))
+    assert extraction.path == tmp_path / "lstm.extracted.py"
+    assert extraction.text == textwrap.dedent("""\
+        import torch
+
+        x0 = torch.randn(4, 5, 8)
+        x1_0 = torch.randn(2, 4, 16)
+        x1_1 = torch.randn(2, 4, 16)
+        torch.nn.LSTM(8, 16, batch_first=True)(x0, (x1_0, x1_1))
+        """)
+    # checked in a fresh interpreter: the same module, the same bug
+    assert extraction.signature.op.name == "torch.nn.LSTM"
+    assert extraction.signature.headline == "RuntimeError: Expected hidden[0] size (1, 4, 16), got [2, 4, 16]"

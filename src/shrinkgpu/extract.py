@@ -216,7 +216,12 @@ def raised_record(raised: tuple[dict, ...], sig: Signature) -> dict | None:
     if sig.op is None:
         return None
     for entry in raised:
-        if entry.get("op") == sig.op.name and entry.get("call") == (sig.call or 1) and entry.get("path"):
+        op = entry.get("op") or ""
+        # a module whose own check raised is kept under the call that builds it
+        # (``torch.nn.LSTM(8, 16)``) and is not numbered
+        same = (op == sig.op.name and entry.get("call") == (sig.call or 1)) or (
+            sig.call is None and entry.get("call") is None and op.split("(", 1)[0] == sig.op.name)
+        if same and entry.get("path"):
             try:
                 return read_record(Path(entry["path"]))
             except (ExtractionFailed, OSError, ValueError):

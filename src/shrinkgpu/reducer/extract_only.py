@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 
-from shrinkgpu.extract import ExtractionFailed, extract
+from shrinkgpu.extract import ExtractionFailed, extract, extract_record, raised_record
 from shrinkgpu.reducer.config import NotReproduced, ReduceConfig, ReduceError
 from shrinkgpu.reducer.first_run import FirstRun, run_observed
 from shrinkgpu.reducer.setup import main_source, spec_for
 from shrinkgpu.results import Extraction
 from shrinkgpu.signature import Target
-from shrinkgpu.worker import ExecutorFactory, Isolation, Runner, default_executor
+from shrinkgpu.worker import ExecutorFactory, Isolation, Runner, Watch, default_executor
 
 
 def extracted_stem(output: Path | None, script: Path) -> Path:
@@ -30,7 +32,18 @@ def extract_call(
     """Run the script once, then capture its failing call and write it alone
     (``<stem>.extracted.py``).  ``NotReproduced`` when the script does not fail or the
     call alone does not fail the same way."""
-    first = run_observed(config, executors=executors)
+    kept = Path(tempfile.mkdtemp(prefix="shrinkgpu-raised-"))
+    try:
+        # The run keeps the arguments of the calls that raise: most calls fail alone from
+        # them, and a module's own check of its inputs has no other way to be captured.
+        first = run_observed(config, executors=executors, watch=Watch(keep_raised=str(kept)))
+        return _extract_after(config, first, output, executors)
+    finally:
+        shutil.rmtree(kept, ignore_errors=True)
+
+
+def _extract_after(config: ReduceConfig, first: FirstRun, output: Path | None,
+                   executors: ExecutorFactory) -> tuple[FirstRun, Extraction]:
     obs = first.observation
     if obs.infra_error:
         raise ReduceError(f"could not run the script: {obs.infra_error}")
@@ -39,11 +52,18 @@ def extract_call(
     spec = spec_for(first.config)
     text, _ = main_source(first.config, spec)
     limit = config.timeout or max(30.0, 10 * obs.wall + 5)
+    stem = extracted_stem(output, spec.script).resolve()
+    record = raised_record(obs.raised_calls, obs.signature)
     try:
+        if record is not None:
+            try:
+                return first, extract_record(record, Target(obs.signature), stem, limit, first.config.env, executors)
+            except ExtractionFailed:
+                pass  # a capture before the call may still do it
         with Runner(spec, isolation=Isolation.FRESH, executors=executors) as runner:
             runner.start()
-            extraction = extract(runner, {spec.script_rel: text}, Target(obs.signature),
-                                 extracted_stem(output, spec.script).resolve(), limit, env=first.config.env)
+            extraction = extract(runner, {spec.script_rel: text}, Target(obs.signature), stem, limit,
+                                 env=first.config.env)
     except ExtractionFailed as exc:
         raise NotReproduced(f"not extracted: {exc.reason}", obs) from None
     return first, extraction

@@ -189,6 +189,57 @@ def _walk_args(args, kwargs) -> tuple[list[dict[str, Any]], list[str]]:
     return tensors, others
 
 
+def _module_call(frame):
+    """(name, configuration, module, args, kwargs) when ``frame`` is ``nn.Module``'s call
+    of a module (its ``__call__``), else None."""
+    import torch
+
+    module = frame.f_locals.get("self")
+    if frame.f_code.co_name not in ("_wrapped_call_impl", "_call_impl") or not isinstance(module, torch.nn.Module):
+        return None
+    cls = type(module)
+    name = f"{cls.__module__}.{cls.__qualname__}"
+    if cls.__module__.startswith("torch.nn.") and getattr(torch.nn, cls.__name__, None) is cls:
+        name = f"torch.nn.{cls.__name__}"  # as users write it
+    try:
+        config = module.extra_repr()
+    except Exception:
+        config = ""
+    return name, config, module, tuple(frame.f_locals.get("args", ())), dict(frame.f_locals.get("kwargs", {}))
+
+
+def keep_torch_check(tb, roots: tuple[str, ...], raised: tuple[str, list]) -> None:
+    """With ``Watch.keep_raised``: for a module whose own check raised, its call saved
+    like an operator's, named as the module is built (``torch.nn.LSTM(8, 16,
+    batch_first=True)``, with ``.eval()`` when it was not training), so that the
+    extraction writes ``torch.nn.LSTM(8, 16, batch_first=True)(x0, (x1_0, x1_1))``."""
+    try:
+        import torch
+
+        with torch._C.DisableTorchFunctionSubclass():
+            record = _torch_check_record(tb, roots)
+            if record is None:
+                return
+            frames = []
+            while tb is not None:
+                frames.append(tb.tb_frame)
+                tb = tb.tb_next
+            called = next((c for c in map(_module_call, frames) if c is not None), None)
+            if called is None or not record["name"] == called[0]:
+                return
+            name, config, module, args, kwargs = called
+            owner, _, cls = name.rpartition(".")
+            built = f"{cls}({config})" + ("" if module.training else ".eval()")
+
+            def stand_in(*a, **k):  # named as the call the extraction writes
+                raise NotImplementedError
+
+            stand_in.__module__, stand_in.__name__, stand_in.__qualname__ = owner, built, built
+            _keep_raised(stand_in, args, kwargs, None, raised)
+    except Exception:  # an offer: the script's own error must stay what it was
+        return
+
+
 def torch_check_record(tb, roots: tuple[str, ...]) -> dict[str, Any] | None:
     """For an error torch's own Python code raised (a module's or a functional's check
     of its inputs, before any operator ran: ``nn.LSTM``'s hidden-size check,
@@ -226,20 +277,12 @@ def _torch_check_record(tb, roots: tuple[str, ...]) -> dict[str, Any] | None:
         return None  # raised in another library, or in user code torch called back
     first = rest[0]
     code = first.f_code
-    module = first.f_locals.get("self")
-    if code.co_name in ("_wrapped_call_impl", "_call_impl") and isinstance(module, torch.nn.Module):
-        cls = type(module)
-        name = f"{cls.__module__}.{cls.__qualname__}"
-        if cls.__module__.startswith("torch.nn.") and getattr(torch.nn, cls.__name__, None) is cls:
-            name = f"torch.nn.{cls.__name__}"  # as users write it
-        args, kwargs = first.f_locals.get("args", ()), first.f_locals.get("kwargs", {})
-        tensors, others = _walk_args(tuple(args), dict(kwargs))
-        try:
-            config = module.extra_repr()
-        except Exception:
-            config = ""
+    called = _module_call(first)
+    if called is not None:
+        name, config, module, args, kwargs = called
+        tensors, others = _walk_args(args, kwargs)
         return {"name": name, "tensors": tensors, "others": others,
-                "arguments": [f"{cls.__name__}({config})"] + ([] if module.training else ["training=False"])}
+                "arguments": [f"{type(module).__name__}({config})"] + ([] if module.training else ["training=False"])}
     func = first.f_globals.get(code.co_name)
     if getattr(func, "__code__", None) is not code:
         func = None

@@ -13,7 +13,7 @@ from typing import Any
 from shrinkgpu.worker.probe.library_cut import library_cut
 from shrinkgpu.worker.probe.loops import LoopClock, LoopCounter
 from shrinkgpu.worker.probe.objects import saved_objects
-from shrinkgpu.worker.probe.ops import ShapeLog, watch_torch_calls
+from shrinkgpu.worker.probe.ops import RAISED_KEPT, ShapeLog, keep_torch_check, watch_torch_calls
 from shrinkgpu.worker.probe.process import (
     dump_stack_on_crash,
     environment_facts,
@@ -23,7 +23,7 @@ from shrinkgpu.worker.probe.process import (
     run_exit_handlers,
 )
 from shrinkgpu.worker.probe.state import StateTracer
-from shrinkgpu.worker.probe.recorder import Recorder, message_of, record_chain, record_suppressed
+from shrinkgpu.worker.probe.recorder import Recorder, exception_chain, message_of, record_chain, record_suppressed
 from shrinkgpu.worker.probe.watchers import watch_argparse, watch_config_loads, watch_reads, watch_seeding
 from shrinkgpu.worker.request import RunRequest
 
@@ -97,6 +97,10 @@ def run(request: RunRequest, *, forked: bool) -> int:
         obs["status"] = "exception"
         obs["chain"] = record_chain(exc, recorder)
         obs["suppressed"] = record_suppressed(exc, recorder)
+        if watch.keep_raised and len(raised_calls) < RAISED_KEPT:
+            for member in exception_chain(exc):
+                if id(member) not in recorder.by_id:  # (the mode kept what it saw raise)
+                    keep_torch_check(member.__traceback__, roots, (watch.keep_raised, raised_calls))
         _print_traceback(exc, script)
         if watch.cut:
             try:
