@@ -15,7 +15,7 @@ def test_a_kept_first_run_comes_back_in_the_new_session_and_a_changed_program_re
     script = tmp_path / "train.py"
     script.write_text("import helper\nraise SystemExit(1)\n")
     (tmp_path / "helper.py").write_text("X = 1\n")
-    config = ReduceConfig(script=script, keep_error="boom")
+    config = ReduceConfig(script=script, keep_error="boom", env={"HF_TOKEN": "s3cret-token", "PATH": "/usr/bin"})
     spec = spec_for(config)
     old, new = tmp_path / "session-1", tmp_path / "session-2"
     (old / "raised").mkdir(parents=True)
@@ -33,6 +33,7 @@ def test_a_kept_first_run_comes_back_in_the_new_session_and_a_changed_program_re
 
     where = tmp_path / "train.min.first"
     kept_first.save(where, original, old, key(original))
+    assert b"s3cret-token" not in (where / "first.pkl").read_bytes()  # the environment is not kept
     back, why = kept_first.load(where, new, key)
     assert why is None
     kept = back.first.observation

@@ -76,7 +76,11 @@ def save(where: Path, original: Any, session: Path, key: str) -> None:
             shutil.copytree(source, tmp / name)
         elif source.is_file():
             shutil.copy2(source, tmp / name)
-    payload = {"key": key, "session": str(session), "original": original}
+    # Not the environment (it may hold tokens): a resumed run takes its own (session.kept_first).
+    first = original.first
+    bare = dataclasses.replace(first, config=dataclasses.replace(first.config, env=None),
+                               spec=dataclasses.replace(first.spec, env=None))
+    payload = {"key": key, "session": str(session), "original": dataclasses.replace(original, first=bare)}
     (tmp / PAYLOAD).write_bytes(pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))
     shutil.rmtree(where, ignore_errors=True)
     tmp.rename(where)
