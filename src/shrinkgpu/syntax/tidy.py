@@ -27,13 +27,13 @@ import io
 import re
 import tokenize
 
-__all__ = ["tidy"]
+__all__ = ["is_commented_code", "tidy"]
 
 _CELL = re.compile(r"^# In\[\s*\d*\s*\]:\s*$")
 _COOKIE = re.compile(r"^#.*coding[:=]")
 
 
-def _is_code(comment: str) -> bool:
+def is_commented_code(comment: str) -> bool:
     """Whether a comment's text is a commented-out statement rather than prose."""
     text = comment.lstrip("#").strip()
     if not text or not any(c in text for c in "=()[]."):
@@ -86,7 +86,7 @@ def tidy(text: str, originals: list[str]) -> str:
         col, alone = comments[row]
         if not alone:
             # a comment on a code line: only while the line is the original's
-            if lines[i].strip() not in known or _is_code(lines[i][col:]):
+            if lines[i].strip() not in known or is_commented_code(lines[i][col:]):
                 lines[i] = lines[i][:col].rstrip()
             i += 1
             continue
@@ -96,7 +96,7 @@ def tidy(text: str, originals: list[str]) -> str:
             j += 1
         block = range(i, j)
         after = j  # the line below the block
-        below_is_code = after < n and lines[after].strip() != ""
+        belowis_commented_code = after < n and lines[after].strip() != ""
         header = i == 0 and (lines[0].startswith("#!") or _COOKIE.match(lines[0]))
         for k in block:
             if k <= 1 and (lines[k].startswith("#!") or _COOKIE.match(lines[k])):
@@ -109,9 +109,9 @@ def tidy(text: str, originals: list[str]) -> str:
                 nxt = next((lines[m].strip() for m in range(k + 1, n) if lines[m].strip()), "")
                 keep[k] = bool(nxt) and not nxt.startswith("#")
                 continue
-            if _is_code(comment):
+            if is_commented_code(comment):
                 keep[k] = False
-            elif not below_is_code:
+            elif not belowis_commented_code:
                 keep[k] = False  # a section's comment: the code it introduced is gone
             elif lines[after].strip() not in known:
                 keep[k] = False  # the statement it describes was changed
