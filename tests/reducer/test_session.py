@@ -52,9 +52,30 @@ def fails_with_needle(text, job):
     return bug() if NEEDLE in text else passes()
 
 
+# Reductions a test prepared by hand: their sandboxes (and CollectEnv) are closed after
+# the test, as Reduction.run closes them, so that no session directory is left behind.
+_PREPARED: list[Reduction] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_prepared():
+    yield
+    while _PREPARED:
+        reduction = _PREPARED.pop()
+        reduction.sandbox.close()
+        if reduction.versions is not None:
+            reduction.versions.close()
+
+
+def prepared(reduction: Reduction) -> Reduction:
+    reduction.prepare()
+    _PREPARED.append(reduction)
+    return reduction
+
+
 def started(reduction: Reduction) -> Reduction:
     """The phases before the workers, run on ``reduction`` (prepared)."""
-    reduction.prepare()
+    prepared(reduction)
     original = reduction.observe_original()
     reduction.spec = original.first.spec
     reduction.target = reduction.target_of(original)
@@ -102,8 +123,7 @@ def test_a_flaky_original_that_passed_first_is_run_again(script):
         calls.append(text)
         return passes() if len(calls) == 1 else bug()
 
-    reduction = Reduction(config(script), executors=executors(flaky))
-    reduction.prepare()
+    reduction = prepared(Reduction(config(script), executors=executors(flaky)))
     original = reduction.observe_original()
     assert [o.signature is not None for o in original.attempts] == [False, True]
     assert original.first.observation.signature is not None
