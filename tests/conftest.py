@@ -70,3 +70,16 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "cuda" in item.keywords:
             item.add_marker(skip)
+
+
+def first_error(tmp_path: Path, name: str, text: str):
+    """The signature of ``text``'s first error, run once as ``name`` in a fresh worker."""
+    import textwrap
+
+    from shrinkgpu.reducer import ReduceConfig, run_once
+
+    script = tmp_path / name
+    script.write_text(textwrap.dedent(text))
+    obs, _ = run_once(ReduceConfig(script=script, keep_error="."))
+    assert obs.signature is not None, obs.describe()
+    return obs.signature

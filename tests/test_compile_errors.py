@@ -5,13 +5,12 @@ torch.compile on the CPU, in fresh interpreters."""
 from __future__ import annotations
 
 import re
-import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import first_error
 
 from shrinkgpu.families import Family, advice_for, compile_identity, compile_stage, is_compile_error
-from shrinkgpu.reducer import ReduceConfig, run_once
 from shrinkgpu.signature import normalize_message
 
 BRANCH = """\
@@ -27,14 +26,6 @@ def block(x):
 
 torch.compile(block, fullgraph=True)(torch.ones(4))
 """
-
-
-def first_error(tmp_path: Path, name: str, text: str):
-    script = tmp_path / name
-    script.write_text(textwrap.dedent(text))
-    obs, _ = run_once(ReduceConfig(script=script, keep_error="."))
-    assert obs.signature is not None, obs.describe()
-    return obs.signature
 
 
 @pytest.mark.slow

@@ -6,10 +6,10 @@ torch in fresh interpreters."""
 from __future__ import annotations
 
 import textwrap
-from pathlib import Path
 
+from conftest import first_error
 from shrinkgpu.families import Family
-from shrinkgpu.reducer import ReduceConfig, run_once
+from shrinkgpu.reducer import ReduceConfig
 
 LSTM = """\
 import torch
@@ -20,14 +20,6 @@ x = torch.randn(4, 5, 8)
 h = (torch.zeros(2, 4, 16), torch.zeros(2, 4, 16))
 out = lstm(x, h)
 """
-
-
-def first_error(tmp_path: Path, name: str, text: str):
-    script = tmp_path / name
-    script.write_text(textwrap.dedent(text))
-    obs, _ = run_once(ReduceConfig(script=script, keep_error="."))
-    assert obs.signature is not None, obs.describe()
-    return obs.signature
 
 
 def test_a_module_check_names_the_module_its_configuration_and_its_inputs(tmp_path):

@@ -27,7 +27,7 @@ from shrinkgpu.syntax.code import code_of
 from shrinkgpu.syntax.edits import Edit
 from shrinkgpu.syntax.program import Candidate
 from shrinkgpu.syntax.queries import (
-    Substitute, bound_names, first_param, instance_class, method_of, variable_names,
+    Substitute, bound_names, first_param, free_names, instance_class, method_of, param_names, variable_names,
 )
 
 _COMPILE = ("torch.compile",)
@@ -187,21 +187,11 @@ class CompiledForward(LevelZeroPass):
     def _shadowed(program, sid: int, fn: cst.FunctionDef) -> bool:
         """Whether a function the compile call sits in binds a name that ``forward``
         reads from the module (``F``, a config): pasted there, it would read the local."""
-        params = fn.params
-        own = {p.name.value for p in [*params.posonly_params, *params.params, *params.kwonly_params]}
-        for star in (params.star_arg, params.star_kwarg):
-            if isinstance(star, cst.Param):
-                own.add(star.name.value)
-        free = variable_names(fn.body, keywords=False) - own - bound_names(fn.body)
+        free = free_names(fn, keywords=False)
         cur = program.stmts[sid].parent
         while cur is not None:
             node = program.stmts[cur].node
-            if isinstance(node, cst.FunctionDef):
-                outer = node.params
-                local = bound_names(node.body) | {
-                    p.name.value for p in [*outer.posonly_params, *outer.params, *outer.kwonly_params]
-                }
-                if free & local:
-                    return True
+            if isinstance(node, cst.FunctionDef) and free & (bound_names(node.body) | param_names(node)):
+                return True
             cur = program.stmts[cur].parent
         return False

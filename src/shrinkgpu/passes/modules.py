@@ -28,7 +28,7 @@ from shrinkgpu.passes.inline import match_arguments
 from shrinkgpu.syntax.code import code_of
 from shrinkgpu.syntax.edits import Edit
 from shrinkgpu.syntax.program import Candidate
-from shrinkgpu.syntax.queries import Substitute, bound_names, first_param, variable_names
+from shrinkgpu.syntax.queries import Substitute, bound_names, first_param, free_names, variable_names
 
 _BASES = ("nn.Module", "torch.nn.Module", "Module")
 
@@ -164,7 +164,6 @@ class FlattenModule(LevelZeroPass):
             # module (its own locals are its own)
             taken |= variable_names(top) if top is program.stmts[outer].node else _reads_from_outside(top)
         taken.add(target)
-        init_body: list[cst.BaseStatement] = []
         bindings: list[str] = []
         rename: dict[str, str] = {}
 
@@ -236,13 +235,7 @@ def _reads_from_outside(node: cst.CSTNode) -> set[str]:
     """The names a top-level statement binds or reads in the module's scope: for a
     function or a class, not the locals of its functions."""
     if isinstance(node, cst.FunctionDef):
-        params = node.params
-        own = {p.name.value for p in [*params.posonly_params, *params.params, *params.kwonly_params]}
-        for star in (params.star_arg, params.star_kwarg):
-            if isinstance(star, cst.Param):
-                own.add(star.name.value)
-        inner = variable_names(node.body) - own - bound_names(node.body)
-        return {node.name.value} | inner | set().union(*(variable_names(d) for d in node.decorators))
+        return {node.name.value} | free_names(node) | set().union(*(variable_names(d) for d in node.decorators))
     if isinstance(node, cst.ClassDef):
         out = {node.name.value}
         for part in [*node.bases, *node.keywords, *node.decorators]:

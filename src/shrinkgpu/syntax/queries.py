@@ -13,7 +13,7 @@ from shrinkgpu.syntax.code import code_of, parse_expression
 from shrinkgpu.syntax.program import Candidate
 
 __all__ = [
-    "Substitute", "assigned_names", "bound_names", "bound_sequence", "class_method_of", "first_item", "first_param", "header_parts", "instance_class", "method_of",
+    "Substitute", "assigned_names", "bound_names", "free_names", "param_names", "bound_sequence", "class_method_of", "first_item", "first_param", "header_parts", "instance_class", "method_of",
     "module_names", "nth_item", "one_iteration", "runs_once", "variable_names",
 ]
 
@@ -246,6 +246,22 @@ class _Binds(cst.CSTVisitor):
         return False
 
     visit_SetComp = visit_GeneratorExp = visit_DictComp = visit_ListComp
+
+
+def param_names(fn: cst.FunctionDef) -> set[str]:
+    """Every name a function's parameters bind (``*args`` and ``**kwargs`` included)."""
+    params = fn.params
+    names = {p.name.value for p in [*params.posonly_params, *params.params, *params.kwonly_params]}
+    for star in (params.star_arg, params.star_kwarg):
+        if isinstance(star, cst.Param):
+            names.add(star.name.value)
+    return names
+
+
+def free_names(fn: cst.FunctionDef, keywords: bool = True) -> set[str]:
+    """The names a function's body reads from the scopes around it: not its parameters
+    nor what its body binds (``keywords=False``: nor keywords of call arguments)."""
+    return variable_names(fn.body, keywords=keywords) - param_names(fn) - bound_names(fn.body)
 
 
 def bound_names(node: cst.CSTNode) -> set[str]:
