@@ -176,6 +176,8 @@ def run_shrinkgpu(setup: common.OracleSetup, work: Path, cap: float, jobs: int, 
         # data objects the result loads from a pickle beside it instead of building them:
         # their bytes are not in the token count, so the report names them
         loaded_objects=data.get("loaded_objects") or [],
+        # one change at a time after the search: its kind, its changes and their seconds
+        ablation=_ablation(data.get("ablation")),
     )
     output = Path(data["output"])
     overlay = None
@@ -207,6 +209,13 @@ def run_shrinkgpu(setup: common.OracleSetup, work: Path, cap: float, jobs: int, 
     ok, n = common.recheck(setup, text, work / "recheck", recheck_runs, overlay, row["varying"])
     row["reproduce"] = f"{ok}/{n}"
     return row
+
+
+def _ablation(found: dict | None) -> dict | None:
+    if not found:
+        return None
+    return {"kind": found.get("kind"), "seconds": found.get("seconds"),
+            "changes": {c["change"]: c["outcome"] for c in found.get("changes", ())}}
 
 
 # -- part 2: peers ------------------------------------------------------------------------------

@@ -525,6 +525,10 @@ def render(results: dict) -> str:
     if results.get("reductions"):
         out.append(reductions_table(results))
         out.append("")
+        ablated = ablation_table(results)
+        if ablated:
+            out += ["One change at a time after the search (shrinkgpu's own seconds for it, from its JSON):", "",
+                    ablated, ""]
         out.append("Baselines for the speed target (fastest peer whose output reproduced every re-check):")
         out.append("")
         rows = []
@@ -645,6 +649,26 @@ def search_table(results: dict) -> str:
             f"{'yes' if _repro_ok(r) else 'no'} ({r.get('reproduce', '-')})",
         ])
     return _table(["fixture", "search", "candidates", "runs", "tokens (of original)", "wall s", "reproduce"], rows)
+
+
+def ablation_table(results: dict) -> str | None:
+    """What the comparisons after the search cost on each fixture, against the whole
+    reduction's own seconds (issue 22's target: at most 10% more), and the kind each
+    found."""
+    rows = []
+    for r in results.get("reductions", []):
+        a = r.get("ablation")
+        if r.get("tool") != "shrinkgpu" or not a or not r.get("seconds"):
+            continue
+        share = a["seconds"] / (r["seconds"] - a["seconds"]) if r["seconds"] > a["seconds"] else None
+        passing = [name for name, outcome in a["changes"].items() if outcome == "passes"]
+        rows.append([r["fixture"], a["kind"], str(len(a["changes"])), ", ".join(passing) or "none",
+                     f"{a['seconds']:.2f}", f"{r['seconds']:.1f}",
+                     "-" if share is None else f"{100 * share:.1f}% ({'met' if share <= 0.10 else 'missed'})"])
+    if not rows:
+        return None
+    return _table(["fixture", "kind", "changes", "passing", "ablation s", "reduction s (all)",
+                   "added to the rest (<= 10%)"], rows)
 
 
 def _extracted(row: dict) -> str:

@@ -21,6 +21,7 @@ class Fixture:
     exception: str
     operator: str
     device: str = "cpu"
+    kind: str | None = None  # what the comparisons after the search say (ablation.kinds)
 
     @property
     def path(self) -> Path:
@@ -39,6 +40,7 @@ def load_fixture(name: str) -> Fixture:
         exception=data["expect"]["exception"],
         operator=data["expect"]["operator"],
         device=data.get("device", "cpu"),
+        kind=data["expect"].get("kind"),
     )
 
 

@@ -96,6 +96,10 @@ def test_fixture_reduces_to_a_faithful_small_script(name, tmp_path, record_prope
     obs, _ = run_once(ReduceConfig(script=extracted, cwd=extracted.parent), isolation=Isolation.FRESH)
     assert obs.signature is not None and result.signature.same_bug(obs.signature, free=frozenset(result.varying)), extracted.read_text()
 
+    # (e) one change at a time, on real runs: the kind the fixture's story says
+    if fx.kind is not None:
+        assert result.ablation is not None and result.ablation.kind == fx.kind, result.ablation
+
     # Against the hand-made cut: recorded for every fixture (``-rA`` or the junit
     # properties show it), not asserted.
     ideal = count_tokens((fx.dir / "ideal_cut.py").read_text())

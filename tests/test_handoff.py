@@ -162,7 +162,9 @@ def test_verify_and_the_regression_test_fail_before_the_fix_and_pass_after(reduc
     assert checks["the minimal case"]["outcome"] == "still failing"
     assert checks["the original script (train.py)"]["outcome"] == "still failing"
     assert checks["neighbour target with one entry 0"]["outcome"] == "still failing"  # the other entries
-    assert pytest_file(test_before).returncode == 1
+    ran = pytest_file(test_before)
+    # the recorded bug fails it; the extracted call with valid values passes (its valid neighbour)
+    assert ran.returncode == 1 and "1 failed, 1 passed" in ran.stdout, ran.stdout
 
     # Patched: every check passes, the invalid boundary values are rejected by the check.
     test_after = after / "tests" / "test_class_index_regression.py"
@@ -173,7 +175,35 @@ def test_verify_and_the_regression_test_fail_before_the_fix_and_pass_after(reduc
     assert re.search(r"ok\s+neighbour target with one entry -100: fixed", done.stdout)
     assert re.search(r"ok\s+neighbour target with one entry 3: fixed", done.stdout)
     assert re.search(r"ok\s+the original script \(train.py\): fixed", done.stdout)
-    assert pytest_file(test_after).returncode == 0
+    ran = pytest_file(test_after)
+    assert ran.returncode == 0 and "2 passed" in ran.stdout, ran.stdout
+
+
+def test_the_class_index_case_is_invalid_data_and_ablate_says_so_again(reduced_fixture, tmp_path):
+    work, result = reduced_fixture
+    ablated = result.ablation
+    assert ablated.kind == "invalid data", ablated
+    valid = next(o for o in ablated.outcomes if o.change == "valid values")
+    assert (valid.subject, valid.result) == ("the extracted call", "passes")
+    assert re.fullmatch(r"\+ x1 = x1\.clamp\(0, 3\)", valid.edit) and valid.output.endswith("all finite")
+    report = result.report.read_text()
+    assert "| valid values | the extracted call |" in report and "`+ x1 = x1.clamp(0, 3)`" in report
+    assert "**The kind: invalid data.**" in report
+    case = json.loads((work / "train.min.json").read_text())
+    assert case["ablation"]["kind"] == "invalid data" and case["extracted_call"]["op"]
+
+    copy = tmp_path / "copy"
+    shutil.copytree(work, copy)
+    done = subprocess.run([*EXE, "ablate", "train.min.py", "--json"], cwd=copy, capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stderr
+    again = json.loads(done.stdout)["ablation"]
+    assert again["kind"] == "invalid data"
+    assert {c["change"]: c["outcome"] for c in again["changes"]}["valid values"] == "passes"
+    # a case that no longer fails (fixed): exit 3, and why
+    patch(copy / "train.min.py")
+    done = subprocess.run([*EXE, "ablate", "train.min.py"], cwd=copy, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 3 and "does not fail with the recorded bug here" in done.stderr
 
 
 def test_verify_warns_when_the_fixed_original_processes_fewer_items(tmp_path):

@@ -459,6 +459,49 @@ def extract_cmd(script, script_args, module, output, timeout, root, stdin_file, 
     sys.exit(EXIT_OK)
 
 
+@cli.command("ablate")
+@click.argument("result", type=click.Path(path_type=Path))
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=None, help="Seconds per run.")
+@click.option("--jobs", type=click.IntRange(min=1), default=None, help="Runs at once (default: half the cores, 4 at most).")
+@click.option("--json", "as_json", is_flag=True, help="Print the comparisons as JSON.")
+def ablate_cmd(result, timeout, jobs, as_json) -> None:
+    """Compare RESULT (the x.min.py reduce wrote) again with one change at a time.
+
+    The minimal case and the extracted call run with the changes `reduce` makes at its
+    end (valid values, contiguous inputs, float32, one dtype, batch 1, another device,
+    compile backends; cuDNN off and deterministic algorithms for a GPU case), each once
+    in a fresh interpreter, and the bug's kind is read from the outcomes. Writes
+    nothing. Exits 3 when the minimal case does not fail the recorded way here.
+    """
+    from shrinkgpu.ablate_case import NotReproducedHere, ablate_case
+    from shrinkgpu.verify import CaseError
+
+    def show(o) -> None:
+        if not as_json:
+            detail = f": {o.error}" if o.error else (f" -> {o.output}" if o.output else "")
+            click.echo(f"{o.change} ({o.subject}): {o.result}{detail}")
+
+    try:
+        ablated = ablate_case(result, timeout=timeout, jobs=jobs, on_outcome=show)
+    except CaseError as exc:
+        _fail(str(exc), EXIT_USAGE, as_json)
+    except NotReproducedHere as exc:
+        _fail(str(exc), EXIT_NOT_REPRODUCED, as_json)
+    except KeyboardInterrupt:
+        _fail("interrupted", _interrupt_code(), as_json)
+    if as_json:
+        _emit_json({"ablation": ablated.to_json(), "error": None, "exit_code": EXIT_OK})
+    else:
+        if not ablated.outcomes:
+            click.echo("no change applies to this case")
+        if ablated.stage:
+            click.echo(ablated.stage)
+        click.echo(f"the kind: {ablated.kind}: {ablated.reason}")
+        if ablated.hint:
+            click.echo(f"hint: {ablated.hint}")
+    sys.exit(EXIT_OK)
+
+
 @cli.command("verify")
 @click.argument("result", type=click.Path(path_type=Path))
 @click.option("--original/--no-original", default=True, show_default=True,

@@ -285,7 +285,8 @@ def extract_record(record: dict, target: Target, output_stem: Path, timeout: flo
             if lines > MAX_LINES:
                 note = (f"{lines} lines: the call has {len(record['meta'])} tensor arguments, one line each "
                         f"(more than {MAX_LINES})")
-            return Extraction(path, out_data, text, level, lines, obs.signature, note)
+            arguments = tuple((where, _name(where), meta) for where, meta in record["meta"].items())
+            return Extraction(path, out_data, text, level, lines, obs.signature, note, record["op"], arguments)
         reasons.append(f"{level}: {obs.describe()}")
     raise ExtractionFailed(
         "the call alone did not fail the same way (" + "; ".join(reasons) + "): the bug needs state its "

@@ -34,6 +34,26 @@ class Extraction:
     lines: int  # lines beyond the imports
     signature: Signature  # its first error, from a fresh interpreter
     note: str | None = None  # why it is longer than a glance (extract.MAX_LINES)
+    op: str | None = None  # the operator it calls, as recorded ("torch.nn.functional.cross_entropy")
+    # (where, variable, metadata) of each tensor argument: what the ablation changes
+    arguments: tuple[tuple[str, str, dict], ...] = ()
+
+
+@dataclass(frozen=True)
+class Ablation:
+    """The minimal case (and the extracted call) with one change at a time
+    (``shrinkgpu.ablation``): each change's outcome, and the kind they show."""
+
+    outcomes: tuple  # ablation.Outcome, in the order they were made
+    kind: str
+    reason: str
+    hint: str | None = None
+    stage: str | None = None  # a compile failure's stage, from the backend changes
+    seconds: float = 0.0
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "reason": self.reason, "hint": self.hint, "stage": self.stage,
+                "seconds": round(self.seconds, 3), "changes": [o.to_json() for o in self.outcomes]}
 
 
 @dataclass
@@ -83,9 +103,8 @@ class ReductionResult:
     command: str | None = None  # the shell command that runs the written result, from its directory
     beside: tuple[str, ...] = ()  # data files it reads, copied beside it (relative to it)
     run_from: Path | None = None  # where its command runs it from, when its data is too large to copy
-    # the minimal case with one change at a time (ablation.Outcome), and what they say
-    ablation: tuple = ()
-    ablation_summary: str | None = None
+    # the minimal case with one change at a time, and what they say
+    ablation: Ablation | None = None
 
     def to_json(self) -> dict:
         return {
@@ -125,8 +144,8 @@ class ReductionResult:
             "copied_beside": list(self.beside),
             "run_from": str(self.run_from) if self.run_from else None,
             "state": self.state,
-            "ablation": [o.to_json() for o in self.ablation],
-            "ablation_summary": self.ablation_summary,
+            "ablation": self.ablation.to_json() if self.ablation else None,
+            "ablation_summary": self.ablation.stage if self.ablation else None,
             "loaded_objects": [
                 {"file": f, "name": n, "class": c, "bytes": b} for f, n, c, b in self.loaded_objects
             ],

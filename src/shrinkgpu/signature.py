@@ -402,6 +402,16 @@ class Signature:
         )
 
     @property
+    def on_gpu(self) -> bool:
+        """Whether the bug showed on a GPU: a tensor of the failing operator on one, a
+        kernel's assertion, or an error of the CUDA or HIP runtime."""
+        if self.kernel_assertion:
+            return True
+        if self.op is not None and any(t.device.startswith(("cuda", "hip")) for t in self.op.tensors):
+            return True
+        return bool(re.search(r"\b(CUDA|HIP|cuDNN|CUBLAS|cuBLAS) (error|failure)|device-side assert", self.message))
+
+    @property
     def headline(self) -> str:
         """``Class: first line of the message``; what ``--keep-error`` is matched against."""
         first = self.message.strip().splitlines()[0] if self.message.strip() else ""

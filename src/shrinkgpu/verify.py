@@ -105,7 +105,7 @@ def load_case(result_path: Path) -> dict:
     return case
 
 
-def _target(case: dict) -> Target:
+def target_of(case: dict) -> Target:
     recorded = Signature.from_json(case.get("final_signature") or case["signature"])
     pattern = re.compile(case["keep_error"]) if case.get("keep_error") else None
     family = family_by_name(case["family"]) if case.get("family") else None
@@ -137,6 +137,14 @@ def clean_env(env: dict | None = None) -> dict:
     return env
 
 
+def case_script(case: dict) -> tuple[Path, Path]:
+    """The minimal case a case file names: (its main script, the directory it runs in)."""
+    written = Path(case["_dir"]) / case["case"]
+    if written.is_dir():
+        return written / case["main"], written
+    return written, written.parent
+
+
 def verify(
     result_path: Path,
     *,
@@ -147,7 +155,7 @@ def verify(
     on_check: Callable[[Check], None] | None = None,
 ) -> Verification:
     case = load_case(result_path)
-    target = _target(case)
+    target = target_of(case)
     base = Path(case["_dir"])
     report = Verification(case=case_file(result_path))
     limit = timeout or float(case.get("timeout_fresh") or DEFAULT_TIMEOUT)
@@ -335,8 +343,43 @@ def test_the_recorded_bug_no_longer_reproduces():
 '''
 
 
+VALID_TEMPLATE = '''
+
+# The extracted call with its offending values made valid (the comparison that passed when
+# the case was reduced: {change}): valid inputs must keep working, and return finite values.
+VALID = {valid!r}
+VALID_DIR = (Path(__file__).parent / {valid_dir!r}).resolve()
+
+
+def test_the_call_with_valid_values_runs_and_returns_finite_values():
+    env = {{k: v for k, v in os.environ.items() if k not in DIAGNOSTIC}}
+    done = subprocess.run([sys.executable, "-c", VALID], cwd=VALID_DIR, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "not all finite" not in done.stdout, done.stdout
+'''
+
+
+def _valid_neighbour(case: dict) -> tuple[str, str, Path] | None:
+    """(change, text, directory) of the extracted call with valid values, when the
+    case's comparisons found that it passes."""
+    from shrinkgpu.ablation import CALL, DATA, PASSES, with_edit
+
+    ablated = case.get("ablation") or {}
+    extracted = Path(case["_dir"]) / case["extracted"] if case.get("extracted") else None
+    if extracted is None or not extracted.is_file():
+        return None
+    for change in ablated.get("changes", ()):
+        if (change.get("category"), change.get("subject"), change.get("outcome")) == (DATA, CALL, PASSES):
+            lines = [ln[2:] for ln in change.get("edit", "").splitlines() if ln.startswith("+ ")]
+            if lines:
+                return change["change"], with_edit(read_source(extracted), lines), extracted.parent
+    return None
+
+
 def write_regression_test(result_path: Path, test_path: Path) -> Path:
-    """A pytest file that runs the minimal case and fails while its bug reproduces."""
+    """A pytest file that runs the minimal case and fails while its bug reproduces; with
+    a second test, when the comparisons found one, that the call with valid values runs."""
     case = load_case(result_path)
     base = Path(case["_dir"])
     written = base / case["case"]
@@ -351,11 +394,20 @@ def write_regression_test(result_path: Path, test_path: Path) -> Path:
             recorded={k: recorded[k] for k in ("type", "message", "normalized", "op", "frame", "kernel_assertion",
                                                "family", "crash_tail") if k in recorded},
             diagnostic=DIAGNOSTIC_VARIABLES,
-        ),
+        ) + _valid_test(case, test_path),
         encoding="utf-8",
     )
     return test_path
 
 
-__all__ = ["CaseError", "Check", "Verification", "case_file", "clean_env", "load_case", "verify",
-           "write_regression_test"]
+def _valid_test(case: dict, test_path: Path) -> str:
+    found = _valid_neighbour(case)
+    if found is None:
+        return ""
+    change, text, directory = found
+    return VALID_TEMPLATE.format(change=change, valid=text,
+                                 valid_dir=os.path.relpath(directory.resolve(), test_path.resolve().parent))
+
+
+__all__ = ["CaseError", "Check", "Verification", "case_file", "case_script", "clean_env", "load_case", "target_of",
+           "verify", "write_regression_test"]

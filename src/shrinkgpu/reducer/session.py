@@ -74,7 +74,6 @@ from shrinkgpu.reducer.workers import (
     plan_jobs,
     run_threads,
     runs,
-    runs_each,
 )
 from shrinkgpu.report import (
     BestSoFar,
@@ -86,8 +85,8 @@ from shrinkgpu.report import (
     read_partial,
     write_outputs,
 )
-from shrinkgpu.results import Extraction, ReductionResult
-from shrinkgpu.signature import Signature, Target, varying_dims
+from shrinkgpu.results import Ablation, Extraction, ReductionResult
+from shrinkgpu.signature import Signature, Strictness, Target, varying_dims
 from shrinkgpu.syntax import Candidate, Program, StateRecord
 from shrinkgpu.syntax.facts import loop_facts
 from shrinkgpu.syntax.tidy import tidy
@@ -254,7 +253,7 @@ class Reduction:
             )
             outcome = self.search(first)
             verified = self.verify(outcome)
-            ablated = self.ablate(verified)
+            ablated = self.ablate(verified, extracted)
         finally:
             self.runner.close()
         return self.finish(original.first, rate, calibration, outcome, verified, extracted, ablated)
@@ -786,35 +785,65 @@ class Reduction:
             return Verified(outcome.history[-1], (0, 0), None, "interrupted")
         return Verified(best, counts, signature, outcome.stopped)
 
-    def ablate(self, verified: Verified) -> tuple[tuple, str | None]:
-        """The verified minimal case with one change at a time, each run once in a fresh
-        interpreter (the field guide's comparisons; ablation.py): for a torch.compile
-        failure, which backends and settings still fail the same way."""
+    def ablate(self, verified: Verified, extracted: Extracted) -> Ablation | None:
+        """The verified minimal case, and the extracted call, with one change at a time,
+        each run once in its own process (the field guide's comparisons; ablation/): the
+        outcomes and the bug's kind they show."""
         best = verified.best
-        if (not self.config.ablate or self.target.signature.family is not Family.COMPILE or not verified.counts[0]
-                or self.out_of_time()):
-            return (), None
-        changes = ablation.compile_changes(best.files)
+        if not self.config.ablate or not verified.counts[0] or self.out_of_time():
+            return None
+        started = time.monotonic()
+        sig = self.target.signature
+        # The changes alter dtypes, shapes and strides on purpose: the same bug is the
+        # same class, message and operator.
+        target = dataclasses.replace(self.target, strictness=Strictness.OPERATOR)
+        on_gpu = sig.on_gpu
+        compiled = sig.family is Family.COMPILE
+        fresh: list[ablation.Change] = ablation.compile_changes(best.files) if compiled else []
+        fresh += ablation.extension_changes(best.files)
+        fresh += ablation.program_changes(best.files, self.program.main, on_gpu=on_gpu,
+                                          launch_env=dict(self.spec.env or {}))
+        extraction = extracted.extraction
+        forked: list[ablation.Change] = []
+        if extraction is not None and extraction.op and extraction.arguments:
+            forked = ablation.call_changes(
+                extraction.text, extraction.op, extraction.arguments, script=self.program.main,
+                data=str(extraction.data.resolve()) if extraction.data else None, gpu_visible=bool(self.plan.gpus))
+        changes = forked + fresh
         if not changes:
-            return (), None
-        self.emit(Stage(f"one change at a time: {len(changes)} runs of the result in fresh interpreters "
-                        f"({', '.join(c.name for c in changes)})"))
+            return None
+        self.emit(Stage(f"one change at a time: {len(changes)} runs ({', '.join(c.name for c in changes)})"))
+        pin = self.plan.first_device
 
-        def run(programs):
-            return runs_each(self.runner, programs, self.plan.jobs, Isolation.FRESH, self.oracle.fresh_timeout,
-                             self.plan.first_device)
+        def run_as(isolation: Isolation, timeout: float):
+            def run(batch: list[ablation.Change]) -> list[Observation]:
+                out: list[Observation] = []
+                while len(out) < len(batch):
+                    futures = [self.runner.submit(c.files, timeout=timeout, isolation=isolation, env={**pin, **c.env})
+                               for c in batch[len(out):len(out) + max(1, self.plan.jobs)]]
+                    out += [f.result() for f in futures]
+                return out
+            return run
 
         try:
-            found = ablation.outcomes(changes, run, self.target)
+            # The extracted call runs where candidates run (it is one import and one call);
+            # a compiled case in a fresh interpreter, where Inductor's state is its own.
+            found = ablation.outcomes(forked, run_as(self.runner.isolation, min(self.oracle.fresh_timeout,
+                                                                                 EXTRACT_CHECK_MAX)), target)
+            found += ablation.outcomes(fresh, run_as(Isolation.FRESH, self.oracle.fresh_timeout), target)
         except KeyboardInterrupt:
             self.note("interrupted while the result ran with one change at a time: no comparison", show=False)
-            return (), None
-        said = ablation.summary(found, ablation.compile_backend(best.files))
+            return None
+        stage = ablation.summary([o for o in found if o.category == ablation.BACKEND],
+                                 ablation.compile_backend(best.files)) if compiled else None
+        kind = ablation.kind_of(found, on_gpu=on_gpu, compiled=compiled)
         for o in found:
-            self.emit(Stage(f"  {o.change}: {o.result}" + (f" ({o.error})" if o.error else "")))
-        if said:
-            self.emit(Stage(said))
-        return tuple(found), said
+            self.emit(Stage(f"  {o.change} ({o.subject}): {o.result}" + (f" ({o.error})" if o.error else "")
+                            + (f" -> {o.output}" if o.output else "")))
+        if stage:
+            self.emit(Stage(stage))
+        self.emit(Stage(f"the kind: {kind.kind}: {kind.reason}"))
+        return Ablation(tuple(found), kind.kind, kind.reason, kind.hint, stage, time.monotonic() - started)
 
     def tidied(self, best: Candidate) -> Candidate | None:
         """The result with the comments that no longer describe code taken out
@@ -1072,8 +1101,7 @@ class Reduction:
         return refuse("starting there did not fail the same way (" + "; ".join(tried) + ")" + describe_left(saved))
 
     def finish(self, first_run: FirstRun, rate: Rate, calibration: Calibration, outcome: Outcome,
-               verified: Verified, extracted: Extracted,
-               ablated: tuple[tuple, str | None] = ((), None)) -> ReductionResult:
+               verified: Verified, extracted: Extracted, ablated: Ablation | None = None) -> ReductionResult:
         """The result, and with ``write`` its files, report and case file."""
         config, spec, first, best = self.config, self.spec, first_run.observation, verified.best
         launch = first_run.launch
@@ -1137,8 +1165,7 @@ class Reduction:
             varying=tuple(sorted(self.target.free)),
             state=self.state_fact(best),
             passes=self.stats.to_json(),
-            ablation=ablated[0],
-            ablation_summary=ablated[1],
+            ablation=ablated,
         )
         if config.write and self.state is not None and self.state.state_file not in result.data_files:
             # The user's weights are not left beside a result that does not read them.

@@ -85,16 +85,8 @@ def render_report(result: ReductionResult, spec: ScriptSpec, target: Path) -> st
             "",
         ]
     out += _operator_table(result, shown, original) + [""]
-    if result.ablation:
-        # Part of the bug report: the pt2 template asks which backends fail.
-        out += ["One change at a time, each run once in a fresh interpreter:", "",
-                "| change | what it tells | outcome |", "|---|---|---|"]
-        for o in result.ablation:
-            outcome = o.result + (f": `{o.error}`" if o.error else "")
-            out.append(f"| `{o.change}` | {o.what} | {outcome} |")
-        out.append("")
-        if result.ablation_summary:
-            out += [result.ablation_summary[0].upper() + result.ablation_summary[1:] + ".", ""]
+    if result.ablation is not None:
+        out += _ablation_section(result.ablation)
     advice = advice_for(shown.family)
     out += [f"First check: {advice.first_check}. Do not conclude {advice.avoid}.", ""]
     check = suggest_check(shown)
@@ -178,6 +170,31 @@ def _short_versions(env: dict) -> str:
     return (f"Python {env.get('python', sys.version.split()[0])}, torch {env.get('torch', 'unknown')}, "
             f"CUDA {env.get('cuda') or 'none'}, HIP {env.get('hip') or 'none'}; {env.get('platform', '')}\n"
             "(torch.utils.collect_env was not available)")
+
+
+def _ablation_section(ablated) -> list[str]:
+    """The comparisons, as the field guide makes them: one change at a time, the edit
+    each made, its outcome; then the kind they show and why."""
+    # Part of the bug report: the pt2 template asks which backends fail, the triage
+    # guidance what is needed to trigger the bug.
+    out = ["### One change at a time", "",
+           "Each change run once in its own process, on the minimal case or on the extracted call:", "",
+           "| change | on | what it tells | outcome | edit |", "|---|---|---|---|---|"]
+    for o in ablated.outcomes:
+        outcome = o.result + (f": `{_cell(o.error)}`" if o.error else "") + (f" ({o.output})" if o.output else "")
+        edit = "<br>".join(f"`{_cell(line)}`" for line in o.edit.splitlines()) if o.edit else ""
+        out.append(f"| {o.change} | {o.subject} | {o.what} | {outcome} | {edit} |")
+    out.append("")
+    if ablated.stage:
+        out += [ablated.stage[0].upper() + ablated.stage[1:] + ".", ""]
+    out += [f"**The kind: {ablated.kind}.** {ablated.reason[0].upper() + ablated.reason[1:]}."]
+    if ablated.hint:
+        out += ["", f"Hint: {ablated.hint}."]
+    return out + [""]
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("`", "'")
 
 
 def _operator_table(result: ReductionResult, shown: Signature, original: Signature) -> list[str]:

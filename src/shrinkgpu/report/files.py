@@ -244,6 +244,11 @@ def _case(result: ReductionResult, target: Path) -> dict:
         "signature": result.signature.to_json(),
         "final_signature": result.final_signature.to_json() if result.final_signature else None,
         "extracted": rel(str(extracted.path)) if extracted is not None else None,
+        # what ``shrinkgpu ablate`` changes of the extracted call, and what the last
+        # comparisons showed (the regression test's valid neighbour comes from them)
+        "extracted_call": {"op": extracted.op, "arguments": [list(a) for a in extracted.arguments]}
+        if extracted is not None and extracted.op else None,
+        "ablation": result.ablation.to_json() if result.ablation is not None else None,
         "launch_env": dict(result.launch_env),
         **case,
     }

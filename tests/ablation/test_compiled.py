@@ -1,4 +1,4 @@
-"""One change at a time (ablation.py): the compile settings a torch.compile failure is
+"""One change at a time (ablation/compiled.py): the compile settings a torch.compile failure is
 compared under, their exact texts, and what the outcomes say; then a real reduction of a
 graph break under fullgraph, compared in fresh interpreters."""
 
@@ -81,12 +81,15 @@ def test_a_reduced_graph_break_is_compared_across_backends_in_fresh_interpreters
     script.write_text(CASE.replace("f(torch.randn(4))", "x = torch.randn(4)\nprint('x', x.shape)\nf(x)"))
     result = reduce(ReduceConfig(script=script, keep_error="Data-dependent branching", verify_runs=1, confirm=0,
                                  max_tests=4, jobs=2, output=tmp_path / "out" / "branch.min.py"))
-    found = {o.change: o.result for o in result.ablation}
+    found = {o.change: o.result for o in result.ablation.outcomes}
     assert found == {
         "torch.compile off": "passes", 'backend="eager"': "same bug", 'backend="aot_eager"': "same bug",
         "fullgraph=False": "passes", "dynamic=False": "same bug", "dynamic=True": "same bug",
     }
-    assert "Dynamo" in result.ablation_summary
+    assert "Dynamo" in result.ablation.stage
+    assert result.ablation.kind == "operator contract" and "fullgraph=False" in result.ablation.reason
     report = result.report.read_text()
-    assert '| `backend="eager"` | Dynamo alone: its tracing, no AOT autograd, no compiler | same bug |' in report
+    assert ('| backend="eager" | the minimal case | Dynamo alone: its tracing, no AOT autograd, no compiler | same bug '
+            '| `- @torch.compile(fullgraph=True)`<br>`+ @torch.compile(fullgraph=True, backend="eager")` |') in report
+    assert "**The kind: operator contract.**" in report
     assert "| stage of torch.compile | Dynamo tracing |" in report

@@ -1,4 +1,4 @@
-"""One change at a time, on the minimal case: what the field guide compares after the cut.
+"""The compile settings of a torch.compile failure, one at a time, on the minimal case.
 
 The changes here are the ones a torch.compile failure calls for (the pt2 bug template's
 ablation): the backend (``eager`` runs Dynamo alone, ``aot_eager`` adds AOT autograd,
@@ -11,16 +11,14 @@ as a decorator or under ``functools.partial``, gets the same keyword.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Mapping
 
 import libcst as cst
 
-from shrinkgpu.signature import Target
+from shrinkgpu.ablation.changes import BACKEND, Change, Outcome, diff_of
 from shrinkgpu.syntax.code import code_of
-from shrinkgpu.worker import Observation
 
-__all__ = ["Change", "Outcome", "compile_backend", "compile_changes", "outcome_of", "outcomes", "summary"]
+__all__ = ["BACKENDS", "compile_backend", "compile_changes", "summary"]
 
 BACKENDS = {
     "eager": "Dynamo alone: its tracing, no AOT autograd, no compiler",
@@ -28,24 +26,6 @@ BACKENDS = {
     "inductor": "Dynamo, AOT autograd and Inductor (the default)",
 }
 _COMPILE = "torch.compile"
-
-
-@dataclass(frozen=True)
-class Change:
-    name: str  # what was changed, as code: ``backend="eager"``
-    what: str  # what the change tests, in words
-    files: Mapping[str, str]
-
-
-@dataclass(frozen=True)
-class Outcome:
-    change: str
-    what: str
-    result: str  # "same bug" | "passes" | "fails differently" | "not run"
-    error: str | None = None  # the first error of a run that failed differently
-
-    def to_json(self) -> dict:
-        return {"change": self.change, "what": self.what, "result": self.result, "error": self.error}
 
 
 def _is_compile(call: cst.Call) -> bool:
@@ -167,7 +147,7 @@ def compile_changes(files: Mapping[str, str]) -> list[Change]:
 
     def add(name: str, what: str, new: dict[str, str] | None) -> None:
         if new is not None:
-            changes.append(Change(name, what, new))
+            changes.append(Change(name, what, new, BACKEND, edit=diff_of(files, new)))
 
     if not seen.partials:
         add("torch.compile off", "the same program run eagerly: whether compilation is needed at all",
@@ -183,24 +163,6 @@ def compile_changes(files: Mapping[str, str]) -> list[Change]:
         if given.get("dynamic") != value:
             add(f"dynamic={value}", what, _rewritten(files, lambda v=value: _SetKeyword("dynamic", v)))
     return changes
-
-
-def outcome_of(change: Change, obs: Observation, target: Target) -> Outcome:
-    if target.matches(obs.signature):
-        return Outcome(change.name, change.what, "same bug")
-    if obs.signature is None and not obs.timed_out and not obs.infra_error:
-        return Outcome(change.name, change.what, "passes")
-    return Outcome(change.name, change.what, "fails differently", obs.describe())
-
-
-def outcomes(changes: list[Change], run: Callable[[list[Mapping[str, str]]], list[Observation]],
-             target: Target) -> list[Outcome]:
-    """Each change run once (``run`` takes the programs and runs them, in parallel as it
-    can, each in a fresh interpreter)."""
-    if not changes:
-        return []
-    observed = run([c.files for c in changes])
-    return [outcome_of(c, obs, target) for c, obs in zip(changes, observed)]
 
 
 def summary(found: list[Outcome], backend: str | None) -> str | None:

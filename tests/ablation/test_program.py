@@ -1,0 +1,103 @@
+"""Changes of the whole minimal case for a GPU run (ablation/program.py), and a case
+whose only passing change is the device: a hint, never the binary environment proven."""
+
+from __future__ import annotations
+
+import dataclasses
+import textwrap
+
+import pytest
+
+from shrinkgpu.ablation import (BACKEND, DEVICE, ENVIRONMENT, SYNC, UNDECIDED, extension_changes, kind_of, outcomes,
+                                program_changes)
+from shrinkgpu.signature import Strictness, Target
+from shrinkgpu.worker import Isolation, Runner, ScriptSpec
+
+# Fails "on a GPU" (any run that has not hidden the GPUs), the way an illegal memory access
+# would, and passes when CUDA_VISIBLE_DEVICES is empty, the way a script that picks its
+# device by torch.cuda.is_available() then runs on the CPU.
+ONLY_ON_GPU = textwrap.dedent("""\
+    import os
+    import torch
+
+    x = torch.ones(3)
+    if os.environ.get("CUDA_VISIBLE_DEVICES") != "":
+        torch.sqrt(x).view(-1)
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+    print(x.sum())
+    """)
+
+
+def test_a_gpu_case_gets_cudnn_off_deterministic_algorithms_synchronous_launches_and_the_cpu():
+    changes = program_changes({"a.py": ONLY_ON_GPU}, "a.py", on_gpu=True, launch_env={})
+    assert [(c.name, c.category) for c in changes] == [
+        ("cuDNN off", BACKEND), ("deterministic algorithms", BACKEND), ("synchronous launches", SYNC),
+        ("on the CPU", DEVICE)]
+    assert changes[0].files["a.py"] == ONLY_ON_GPU.replace("import torch\n",
+                                                           "import torch\ntorch.backends.cudnn.enabled = False\n")
+    assert changes[0].edit == "+ torch.backends.cudnn.enabled = False"
+    assert changes[1].env == {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
+    assert changes[3].env == {"CUDA_VISIBLE_DEVICES": ""} and changes[3].files["a.py"] == ONLY_ON_GPU
+    # already synchronous: not again; a case on the CPU: none of them
+    already = program_changes({"a.py": ONLY_ON_GPU}, "a.py", on_gpu=True, launch_env={"CUDA_LAUNCH_BLOCKING": "1"})
+    assert "synchronous launches" not in [c.name for c in already]
+    assert program_changes({"a.py": ONLY_ON_GPU}, "a.py", on_gpu=False, launch_env={}) == []
+
+
+@pytest.mark.slow
+def test_a_case_that_passes_only_on_the_cpu_is_a_hint_not_the_binary_environment(tmp_path):
+    script = tmp_path / "a.py"
+    script.write_text(ONLY_ON_GPU)
+    spec = ScriptSpec(script=script, cwd=tmp_path, root=tmp_path, argv0=script.name)
+    with Runner(spec, isolation=Isolation.FRESH) as runner:
+        runner.start()
+        first = runner.run({"a.py": ONLY_ON_GPU}, timeout=120)
+        assert first.signature is not None and first.signature.on_gpu
+        target = dataclasses.replace(Target(first.signature), strictness=Strictness.OPERATOR)
+        changes = program_changes({"a.py": ONLY_ON_GPU}, "a.py", on_gpu=True, launch_env={})
+        found = outcomes(changes, lambda cs: [runner.run(c.files, timeout=120, env=dict(c.env)) for c in cs], target)
+    assert {o.change: o.result for o in found} == {
+        "cuDNN off": "same bug", "deterministic algorithms": "same bug", "synchronous launches": "same bug",
+        "on the CPU": "passes"}
+    kind = kind_of(found, on_gpu=True)
+    assert kind.kind == UNDECIDED
+    assert "only the change of device passes" in kind.reason and "not evidence" in kind.hint
+
+
+# An extension's operator that refuses values torch's own operator of the same name takes.
+EXTENSION = textwrap.dedent("""\
+    import torch
+
+
+    @torch.library.custom_op("shrinkgpu_test::relu", mutates_args=())
+    def relu(x: torch.Tensor) -> torch.Tensor:
+        if bool((x < -1).any()):
+            raise RuntimeError("relu kernel: input below the supported range")
+        return x.clamp(min=0)
+
+
+    torch.ops.shrinkgpu_test.relu(torch.full((4,), -2.0))
+    """)
+
+
+def test_an_extension_operator_is_replaced_by_torchs_own_and_torchs_namespaces_are_not():
+    (change,) = extension_changes({"a.py": EXTENSION})
+    assert change.name == "torch.ops.aten.relu for torch.ops.shrinkgpu_test.relu"
+    assert change.edit == ("- torch.ops.shrinkgpu_test.relu(torch.full((4,), -2.0))\n"
+                           "+ torch.ops.aten.relu(torch.full((4,), -2.0))")
+    assert extension_changes({"a.py": "import torch\ntorch.ops.aten.relu(x)\ntorch.ops.prims.add(x, x)\n"}) == []
+
+
+@pytest.mark.slow
+def test_an_extension_that_fails_where_torchs_operator_passes_is_the_binary_environment(tmp_path):
+    script = tmp_path / "a.py"
+    script.write_text(EXTENSION)
+    spec = ScriptSpec(script=script, cwd=tmp_path, root=tmp_path, argv0=script.name)
+    with Runner(spec, isolation=Isolation.FRESH) as runner:
+        runner.start()
+        first = runner.run({"a.py": EXTENSION}, timeout=120)
+        assert first.signature is not None and "supported range" in first.signature.message
+        found = outcomes(extension_changes({"a.py": EXTENSION}),
+                         lambda cs: [runner.run(c.files, timeout=120) for c in cs], Target(first.signature))
+    assert [o.result for o in found] == ["passes"]
+    assert kind_of(found, on_gpu=False).kind == ENVIRONMENT
