@@ -8,7 +8,9 @@
 # 3. `shrinkgpu run` on the CUDA fixture without and with synchronous launches;
 # 4. the CUDA fixture reduced with `--sync-launches never` and with the default (auto),
 #    each capped, with what each kept (operator, tokens, candidates, isolation);
-# 5. the candidate cost of the fork server against fresh interpreters on that fixture.
+# 5. the comparisons of the reduced result run again (`shrinkgpu ablate`): the extracted
+#    call on the CPU against the GPU, cuDNN off, deterministic algorithms, the GPUs hidden;
+# 6. the candidate cost of the fork server against fresh interpreters on that fixture.
 #
 # Everything goes to OUTDIR (summary.md and one log per step); copy what summary.md says
 # into docs/gpu.md.  Sized to end in about 8 minutes on one GPU; CAP (seconds per
@@ -51,6 +53,7 @@ step reduce-never python -m shrinkgpu reduce "$FX/train_cuda.py" -k 'device-side
   --max-time "$CAP" --verify 1 --confirm 0 -o "$OUT/never/train_cuda.min.py" --json
 step reduce-auto python -m shrinkgpu reduce "$FX/train_cuda.py" -k 'device-side assert' \
   --max-time "$CAP" --verify 1 --confirm 0 -o "$OUT/auto/train_cuda.min.py" --json
+step ablate-auto python -m shrinkgpu ablate "$OUT/auto/train_cuda.min.py" --json
 step cost python -m benchmarks.compare --parts cost --fixtures cuda_class_index --cost-fork-runs 10 \
   --cost-fresh-runs 3 --no-doc --workdir "$OUT/cost"
 
@@ -85,6 +88,14 @@ for name in ("reduce-never", "reduce-auto"):
     print(f"- {name}: {data['tokens_before']} -> {data['tokens_after']} tokens, {data['candidates_tested']} "
           f"candidates in {data['seconds']} s, isolation {data['isolation']}, operator "
           f"`{(sig.get('op') or {}).get('name')}`, verified {data['verified']}, stop: {data.get('stop_reason')}")
+data = summary_of("ablate-auto.log")
+if data and data.get("ablation"):
+    a = data["ablation"]
+    print(f"- ablate-auto: kind {a['kind']} ({a['reason']}); hint: {a.get('hint')}; {a['seconds']} s")
+    for c in a["changes"]:
+        print(f"  - {c['change']} ({c['subject']}): {c['outcome']}" + (f": {c['error']}" if c.get("error") else ""))
+else:
+    print("- ablate-auto: no comparisons (see ablate-auto.log)")
 res = out / "cost" / "results.json"
 if res.is_file():
     for row in json.loads(res.read_text()).get("cost", []):

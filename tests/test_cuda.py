@@ -83,3 +83,10 @@ def test_reduce_keeps_the_device_side_assert(tmp_path):
     obs = first.observation
     assert obs.signature is not None and result.signature.same_bug(obs.signature, free=frozenset(result.varying)), result.signature.differences(obs.signature)
     assert "cuda" in Path(out).read_text()
+    # One change at a time on the GPU: the valid targets pass (a device-side assert of an
+    # index is invalid data); the CPU's answer is a hint, shown, never the kind.
+    ablated = result.ablation
+    assert ablated is not None and ablated.kind == "invalid data", ablated
+    by = {o.change: o for o in ablated.outcomes}
+    assert by["valid values"].result == "passes" and by["valid values"].subject == "the extracted call"
+    assert {"cuDNN off", "deterministic algorithms", "on the CPU"} <= set(by)
