@@ -83,7 +83,7 @@ def ablate_case(result_path: Path, *, timeout: float | None = None, jobs: int | 
         if not target.matches(baseline.signature):
             raise NotReproducedHere(baseline)
         changes = ablation.compile_changes(files) if compiled else []
-        changes += ablation.extension_changes(files)
+        changes += ablation.extension_changes(files, main)
         changes += ablation.program_changes(files, main, on_gpu=sig.on_gpu,
                                             launch_env=dict(case.get("launch_env") or {}))
         record(ablation.outcomes(changes, lambda cs: _runs(runner, cs, limit, jobs), target))

@@ -101,3 +101,53 @@ def test_an_extension_that_fails_where_torchs_operator_passes_is_the_binary_envi
                          lambda cs: [runner.run(c.files, timeout=120) for c in cs], Target(first.signature))
     assert [o.result for o in found] == ["passes"]
     assert kind_of(found, on_gpu=False).kind == ENVIRONMENT
+
+
+# A program with an optional fast path: the extension's kernel fails, the fallback does not.
+OPTIONAL = textwrap.dedent('''\
+    """Attention with an optional fused kernel."""
+    from __future__ import annotations
+
+    import torch
+
+    try:
+        import fastattn
+    except ImportError:
+        fastattn = None
+
+    q = torch.randn(2, 4, 8)
+    if fastattn is not None:
+        out = fastattn.attention(q, q, q)
+    else:
+        out = torch.nn.functional.scaled_dot_product_attention(q, q, q)
+    ''')
+FASTATTN = "def attention(q, k, v):\n    raise RuntimeError('fastattn: head dimension 8 is not supported')\n"
+
+
+def test_an_optional_module_is_disabled_before_the_first_statement():
+    (change,) = extension_changes({"a.py": OPTIONAL, "fastattn.py": FASTATTN}, "a.py")
+    assert change.name == "fastattn disabled"
+    assert change.files["a.py"] == OPTIONAL.replace(
+        "from __future__ import annotations\n",
+        "from __future__ import annotations\nimport sys\nsys.modules['fastattn'] = None\n")
+    assert change.files["fastattn.py"] == FASTATTN
+    # an import outside a try, or in one that does not catch its failure: not optional
+    assert extension_changes({"a.py": "import fastattn\ntry:\n    import json\nexcept KeyError:\n    pass\n"},
+                             "a.py") == []
+
+
+@pytest.mark.slow
+def test_a_failure_that_the_programs_fallback_avoids_is_the_binary_environment(tmp_path):
+    script = tmp_path / "a.py"
+    script.write_text(OPTIONAL)
+    (tmp_path / "fastattn.py").write_text(FASTATTN)
+    spec = ScriptSpec(script=script, cwd=tmp_path, root=tmp_path, argv0=script.name)
+    with Runner(spec, isolation=Isolation.FRESH) as runner:
+        runner.start()
+        first = runner.run({"a.py": OPTIONAL}, timeout=120)
+        assert first.signature is not None and "fastattn" in first.signature.message
+        found = outcomes(extension_changes({"a.py": OPTIONAL}, "a.py"),
+                         lambda cs: [runner.run(c.files, timeout=120) for c in cs], Target(first.signature))
+    assert [(o.change, o.result) for o in found] == [("fastattn disabled", "passes")]
+    kind = kind_of(found, on_gpu=False)
+    assert kind.kind == ENVIRONMENT and "fastattn disabled" in kind.reason

@@ -54,11 +54,6 @@ class Outcome:
                 "error": self.error, "category": self.category, "subject": self.subject, "edit": self.edit,
                 "output": self.output}
 
-    @classmethod
-    def from_json(cls, data: dict) -> "Outcome":
-        return cls(data["change"], data.get("what", ""), data.get("outcome") or data["result"], data.get("error"),
-                   data.get("category", BACKEND), data.get("subject", CASE), data.get("edit", ""), data.get("output"))
-
 
 def diff_of(before: Mapping[str, str], after: Mapping[str, str]) -> str:
     """The lines a change removed (``-``) and added (``+``), without context: what the

@@ -81,8 +81,9 @@ def kind_of(found: Sequence[Outcome], *, on_gpu: bool, compiled: bool = False) -
                                "breaks, by a program it does not support or by a bug of its own; the outcomes do not "
                                "tell which")
     if by_category[EXTENSION]:
-        return kind(ENVIRONMENT, f"the same values pass through torch's own operator ({_names(by_category[EXTENSION])}): "
-                                 "the extension's kernel (or its build) is where it breaks")
+        return kind(ENVIRONMENT, f"it passes with {_names(by_category[EXTENSION])} (torch's own operator, or the "
+                                 "program's fallback, instead of the extension's): the extension's kernel (or its "
+                                 "build) is where it breaks")
     other_backends = [o for o in by_category[BACKEND] if not o.change.startswith(("backend=", "dynamic=",
                                                                                    "fullgraph="))]
     if other_backends:

@@ -800,7 +800,7 @@ class Reduction:
         on_gpu = sig.on_gpu
         compiled = sig.family is Family.COMPILE
         fresh: list[ablation.Change] = ablation.compile_changes(best.files) if compiled else []
-        fresh += ablation.extension_changes(best.files)
+        fresh += ablation.extension_changes(best.files, self.program.main)
         fresh += ablation.program_changes(best.files, self.program.main, on_gpu=on_gpu,
                                           launch_env=dict(self.spec.env or {}))
         extraction = extracted.extraction
