@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.readability import orphaned_comments, placeholders
 from conftest import FIXTURE_NAMES, load_fixture, tree_digest
 from shrinkgpu.reducer import ReduceConfig, reduce, run_once
 from shrinkgpu.signature import normalize_message
@@ -96,7 +97,13 @@ def test_fixture_reduces_to_a_faithful_small_script(name, tmp_path, record_prope
     obs, _ = run_once(ReduceConfig(script=extracted, cwd=extracted.parent), isolation=Isolation.FRESH)
     assert obs.signature is not None and result.signature.same_bug(obs.signature, free=frozenset(result.varying)), extracted.read_text()
 
-    # (e) one change at a time, on real runs: the kind the fixture's story says
+    # (e) it reads like a hand-written cut (issue 24): no comment left without its code,
+    # no placeholder the original did not have
+    originals = [p.read_text(encoding="utf-8") for p in fx.dir.glob("*.py") if p.name != "ideal_cut.py"]
+    assert orphaned_comments(out.read_text()) == [], out.read_text()
+    assert placeholders(out.read_text(), originals) == [], out.read_text()
+
+    # (f) one change at a time, on real runs: the kind the fixture's story says
     if fx.kind is not None:
         assert result.ablation is not None and result.ablation.kind == fx.kind, result.ablation
 

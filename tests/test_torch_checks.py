@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import textwrap
 
+import pytest
+
 from conftest import first_error
 from shrinkgpu.families import Family
 from shrinkgpu.reducer import ReduceConfig
@@ -64,3 +66,44 @@ def test_the_module_whose_check_raised_is_extracted_built_as_it_was_and_called_o
     # checked in a fresh interpreter: the same module, the same bug
     assert extraction.signature.op.name == "torch.nn.LSTM"
     assert extraction.signature.headline == "RuntimeError: Expected hidden[0] size (1, 4, 16), got [2, 4, 16]"
+
+
+BATCHNORM = """\
+import torch
+import torch.nn as nn
+
+norm = nn.BatchNorm1d(6)
+x = torch.randn(1, 6)
+out = norm(x)
+"""
+PACKED = """\
+import torch
+from torch.nn.utils.rnn import pack_padded_sequence
+
+x = torch.randn(3, 5, 4)
+lengths = torch.tensor([2, 5, 3])
+packed = pack_padded_sequence(x, lengths, batch_first=True)
+"""
+
+
+@pytest.mark.parametrize("text, keep, suspect, line, again", [
+    (BATCHNORM, "Expected more than 1 value per channel", "torch.nn.functional.batch_norm", "out = norm(x)",
+     "y = norm(x) + 1"),
+    (PACKED, "must be sorted in decreasing order", "torch._pack_padded_sequence",
+     "packed = pack_padded_sequence(x, lengths, batch_first=True)",
+     "p = pack_padded_sequence(x, lengths, True)"),
+], ids=["batchnorm-one-value", "pack-padded-unsorted"])
+def test_a_check_of_batchnorm_and_of_pack_padded_sequence_names_its_suspect_and_is_extracted(
+        tmp_path, text, keep, suspect, line, again):
+    from shrinkgpu.reducer import extract_call
+
+    sig = first_error(tmp_path, "a.py", text)
+    assert keep in sig.message and sig.op is not None and sig.op.name == suspect
+    # kept by the strict signature: the failing line rewritten is the same bug
+    assert sig.same_bug(first_error(tmp_path, "b.py", text.replace(line, again)))
+    script = tmp_path / "case.py"
+    script.write_text(text)
+    _, extraction = extract_call(ReduceConfig(script=script, keep_error=keep))
+    assert extraction.path == tmp_path / "case.extracted.py"
+    assert extraction.signature.op.name == suspect and keep in extraction.signature.message
+    assert extraction.lines <= 8, extraction.text  # extract.MAX_LINES: read at a glance
