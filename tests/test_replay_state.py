@@ -177,5 +177,9 @@ def test_resume_keeps_the_saved_state_and_the_extracted_call(tmp_path, monkeypat
     assert any(m.startswith("--resume: the state saved at iteration 1499 of `for step in range(4000):`")
                for m in events), events
     assert again.extracted is not None and again.extracted.text == first.extracted.text
+    # the kept call is compared one change at a time as the first run's was
+    assert again.extracted.op == first.extracted.op
+    assert [w for w, _n, _m in again.extracted.arguments] == [w for w, _n, _m in first.extracted.arguments]
+    assert again.ablation is not None and first.ablation is not None and again.ablation.kind == first.ablation.kind
     assert any("replays the bug in a fresh interpreter" in n for n in again.notes), again.notes
     assert again.verified == (1, 1)

@@ -1192,3 +1192,21 @@ def test_an_inf_at_the_operator_is_another_bug_than_a_negative_number_with_the_s
     assert "holds inf or nan" in trained.op.tensors[0].describe()
     again = Signature.from_json(trained.to_json())
     assert again.op.tensors[0].finite is False
+
+
+def test_a_compile_error_raised_through_another_dynamo_wrapper_is_the_same_bug():
+    """A module compiled whole (``OptimizedModule.__call__``) and its forward compiled as a
+    function (``compile_wrapper``): one bug when Dynamo says the same thing; a real
+    operator is not a wrapper."""
+    def compiled(op_name, others=()):
+        op = None if op_name is None else OpRecord(op_name, (), others)
+        return Signature(type="torch._dynamo.exc.Unsupported", message="logging.Logger method not supported",
+                         normalized="logging.Logger method not supported [gb0291]", op=op, frame=None,
+                         family=Family.COMPILE)
+
+    module = compiled("torch._dynamo.eval_frame.OptimizedModule.__call__", ("kwargs['self'] = <OptimizedModule>",))
+    function = compiled("torch._dynamo.eval_frame._TorchDynamoContext.__call__.<locals>.compile_wrapper")
+    assert module.same_bug(function) and function.same_bug(module) and module.same_bug(compiled(None))
+    assert not module.same_bug(compiled("torch.nn.functional.linear"))
+    other = dataclasses.replace(function, normalized="Data-dependent branching [gb0170]")
+    assert not module.same_bug(other)

@@ -257,7 +257,16 @@ def check_extracted(path: Path, target: Target, timeout: float, env: dict | None
         return None
     body = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("import ")]
     level = "metadata" if "torch.randn(" in text or not loads else "exact"
-    return Extraction(path, data if loads else None, text, level, len(body), obs.signature, None)
+    # What the ablation changes, from the check's own record of the call (its values
+    # were not kept: a valid-values change clamps without knowing which are out of range).
+    op = obs.signature.op
+    arguments = () if op is None else tuple(
+        (t.path, _name(t.path), {"dtype": t.dtype, "shape": list(t.shape),
+                                 "stride": list(t.stride) if t.stride is not None else None, "offset": 0,
+                                 "device": t.device, "nonfinite": t.finite is False})
+        for t in op.tensors)
+    return Extraction(path, data if loads else None, text, level, len(body), obs.signature, None,
+                      op.name if op is not None else None, arguments)
 
 
 def extract_record(record: dict, target: Target, output_stem: Path, timeout: float, env: dict | None,

@@ -445,16 +445,19 @@ class Signature:
                 and self.frame.source == other.frame.source
                 and _tails_agree(self.crash_tail, other.crash_tail)
             )
+        if (self.family is Family.COMPILE and other.family is Family.COMPILE
+                and _compiled_callable(self.op) and _compiled_callable(other.op)):
+            # Raised by torch.compile's entry (``OptimizedModule.__call__`` for a compiled
+            # module, ``compile_wrapper`` for a compiled function) or by no torch call:
+            # which wrapper Dynamo put around the callable, and the line that called it,
+            # are how the program happened to compile and call it, not the bug; the
+            # message's head and graph-break id name it.
+            return True
         if self.op is None or other.op is None:
             # An error no torch call raised: all that identifies its place is the
             # statement that raised it.
             if self.op is not other.op:
                 return False
-            if self.family is Family.COMPILE and other.family is Family.COMPILE:
-                # Raised while compiling: the line that called the compiled callable is
-                # where the program happened to call it (``loss = crit(step(x), y)``),
-                # not the bug's place; the message's head and graph-break id name it.
-                return True
             mine = self.frame.source if self.frame else None
             theirs = other.frame.source if other.frame else None
             return mine == theirs
@@ -555,6 +558,12 @@ CRASH_TAIL_LINES = 3
 # What the dying process printed last is what tells crashes apart; progress and warnings
 # are not that, and the faulthandler dump goes to its own file.
 _NOISE = re.compile(r"^\s*(\d+%\||Epoch \d|warnings\.warn|.*Warning: )")
+
+
+def _compiled_callable(op: "OpRecord | None") -> bool:
+    """Whether the suspect is torch.compile's own entry point (or there is none): a
+    Dynamo wrapper, not an operator of the user's call."""
+    return op is None or op.name.startswith("torch._dynamo.")
 
 
 @dataclass(frozen=True)

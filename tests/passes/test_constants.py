@@ -338,7 +338,11 @@ def test_scalarize_attributes_leaves_objects_that_are_used_whole_or_collide():
     used_whole = "import torch.nn as nn\nm = nn.Module()\nm.fc = nn.Linear(4, 2)\nopt(m)\n"
     collides = "import torch.nn as nn\nfc = 1\nm_fc = 2\nm = nn.Module()\nm.fc = nn.Linear(4, 2)\nm.fc(x)\n"
     with_args = "m = Box(3)\nm.fc = 1\nprint(m.fc)\n"
-    for src in (used_whole, collides, with_args):
+    # an attribute read but never set on the object (its class's, or its __init__'s):
+    # a plain name would be unbound
+    class_attribute = "class C:\n    model = 1\n\n\ncfg = C()\ncfg = cfg.model\n"
+    partly = "m = nn.Module()\nm.fc = nn.Linear(4, 2)\nm.fc(m.extra)\n"
+    for src in (used_whole, collides, with_args, class_attribute, partly):
         assert ScalarizeAttributes().units(start(src), 0) == []
 
 

@@ -8,6 +8,8 @@ none of it.  The values come from the run itself (the probe records what each
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from shrinkgpu.passes.base import LevelZeroPass, Unit, deletion_unit, single_bindings
@@ -582,6 +584,18 @@ def _bare_instantiation(deps, name: cst.Name) -> bool:
     return call is not None and not call.args
 
 
+def _assigned_attributes(program, name: str, readers) -> set[str]:
+    """The attributes of ``name`` that some statement sets (``name.attr = ...``)."""
+    deps = program.deps
+    out = set()
+    for n, a in readers:
+        sid = deps.enclosing(n)
+        code = program.stmt_code(sid).lstrip() if sid is not None else ""
+        if re.match(rf"{re.escape(name)}\.{re.escape(a.attr.value)}\s*(?::[^=]+)?=(?!=)", code):
+            out.add(a.attr.value)
+    return out
+
+
 class ScalarizeAttributes(LevelZeroPass):
     """``m = nn.Module(); m.fc = nn.Linear(4, 2); m.fc(x)`` -> ``fc = nn.Linear(4, 2);
     fc(x)``: an object made bare (often what inlining a constructor leaves) that is only
@@ -603,6 +617,10 @@ class ScalarizeAttributes(LevelZeroPass):
             if any(a is None for _, a in readers):
                 continue  # the object itself is used, not just its attributes
             if any(deps.in_fstring(n) for n, _ in readers):
+                continue
+            if _assigned_attributes(program, name, readers) != {a.attr.value for _, a in readers}:
+                # an attribute the program reads but never sets on the object (a class
+                # attribute, one its __init__ sets): a plain variable would be unbound
                 continue
             # ``ds.x`` -> ``x``, or ``ds_x`` where the program already has an ``x``.
             renamed: dict[str, str] = {}
