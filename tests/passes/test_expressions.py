@@ -244,3 +244,14 @@ def test_a_call_around_the_failing_call_is_offered_as_that_call():
         found |= {line for text in each(SimplifyExpressions(), cand, level) for line in text.splitlines()[1:]}
     assert "step(x)" in found
     assert {"f(a)", "g(b)"} <= found
+
+
+def test_a_stack_of_identical_blocks_is_offered_as_one_block():
+    """Issue 23: a ``Sequential`` of identical blocks becomes one block, and the count a
+    ``ModuleList`` comprehension repeats becomes 1."""
+    sequential = start("import torch.nn as nn\nblocks = nn.Sequential(Block(4), Block(4), Block(4))\ny = blocks(x)\n")
+    offered = {text.splitlines()[1] for level in (0, 1) for text in each(SimplifyExpressions(), sequential, level)}
+    assert "blocks = Block(4)" in offered
+    listed = start("import torch.nn as nn\nn_layers = 6\n"
+                   "blocks = nn.ModuleList([nn.Linear(4, 4) for _ in range(n_layers)])\nfor b in blocks:\n    x = b(x)\n")
+    assert "n_layers = 1" in {text.splitlines()[1] for text in each(SimplifyExpressions(), listed, 0)}
