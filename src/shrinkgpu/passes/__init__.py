@@ -13,6 +13,7 @@ from shrinkgpu.passes.base import EditPass
 from shrinkgpu.passes.batches import FirstBatch
 from shrinkgpu.passes.branches import HoistElse, HoistThen, TryToBody, UnwrapWith
 from shrinkgpu.passes.compiled import CompiledForward
+from shrinkgpu.passes.config_classes import ConfigClassValues
 from shrinkgpu.passes.configs import ConfigToLiteral
 from shrinkgpu.passes.data import LoadSavedObjects
 from shrinkgpu.passes.constants import ArgparseToNamespace, PropagateConstants, ScalarizeAttributes
@@ -59,6 +60,7 @@ STRUCTURE: tuple[EditPass, ...] = (
     SplitRecords(),
     PropagateConstants(),
     ScalarizeAttributes(),
+    ConfigClassValues(),
     StripDecorators(),
     # typed, grown code: annotations and unused parameters keep definitions and config
     # fields alive; a tuple assignment keeps a dead attribute with a live one
@@ -127,6 +129,7 @@ __all__ = [
     "StripDecorators",
     "TryToBody",
     "ScalarizeAttributes",
+    "ConfigClassValues",
     "SimplifyExpressions",
     "UnwrapWith",
 ]

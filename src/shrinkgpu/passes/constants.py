@@ -8,8 +8,6 @@ none of it.  The values come from the run itself (the probe records what each
 
 from __future__ import annotations
 
-import re
-
 import libcst as cst
 
 from shrinkgpu.passes.base import LevelZeroPass, Unit, deletion_unit, single_bindings
@@ -17,7 +15,7 @@ from shrinkgpu.passes.inline import match_arguments
 from shrinkgpu.syntax.code import code_of
 from shrinkgpu.syntax.edits import Edit
 from shrinkgpu.syntax.program import Candidate
-from shrinkgpu.syntax.queries import variable_names
+from shrinkgpu.syntax.queries import assigned_attributes, variable_names
 
 _PARSE_METHODS = ("parse_args", "parse_known_args")
 
@@ -584,18 +582,6 @@ def _bare_instantiation(deps, name: cst.Name) -> bool:
     return call is not None and not call.args
 
 
-def _assigned_attributes(program, name: str, readers) -> set[str]:
-    """The attributes of ``name`` that some statement sets (``name.attr = ...``)."""
-    deps = program.deps
-    out = set()
-    for n, a in readers:
-        sid = deps.enclosing(n)
-        code = program.stmt_code(sid).lstrip() if sid is not None else ""
-        if re.match(rf"{re.escape(name)}\.{re.escape(a.attr.value)}\s*(?::[^=]+)?=(?!=)", code):
-            out.add(a.attr.value)
-    return out
-
-
 class ScalarizeAttributes(LevelZeroPass):
     """``m = nn.Module(); m.fc = nn.Linear(4, 2); m.fc(x)`` -> ``fc = nn.Linear(4, 2);
     fc(x)``: an object made bare (often what inlining a constructor leaves) that is only
@@ -618,7 +604,7 @@ class ScalarizeAttributes(LevelZeroPass):
                 continue  # the object itself is used, not just its attributes
             if any(deps.in_fstring(n) for n, _ in readers):
                 continue
-            if _assigned_attributes(program, name, readers) != {a.attr.value for _, a in readers}:
+            if assigned_attributes(program, name, readers) != {a.attr.value for _, a in readers}:
                 # an attribute the program reads but never sets on the object (a class
                 # attribute, one its __init__ sets): a plain variable would be unbound
                 continue

@@ -7,13 +7,15 @@ one file that imports public names only.
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from shrinkgpu.syntax.code import code_of, parse_expression
 from shrinkgpu.syntax.program import Candidate
 
 __all__ = [
-    "Substitute", "assigned_names", "bound_names", "free_names", "param_names", "bound_sequence", "class_method_of", "first_item", "first_param", "header_parts", "instance_class", "method_of",
+    "Substitute", "assigned_attributes", "assigned_names", "bound_names", "free_names", "param_names", "bound_sequence", "class_method_of", "first_item", "first_param", "header_parts", "instance_class", "method_of",
     "module_names", "nth_item", "one_iteration", "runs_once", "variable_names",
 ]
 
@@ -386,3 +388,19 @@ def one_iteration(loop: cst.CSTNode, iteration: int, program=None) -> str | None
         lines = ([f"import {module}\n"] if module else []) + [f"{code_of(loop.target)} = {item}\n"]
     lines += [code_of(stmt) for stmt in loop.body.body]
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+def assigned_attributes(program, name: str, readers) -> set[str]:
+    """The attributes of the object ``name`` that some statement sets on it
+    (``name.attr = ...``, ``name.attr: T = ...``); ``readers`` are (Name, Attribute)
+    pairs of its reads, as ``passes.base.single_bindings`` gives them."""
+    deps = program.deps
+    out = set()
+    for n, a in readers:
+        if a is None:
+            continue
+        sid = deps.enclosing(n)
+        code = program.stmt_code(sid).lstrip() if sid is not None else ""
+        if re.match(rf"{re.escape(name)}\.{re.escape(a.attr.value)}\s*(?::[^=]+)?=(?!=)", code):
+            out.add(a.attr.value)
+    return out
