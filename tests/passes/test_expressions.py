@@ -255,3 +255,11 @@ def test_a_stack_of_identical_blocks_is_offered_as_one_block():
     listed = start("import torch.nn as nn\nn_layers = 6\n"
                    "blocks = nn.ModuleList([nn.Linear(4, 4) for _ in range(n_layers)])\nfor b in blocks:\n    x = b(x)\n")
     assert "n_layers = 1" in {text.splitlines()[1] for text in each(SimplifyExpressions(), listed, 0)}
+
+
+def test_a_splatted_dictionary_literal_is_offered_as_keywords():
+    cand = start('import torch\nmodel(x, **{"input_ids": 0, "mask": m}, labels=y)\nf(**{"not ok": 1})\ng(**{"a": 1}, a=2)\n')
+    offered = [text for level in (0, 1, 2) for text in each(SimplifyExpressions(), cand, level)]
+    # the keywords where the splat was; a key that is no identifier, or is given twice, stays a splat
+    assert [t.splitlines()[1] for t in offered].count("model(x, input_ids=0, mask=m, labels=y)") == 1
+    assert not any(line.startswith(("f(not", "g(a=1")) for t in offered for line in t.splitlines()[2:])

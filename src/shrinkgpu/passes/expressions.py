@@ -321,6 +321,11 @@ def _alternatives(stmt: cst.CSTNode, sizes: Sequence[int] = ()) -> list[tuple[cs
             and not _allocates_uninitialised(call.func.value)
         ):
             options.append(("expr", code_of(call.func.value)))
+        # ``model(**{"input_ids": x})`` -> ``model(input_ids=x)``: what a dictionary
+        # literal (often what config-to-literal left) splats is keywords, written as such.
+        splat = _splat_as_keywords(call)
+        if splat is not None:
+            options.append(("expr", splat))
         if options:
             out.append((call, options))
         for arg in call.args:
@@ -364,6 +369,35 @@ def _alternatives(stmt: cst.CSTNode, sizes: Sequence[int] = ()) -> list[tuple[cs
             for el in elements:
                 out.append((el, [("remove", "")]))
     return out
+
+
+def _splat_as_keywords(call: cst.Call) -> str | None:
+    """The call with each ``**{"name": value}`` of a dictionary literal written as
+    ``name=value`` keywords; None when it has none, or a key is no identifier (or is
+    given twice)."""
+    import keyword
+
+    given = {a.keyword.value for a in call.args if a.keyword is not None}
+    args: list[cst.Arg] = []
+    changed = False
+    for arg in call.args:
+        if arg.star != "**" or not isinstance(arg.value, cst.Dict):
+            args.append(arg)
+            continue
+        for el in arg.value.elements:
+            if not (isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString)):
+                return None
+            key = el.key.evaluated_value
+            if not isinstance(key, str) or not key.isidentifier() or keyword.iskeyword(key) or key in given:
+                return None
+            given.add(key)
+            args.append(cst.Arg(keyword=cst.Name(key), value=el.value,
+                                equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
+                                                      whitespace_after=cst.SimpleWhitespace(""))))
+        changed = True
+    if not changed:
+        return None
+    return code_of(call.with_changes(args=[a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in args]))
 
 
 def _integer_literals(program) -> frozenset[int]:
