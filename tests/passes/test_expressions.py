@@ -263,3 +263,11 @@ def test_a_splatted_dictionary_literal_is_offered_as_keywords():
     # the keywords where the splat was; a key that is no identifier, or is given twice, stays a splat
     assert [t.splitlines()[1] for t in offered].count("model(x, input_ids=0, mask=m, labels=y)") == 1
     assert not any(line.startswith(("f(not", "g(a=1")) for t in offered for line in t.splitlines()[2:])
+
+
+def test_a_comprehension_over_a_range_of_one_value_is_its_one_element():
+    cand = start("import torch\ny = torch.cat([featurize(xs[i], i=i, n=o.i) for i in range(0, 1, 1)])\n"
+                 "z = [f(j) for j in range(2)]\n")
+    offered = [t.splitlines()[1] for t in each(SimplifyExpressions(), cand, 0)]
+    assert "y = torch.cat([featurize(xs[0], i=0, n=o.i)])" in offered
+    assert not any(t.splitlines()[2].startswith("z = [f(0)") for t in each(SimplifyExpressions(), cand, 0))

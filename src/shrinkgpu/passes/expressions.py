@@ -11,6 +11,7 @@ k-th alternative, so alternatives for one node never meet in one candidate.
 
 from __future__ import annotations
 
+import ast
 from typing import Sequence
 
 import libcst as cst
@@ -45,7 +46,6 @@ _FOLDABLE = (
 def fold(node: cst.BaseExpression) -> str | None:
     """The value of an expression made only of literals and operators (``16 + 1``,
     ``0 != 0``), as source; None when it has names, calls or is already a literal."""
-    import ast
 
     if isinstance(node, (cst.Integer, cst.Float, cst.SimpleString, cst.Name)):
         return None
@@ -100,7 +100,6 @@ def fold_comprehension(node: cst.BaseExpression) -> str | None:
     "x"}.items() if k != "name"}`` -> ``{'a': 1}``), as source, when it is shorter; None
     when it reads any name but its own targets or calls anything but ``.items()``,
     ``.keys()``, ``.values()`` of a literal (a restricted evaluation: no builtins)."""
-    import ast
 
     global _COMPREHENSION_NODES
     if _COMPREHENSION_NODES is None:
@@ -140,6 +139,51 @@ def fold_comprehension(node: cst.BaseExpression) -> str | None:
     except (ValueError, SyntaxError):
         return None
     return text if len(text) < len(source) else None
+
+
+class _Substitute(cst.CSTTransformer):
+    """A name read replaced by a value (an attribute's name and a keyword stay)."""
+
+    def __init__(self, name: str, value: str):
+        self.name, self.value = name, value
+
+    def leave_Name(self, original_node: cst.Name, updated_node: cst.Name):
+        return cst.parse_expression(self.value) if updated_node.value == self.name else updated_node
+
+    def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute):
+        return updated_node.with_changes(attr=original_node.attr)
+
+    def leave_Arg(self, original_node: cst.Arg, updated_node: cst.Arg):
+        return updated_node.with_changes(keyword=original_node.keyword)
+
+
+def one_iteration(node: cst.ListComp) -> str | None:
+    """``[f(i) for i in range(0, 1, 1)]`` -> ``[f(0)]``: a comprehension over a range of
+    one value is that one element (what cutting a length to 1 leaves)."""
+    comp = node.for_in
+    it = comp.iter
+    if comp.inner_for_in is not None or comp.ifs or comp.asynchronous is not None or not isinstance(comp.target,
+                                                                                                      cst.Name):
+        return None
+    if not (isinstance(it, cst.Call) and code_of(it.func) == "range" and it.args
+            and all(a.keyword is None and not a.star for a in it.args)):
+        return None
+    try:
+        values = range(*[int(ast.literal_eval(code_of(a.value))) for a in it.args])
+    except (ValueError, SyntaxError, TypeError):
+        return None
+    if len(values) != 1:
+        return None
+    inner = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp, cst.Lambda)
+    if any(isinstance(n, inner) for n in _descendants(node.elt)):
+        return None  # a scope of its own might bind the same name
+    return "[" + code_of(node.elt.visit(_Substitute(comp.target.value, str(values[0])))) + "]"
+
+
+def _descendants(node: cst.CSTNode):
+    for child in node.children:
+        yield child
+        yield from _descendants(child)
 
 
 class _Collect(cst.CSTVisitor):
@@ -195,7 +239,12 @@ class _Collect(cst.CSTVisitor):
         return self._fold(node, fold_comprehension)
 
     def visit_ListComp(self, node) -> bool:
-        return self._fold(node, fold_comprehension)
+        going_on = self._fold(node, fold_comprehension)
+        if going_on:
+            once = one_iteration(node)
+            if once is not None:
+                self.foldable.append((node, once))
+        return going_on
 
     def _fold(self, node, how=fold) -> bool:
         text = how(node)
