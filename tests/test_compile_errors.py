@@ -130,3 +130,28 @@ def test_a_compile_error_is_the_same_bug_whatever_line_calls_the_compiled_callab
     other = first_error(tmp_path, "b.py", wrapped)
     assert other.frame.source != sig.frame.source
     assert sig.same_bug(other)
+
+
+RECOMPILES = """\
+import torch
+
+torch._dynamo.config.fail_on_recompile_limit_hit = True
+torch._dynamo.config.recompile_limit = 2
+
+
+@torch.compile(backend="eager")
+def pool(vecs):
+    return torch.stack(vecs).mean(0)
+
+
+for n in range(1, 6):
+    pool([torch.ones(3)] * n)
+"""
+
+
+def test_the_recompile_limit_is_the_root_dynamo_raised_not_the_hard_failure_it_reraised(tmp_path):
+    # Python shows ``Unsupported: Dynamo recompile limit exceeded`` as the root and the
+    # ``FailOnRecompileLimitHit`` raised from it at torch.compile's wrapper above it
+    sig = first_error(tmp_path, "a.py", RECOMPILES)
+    assert sig.type == "torch._dynamo.exc.Unsupported", sig.headline
+    assert "recompile limit" in sig.message and sig.family is Family.COMPILE

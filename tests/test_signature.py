@@ -1210,3 +1210,14 @@ def test_a_compile_error_raised_through_another_dynamo_wrapper_is_the_same_bug()
     assert not module.same_bug(compiled("torch.nn.functional.linear"))
     other = dataclasses.replace(function, normalized="Data-dependent branching [gb0170]")
     assert not module.same_bug(other)
+
+
+def test_dynamo_reraising_its_tracing_error_from_its_wrapper_leaves_the_root_first():
+    wrapper = OpRecord("torch._dynamo.eval_frame._TorchDynamoContext.__call__.<locals>.compile_wrapper", ())
+    outer = ExceptionRecord("torch._dynamo.exc.FailOnRecompileLimitHit",
+                            "Hard failure due to fail_on_recompile_limit_hit", op=wrapper, ident=1)
+    root = ExceptionRecord("torch._dynamo.exc.Unsupported", "Dynamo recompile limit exceeded", ident=2)
+    assert choose_first_error([outer, root], []) is root
+    # a real operator that raised above a plain root is still preferred
+    linear = dataclasses.replace(outer, op=OpRecord("torch.nn.functional.linear", ()))
+    assert choose_first_error([linear, root], []) is linear

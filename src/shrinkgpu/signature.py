@@ -314,10 +314,14 @@ def choose_first_error(
     sticky errors: once a kernel failed, every later call reports the same error, so a
     script that caught the first report and carried on dies at an innocent call; an
     earlier torch error with the same class and normalised message is the real first one.
+    torch.compile's own entry (a ``torch._dynamo`` wrapper around the compiled callable)
+    is no operator: Dynamo re-raising its tracing error from there
+    (``FailOnRecompileLimitHit`` from ``Unsupported: Dynamo recompile limit exceeded``)
+    leaves the root first, as Python displays it.
     """
     if not chain:
         return None
-    from_torch = [rec for rec in chain if rec.op is not None]
+    from_torch = [rec for rec in chain if rec.op is not None and not _compiled_callable(rec.op)]
     first = from_torch[-1] if from_torch else chain[-1]
     key = (first.type, normalize_message(first.message))
     for rec in torch_errors:
