@@ -57,3 +57,7 @@ def test_a_compiled_case_is_read_from_its_backends():
     assert compiled(**{off: PASSES, "fullgraph=False": PASSES, 'backend="eager"': SAME}).kind == CONTRACT
     assert compiled(**{off: PASSES, 'backend="eager"': PASSES, 'backend="aot_eager"': SAME}).kind == ENVIRONMENT
     assert compiled(**{off: PASSES, 'backend="eager"': SAME, 'backend="aot_eager"': SAME}).kind == UNDECIDED
+    # a reduced case that no longer runs eagerly decides nothing, and says why
+    broken = kind_of([o(off, DIFFERENT, BACKEND, CASE, error="RuntimeError: Boolean value of Tensor"),
+                      o('backend="eager"', SAME, BACKEND, CASE)], on_gpu=False, compiled=True)
+    assert broken.kind == UNDECIDED and "Boolean value of Tensor" in broken.reason

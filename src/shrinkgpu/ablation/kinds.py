@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from shrinkgpu.ablation.changes import (BACKEND, CALL, DATA, DEVICE, EXTENSION, LAYOUT, PASSES, PRECISION, SAME,
-                                        SIZE, Outcome)
+from shrinkgpu.ablation.changes import (BACKEND, CALL, DATA, DEVICE, DIFFERENT, EXTENSION, LAYOUT, PASSES,
+                                        PRECISION, SAME, SIZE, Outcome)
 
 __all__ = ["CONTRACT", "ENVIRONMENT", "INVALID_DATA", "KINDS", "UNDECIDED", "Kind", "kind_of"]
 
@@ -80,6 +80,11 @@ def kind_of(found: Sequence[Outcome], *, on_gpu: bool, compiled: bool = False) -
         return kind(UNDECIDED, "it passes without torch.compile and fails with every backend: Dynamo's tracing "
                                "breaks, by a program it does not support or by a bug of its own; the outcomes do not "
                                "tell which")
+    if compiled and by.get("torch.compile off") == DIFFERENT:
+        off = next(o for o in found if o.change == "torch.compile off")
+        return kind(UNDECIDED, f"without torch.compile the reduced case fails otherwise ({off.error}): it no longer "
+                               "runs eagerly, so the outcomes cannot tell what the program asks of Dynamo from a bug "
+                               "of Dynamo's (the stage above says where it breaks)")
     if by_category[EXTENSION]:
         return kind(ENVIRONMENT, f"it passes with {_names(by_category[EXTENSION])} (torch's own operator, or the "
                                  "program's fallback, instead of the extension's): the extension's kernel (or its "
