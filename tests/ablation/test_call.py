@@ -1,5 +1,5 @@
 """Changes of the extracted call (ablation/call.py): their exact edits for small calls,
-then real runs of each in its own interpreter, and the kind their outcomes show."""
+then real runs of each in its own (forked) process, and the kind their outcomes show."""
 
 from __future__ import annotations
 
@@ -96,12 +96,12 @@ def test_with_edit_loads_the_tensors_from_the_path_given():
     (VIEW, "Tensor.view", VIEW_ARGS, "operator contract", {"contiguous inputs", "reshape for view"}),
     (LINEAR, "torch._C._nn.linear", LINEAR_ARGS, "operator contract", {"one dtype (float64)", "float32"}),
 ], ids=["class-index", "view-after-transpose", "double-meets-float"])
-def test_each_change_runs_in_its_own_interpreter_and_the_outcomes_decide_the_kind(
+def test_each_change_runs_in_its_own_process_and_the_outcomes_decide_the_kind(
         tmp_path, text, op, arguments, kind, passing):
     script = tmp_path / "call.py"
     script.write_text(text)
     spec = ScriptSpec(script=script, cwd=tmp_path, root=tmp_path, argv0=script.name)
-    with Runner(spec, isolation=Isolation.FRESH) as runner:
+    with Runner(spec, isolation=Isolation.FORK) as runner:
         runner.start()
         first = runner.run({"call.py": text}, timeout=120)
         assert first.signature is not None

@@ -49,7 +49,7 @@ def test_a_case_that_passes_only_on_the_cpu_is_a_hint_not_the_binary_environment
     script = tmp_path / "a.py"
     script.write_text(ONLY_ON_GPU)
     spec = ScriptSpec(script=script, cwd=tmp_path, root=tmp_path, argv0=script.name)
-    with Runner(spec, isolation=Isolation.FRESH) as runner:
+    with Runner(spec, isolation=Isolation.FORK) as runner:
         runner.start()
         first = runner.run({"a.py": ONLY_ON_GPU}, timeout=120)
         assert first.signature is not None and first.signature.on_gpu
@@ -93,7 +93,7 @@ def test_an_extension_that_fails_where_torchs_operator_passes_is_the_binary_envi
     script = tmp_path / "a.py"
     script.write_text(EXTENSION)
     spec = ScriptSpec(script=script, cwd=tmp_path, root=tmp_path, argv0=script.name)
-    with Runner(spec, isolation=Isolation.FRESH) as runner:
+    with Runner(spec, isolation=Isolation.FORK) as runner:
         runner.start()
         first = runner.run({"a.py": EXTENSION}, timeout=120)
         assert first.signature is not None and "supported range" in first.signature.message
@@ -142,7 +142,7 @@ def test_a_failure_that_the_programs_fallback_avoids_is_the_binary_environment(t
     script.write_text(OPTIONAL)
     (tmp_path / "fastattn.py").write_text(FASTATTN)
     spec = ScriptSpec(script=script, cwd=tmp_path, root=tmp_path, argv0=script.name)
-    with Runner(spec, isolation=Isolation.FRESH) as runner:
+    with Runner(spec, isolation=Isolation.FORK) as runner:
         runner.start()
         first = runner.run({"a.py": OPTIONAL}, timeout=120)
         assert first.signature is not None and "fastattn" in first.signature.message
