@@ -22,7 +22,7 @@ from shrinkgpu.families import Family
 from shrinkgpu.inputs import read_source
 from shrinkgpu.results import Ablation
 from shrinkgpu.signature import Strictness, Target
-from shrinkgpu.verify import CaseError, DEFAULT_TIMEOUT, case_script, clean_env, load_case, target_of
+from shrinkgpu.verify import DEFAULT_TIMEOUT, case_spec, clean_env, load_case, target_of
 from shrinkgpu.worker import Isolation, Observation, Runner, ScriptSpec
 from shrinkgpu.worker.devices import visible_gpus
 
@@ -38,12 +38,8 @@ class NotReproducedHere(Exception):
 
 
 def _runs(runner: Runner, changes: Sequence[ablation.Change], timeout: float, jobs: int) -> list[Observation]:
-    out: list[Observation] = []
-    while len(out) < len(changes):
-        futures = [runner.submit(c.files, timeout=timeout, isolation=Isolation.FRESH, env=dict(c.env))
-                   for c in changes[len(out):len(out) + jobs]]
-        out += [f.result() for f in futures]
-    return out
+    return runner.run_each([(c.files, c.env) for c in changes], at_once=jobs, timeout=timeout,
+                           isolation=Isolation.FRESH)
 
 
 def ablate_case(result_path: Path, *, timeout: float | None = None, jobs: int | None = None,
@@ -57,14 +53,8 @@ def ablate_case(result_path: Path, *, timeout: float | None = None, jobs: int | 
     limit = timeout or float(case.get("timeout_fresh") or DEFAULT_TIMEOUT)
     jobs = jobs or max(1, min(4, (os.cpu_count() or 2) // 2))
     env = clean_env()
-    script, root = case_script(case)
-    if not script.is_file():
-        raise CaseError(f"{script}: the minimal case is not there any more")
-    text = read_source(script)
-    main = os.path.relpath(script, root)
-    directory = (Path(case["_dir"]) / case["case"]).is_dir()
-    spec = ScriptSpec(script=script, args=tuple(case.get("args", ())), cwd=root, root=root, env=env,
-                      argv0=main if directory else script.name, module=case.get("module") if directory else None)
+    spec, text = case_spec(case, env)
+    main = spec.script_rel
     files = {main: text}
     sig = target.signature
     compiled = sig.family is Family.COMPILE

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Callable
 
 from shrinkgpu.results import Extraction
-from shrinkgpu.signature import Signature, Target
+from shrinkgpu.signature import Signature, Target, contiguous_strides
 from shrinkgpu.worker import Capture, ExecutorFactory, Isolation, Observation, Runner, ScriptSpec, Watch
 
 MAX_LINES = 8  # beyond imports: what a maintainer reads at a glance
@@ -81,14 +81,6 @@ def _name(where: str) -> str:
     return inner if inner.isidentifier() else "k_" + "".join(c if c.isalnum() else "_" for c in inner)
 
 
-def _contiguous(shape: list[int]) -> list[int]:
-    stride, out = 1, []
-    for size in reversed(shape):
-        out.append(stride)
-        stride *= max(size, 1)
-    return list(reversed(out))
-
-
 def _extent(meta: dict) -> int:
     if not meta["shape"] or 0 in meta["shape"]:
         return meta["offset"] + 1
@@ -113,7 +105,7 @@ def render(record: dict, level: str, data_name: str) -> tuple[str, bool, int]:
             loads = True
             expr = f"data[{where!r}]{device}"
         elif not floating:
-            if m["stride"] != _contiguous(m["shape"]) or m["offset"]:
+            if m["stride"] != contiguous_strides(m["shape"]) or m["offset"]:
                 loads = True
                 expr = f"data[{where!r}]{device}"
             else:
@@ -123,7 +115,7 @@ def render(record: dict, level: str, data_name: str) -> tuple[str, bool, int]:
             group = [w for w, mm in meta.items() if (mm.get("shares_with") or w) == root]
             size = max(_extent(meta[w]) for w in group)
             dtype = "" if m["dtype"] == "float32" else f", dtype=torch.{m['dtype']}"
-            plain = len(group) == 1 and m["stride"] == _contiguous(m["shape"]) and not m["offset"]
+            plain = len(group) == 1 and m["stride"] == contiguous_strides(m["shape"]) and not m["offset"]
             if plain:  # a contiguous tensor of its own: no storage to share
                 expr = f"torch.randn({', '.join(map(str, m['shape']))}{dtype}){device}"
                 if m.get("requires_grad"):

@@ -40,6 +40,7 @@ from shrinkgpu.families import (
 )
 
 __all__ = [
+    "contiguous_strides",
     "ExceptionRecord",
     "Family",
     "Frame",
@@ -164,6 +165,15 @@ class ExceptionRecord:
             ident=data.get("ident", 0),
             stack=tuple((f, int(n)) for f, n in data.get("stack", ())),
         )
+
+
+def contiguous_strides(shape: Sequence[int]) -> list[int]:
+    """The strides of a contiguous (row-major) tensor of ``shape``."""
+    stride, out = 1, []
+    for size in reversed(shape):
+        out.append(stride)
+        stride *= max(size, 1)
+    return list(reversed(out))
 
 
 def _layout(t: "TensorMeta") -> tuple | None:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from shrinkgpu.ablation import CALL, DATA, PASSES, with_edit
 from shrinkgpu.families import family_by_name
 from shrinkgpu.inputs import read_source
 from shrinkgpu.layout import case_file
@@ -137,12 +138,21 @@ def clean_env(env: dict | None = None) -> dict:
     return env
 
 
-def case_script(case: dict) -> tuple[Path, Path]:
-    """The minimal case a case file names: (its main script, the directory it runs in)."""
+def case_spec(case: dict, env: dict) -> tuple[ScriptSpec, str]:
+    """How to run the minimal case a case file names, from the directory it is in, and
+    its text; CaseError when it is not there any more."""
     written = Path(case["_dir"]) / case["case"]
     if written.is_dir():
-        return written / case["main"], written
-    return written, written.parent
+        script, root = written / case["main"], written
+    else:
+        script, root = written, written.parent
+    if not script.is_file():
+        raise CaseError(f"{script}: the minimal case is not there any more")
+    directory = written.is_dir()
+    spec = ScriptSpec(script=script, args=tuple(case.get("args", ())), cwd=root, root=root, env=env,
+                      argv0=case["main"] if directory else script.name,
+                      module=case.get("module") if directory else None)
+    return spec, read_source(script)
 
 
 def verify(
@@ -167,18 +177,7 @@ def verify(
             on_check(check)
 
     # The minimal case and its neighbours, in a copy of the result's directory.
-    written = base / case["case"]
-    main = case["main"]
-    if written.is_dir():
-        script, root = written / main, written
-    else:
-        script, root = written, written.parent
-    if not script.is_file():
-        raise CaseError(f"{script}: the minimal case is not there any more")
-    text = read_source(script)
-    module = case.get("module") if written.is_dir() else None
-    spec = ScriptSpec(script=script, args=tuple(case.get("args", ())), cwd=root, root=root, env=env,
-                      argv0=script.name if not written.is_dir() else main, module=module)
+    spec, text = case_spec(case, env)
     sig = target.signature
     variants: list[tuple[str, str, bool]] = [("the minimal case", text, True)]
     if sig.op is not None:
@@ -363,8 +362,6 @@ def test_the_call_with_valid_values_runs_and_returns_finite_values():
 def _valid_neighbour(case: dict) -> tuple[str, str, Path] | None:
     """(change, text, directory) of the extracted call with valid values, when the
     case's comparisons found that it passes."""
-    from shrinkgpu.ablation import CALL, DATA, PASSES, with_edit
-
     ablated = case.get("ablation") or {}
     extracted = Path(case["_dir"]) / case["extracted"] if case.get("extracted") else None
     if extracted is None or not extracted.is_file():
@@ -381,9 +378,7 @@ def write_regression_test(result_path: Path, test_path: Path) -> Path:
     """A pytest file that runs the minimal case and fails while its bug reproduces; with
     a second test, when the comparisons found one, that the call with valid values runs."""
     case = load_case(result_path)
-    base = Path(case["_dir"])
-    written = base / case["case"]
-    script = written / case["main"] if written.is_dir() else written
+    script = case_spec(case, {})[0].script
     recorded = case.get("final_signature") or case["signature"]
     test_path = Path(test_path)
     test_path.parent.mkdir(parents=True, exist_ok=True)
@@ -409,5 +404,5 @@ def _valid_test(case: dict, test_path: Path) -> str:
                                  valid_dir=os.path.relpath(directory.resolve(), test_path.resolve().parent))
 
 
-__all__ = ["CaseError", "Check", "Verification", "case_file", "case_script", "clean_env", "load_case", "target_of",
+__all__ = ["CaseError", "Check", "Verification", "case_file", "case_spec", "clean_env", "load_case", "target_of",
            "verify", "write_regression_test"]

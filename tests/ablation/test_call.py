@@ -3,13 +3,11 @@ then real runs of each in its own (forked) process, and the kind their outcomes 
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
-from shrinkgpu.ablation import CALL, DATA, LAYOUT, PRECISION, SIZE, call_changes, kind_of, outcomes, with_edit
-from shrinkgpu.signature import Strictness, Target
-from shrinkgpu.worker import Isolation, Runner, ScriptSpec
+from shrinkgpu.ablation import CALL, DATA, LAYOUT, PRECISION, SIZE, call_changes, kind_of, with_edit
+
+from .helpers import run_changes
 
 
 def _meta(dtype, shape, stride=None, device="cpu", **more):
@@ -98,17 +96,7 @@ def test_with_edit_loads_the_tensors_from_the_path_given():
 ], ids=["class-index", "view-after-transpose", "double-meets-float"])
 def test_each_change_runs_in_its_own_process_and_the_outcomes_decide_the_kind(
         tmp_path, text, op, arguments, kind, passing):
-    script = tmp_path / "call.py"
-    script.write_text(text)
-    spec = ScriptSpec(script=script, cwd=tmp_path, root=tmp_path, argv0=script.name)
-    with Runner(spec, isolation=Isolation.FORK) as runner:
-        runner.start()
-        first = runner.run({"call.py": text}, timeout=120)
-        assert first.signature is not None
-        target = dataclasses.replace(Target(first.signature), strictness=Strictness.OPERATOR)
-        changes = call_changes(text, op, arguments, script="call.py")
-        found = outcomes(changes, lambda cs: [f.result() for f in [runner.submit(c.files, timeout=120) for c in cs]],
-                         target)
+    _sig, found = run_changes(tmp_path, "call.py", text, lambda: call_changes(text, op, arguments, script="call.py"))
     assert {o.change for o in found if o.result == "passes"} == passing, found
     assert all(o.output and o.output.endswith("all finite") and "not" not in o.output
                for o in found if o.result == "passes")

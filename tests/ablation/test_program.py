@@ -3,15 +3,13 @@ whose only passing change is the device: a hint, never the binary environment pr
 
 from __future__ import annotations
 
-import dataclasses
 import textwrap
 
 import pytest
 
-from shrinkgpu.ablation import (BACKEND, DEVICE, ENVIRONMENT, SYNC, UNDECIDED, extension_changes, kind_of, outcomes,
-                                program_changes)
-from shrinkgpu.signature import Strictness, Target
-from shrinkgpu.worker import Isolation, Runner, ScriptSpec
+from shrinkgpu.ablation import BACKEND, DEVICE, ENVIRONMENT, SYNC, UNDECIDED, extension_changes, kind_of, program_changes
+
+from .helpers import run_changes
 
 # Fails "on a GPU" (any run that has not hidden the GPUs), the way an illegal memory access
 # would, and passes when CUDA_VISIBLE_DEVICES is empty, the way a script that picks its
@@ -46,16 +44,9 @@ def test_a_gpu_case_gets_cudnn_off_deterministic_algorithms_synchronous_launches
 
 @pytest.mark.slow
 def test_a_case_that_passes_only_on_the_cpu_is_a_hint_not_the_binary_environment(tmp_path):
-    script = tmp_path / "a.py"
-    script.write_text(ONLY_ON_GPU)
-    spec = ScriptSpec(script=script, cwd=tmp_path, root=tmp_path, argv0=script.name)
-    with Runner(spec, isolation=Isolation.FORK) as runner:
-        runner.start()
-        first = runner.run({"a.py": ONLY_ON_GPU}, timeout=120)
-        assert first.signature is not None and first.signature.on_gpu
-        target = dataclasses.replace(Target(first.signature), strictness=Strictness.OPERATOR)
-        changes = program_changes({"a.py": ONLY_ON_GPU}, "a.py", on_gpu=True, launch_env={})
-        found = outcomes(changes, lambda cs: [runner.run(c.files, timeout=120, env=dict(c.env)) for c in cs], target)
+    sig, found = run_changes(tmp_path, "a.py", ONLY_ON_GPU,
+                             lambda: program_changes({"a.py": ONLY_ON_GPU}, "a.py", on_gpu=True, launch_env={}))
+    assert sig.on_gpu
     assert {o.change: o.result for o in found} == {
         "cuDNN off": "same bug", "deterministic algorithms": "same bug", "synchronous launches": "same bug",
         "on the CPU": "passes"}
@@ -90,15 +81,8 @@ def test_an_extension_operator_is_replaced_by_torchs_own_and_torchs_namespaces_a
 
 @pytest.mark.slow
 def test_an_extension_that_fails_where_torchs_operator_passes_is_the_binary_environment(tmp_path):
-    script = tmp_path / "a.py"
-    script.write_text(EXTENSION)
-    spec = ScriptSpec(script=script, cwd=tmp_path, root=tmp_path, argv0=script.name)
-    with Runner(spec, isolation=Isolation.FORK) as runner:
-        runner.start()
-        first = runner.run({"a.py": EXTENSION}, timeout=120)
-        assert first.signature is not None and "supported range" in first.signature.message
-        found = outcomes(extension_changes({"a.py": EXTENSION}),
-                         lambda cs: [runner.run(c.files, timeout=120) for c in cs], Target(first.signature))
+    sig, found = run_changes(tmp_path, "a.py", EXTENSION, lambda: extension_changes({"a.py": EXTENSION}))
+    assert "supported range" in sig.message
     assert [o.result for o in found] == ["passes"]
     assert kind_of(found, on_gpu=False).kind == ENVIRONMENT
 
@@ -138,16 +122,9 @@ def test_an_optional_module_is_disabled_before_the_first_statement():
 
 @pytest.mark.slow
 def test_a_failure_that_the_programs_fallback_avoids_is_the_binary_environment(tmp_path):
-    script = tmp_path / "a.py"
-    script.write_text(OPTIONAL)
-    (tmp_path / "fastattn.py").write_text(FASTATTN)
-    spec = ScriptSpec(script=script, cwd=tmp_path, root=tmp_path, argv0=script.name)
-    with Runner(spec, isolation=Isolation.FORK) as runner:
-        runner.start()
-        first = runner.run({"a.py": OPTIONAL}, timeout=120)
-        assert first.signature is not None and "fastattn" in first.signature.message
-        found = outcomes(extension_changes({"a.py": OPTIONAL}, "a.py"),
-                         lambda cs: [runner.run(c.files, timeout=120) for c in cs], Target(first.signature))
+    sig, found = run_changes(tmp_path, "a.py", OPTIONAL, lambda: extension_changes({"a.py": OPTIONAL}, "a.py"),
+                             fastattn=FASTATTN)
+    assert "fastattn" in sig.message
     assert [(o.change, o.result) for o in found] == [("fastattn disabled", "passes")]
     kind = kind_of(found, on_gpu=False)
     assert kind.kind == ENVIRONMENT and "fastattn disabled" in kind.reason

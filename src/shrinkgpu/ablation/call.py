@@ -27,6 +27,7 @@ import re
 from typing import Mapping, Sequence
 
 from shrinkgpu.ablation.changes import CALL, DATA, DEVICE, LAYOUT, OUTPUT_MARK, PRECISION, SIZE, Change
+from shrinkgpu.signature import contiguous_strides
 
 __all__ = ["Argument", "call_changes", "with_edit"]
 
@@ -79,14 +80,6 @@ def _is_index(meta: Mapping) -> bool:
 
 def _is_float(meta: Mapping) -> bool:
     return _dtype(meta) in FLOAT_DTYPES
-
-
-def _contiguous(shape: Sequence[int]) -> list[int]:
-    stride, out = 1, []
-    for size in reversed(shape):
-        out.append(stride)
-        stride *= max(size, 1)
-    return list(reversed(out))
 
 
 def _split(text: str) -> tuple[list[str], str]:
@@ -204,7 +197,7 @@ def call_changes(text: str, op: str, arguments: Sequence[Argument], *, script: s
         DATA, lines)
 
     strided = [a for a in arguments if a[2].get("stride") is not None and a[2].get("shape") is not None]
-    loose = [a for a in strided if list(a[2]["stride"]) != _contiguous(a[2]["shape"])]
+    loose = [a for a in strided if list(a[2]["stride"]) != contiguous_strides(a[2]["shape"])]
     add("contiguous inputs", "the same values in contiguous memory: whether the strides are the trigger", LAYOUT,
         [f"{a[1]} = {a[1]}.contiguous()" for a in loose])
     if op == "Tensor.view" and ".view(" in call:

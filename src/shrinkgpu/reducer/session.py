@@ -816,14 +816,8 @@ class Reduction:
         pin = self.plan.first_device
 
         def run_as(isolation: Isolation, timeout: float):
-            def run(batch: list[ablation.Change]) -> list[Observation]:
-                out: list[Observation] = []
-                while len(out) < len(batch):
-                    futures = [self.runner.submit(c.files, timeout=timeout, isolation=isolation, env={**pin, **c.env})
-                               for c in batch[len(out):len(out) + max(1, self.plan.jobs)]]
-                    out += [f.result() for f in futures]
-                return out
-            return run
+            return lambda batch: self.runner.run_each([(c.files, {**pin, **c.env}) for c in batch],
+                                                      at_once=self.plan.jobs, timeout=timeout, isolation=isolation)
 
         try:
             # The extracted call runs where candidates run (it is one import and one call);

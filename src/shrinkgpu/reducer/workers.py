@@ -28,27 +28,7 @@ def runs(
     runner: Runner, files, count: int, jobs: int, isolation: Isolation, timeout: float, env: Mapping[str, str]
 ) -> list[Observation]:
     """``count`` runs of ``files``, ``jobs`` at a time."""
-    out: list[Observation] = []
-    while len(out) < count:
-        batch = [
-            runner.submit(files, timeout=timeout, isolation=isolation, env=env)
-            for _ in range(min(max(1, jobs), count - len(out)))
-        ]
-        out += [f.result() for f in batch]
-    return out
-
-
-def runs_each(
-    runner: Runner, programs, jobs: int, isolation: Isolation, timeout: float, env: Mapping[str, str]
-) -> list[Observation]:
-    """One run of each of ``programs``, ``jobs`` at a time, in their order."""
-    out: list[Observation] = []
-    programs = list(programs)
-    while len(out) < len(programs):
-        batch = [runner.submit(files, timeout=timeout, isolation=isolation, env=env)
-                 for files in programs[len(out):len(out) + max(1, jobs)]]
-        out += [f.result() for f in batch]
-    return out
+    return runner.run_each([(files, env)] * count, at_once=jobs, timeout=timeout, isolation=isolation)
 
 
 def calibrate(

@@ -303,6 +303,17 @@ class Runner:
     def run(self, files: Mapping[str, str], **kwargs) -> Observation:
         return self.submit(files, **kwargs).result()
 
+    def run_each(self, programs: Sequence[tuple[Mapping[str, str], Mapping[str, str]]], *, at_once: int,
+                 timeout: float, isolation: Isolation | None = None) -> list[Observation]:
+        """One run of each (files, env) of ``programs``, ``at_once`` at a time, their
+        observations in the same order."""
+        out: list[Observation] = []
+        while len(out) < len(programs):
+            batch = [self.submit(files, timeout=timeout, isolation=isolation, env=env)
+                     for files, env in programs[len(out):len(out) + max(1, at_once)]]
+            out += [f.result() for f in batch]
+        return out
+
     @property
     def alive(self) -> bool:
         started = [e for e in (self._executor, self._fresh) if e is not None]
