@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Callable
 
 from shrinkgpu.results import Extraction
-from shrinkgpu.signature import Signature, Target, contiguous_strides
+from shrinkgpu.families import Family
+from shrinkgpu.signature import Signature, Target, contiguous_strides, is_compiled_callable
 from shrinkgpu.worker import Capture, ExecutorFactory, Isolation, Observation, Runner, ScriptSpec, Watch
 
 MAX_LINES = 8  # beyond imports: what a maintainer reads at a glance
@@ -55,6 +56,9 @@ def capture_call(runner: Runner, files: dict[str, str], sig: Signature, where: P
 
 def capture_of(sig: Signature, where: Path) -> Capture:
     """What a run is told to save of the failing call (why not, when it cannot be)."""
+    if compiled_call(sig):
+        raise ExtractionFailed("the compiled function's inputs are read as its call raises (Dynamo fails before "
+                               "the compiled code runs): the run did not keep them")
     if sig.op is None:
         raise ExtractionFailed("the first error was not raised by a torch call: there is no call to extract")
     if sig.call is None:
@@ -162,13 +166,23 @@ def render(record: dict, level: str, data_name: str) -> tuple[str, bool, int]:
         call = f"{args[0]}.{method}({', '.join(args[1:] + kwargs)})"
     else:
         call = f"{op}({', '.join(args + kwargs)})"
+    for call_name, where, dim in record.get("marks", ()):  # torch._dynamo.mark_dynamic(x0, 0) and its kin
+        if where in names:
+            body.append(f"torch._dynamo.{call_name}({names[where]}, {dim})")
+    built = record.get("module")
+    if built is not None:  # a compiled module, built as it was, with its weights at the exact level
+        body.append(f"{built['name']} = {built['build']}")
+        if level == "exact" and built.get("state"):
+            loads = True
+            body.append(f"{built['name']}.load_state_dict(data['module'])")
     lines = body + [call]
-    head = ["import torch", ""]
+    # a compiled function: its definition and what it reads, then its inputs and the call
+    head = record.get("preamble") or ["import torch", ""]
     if loads:
         head += [f"data = torch.load({data_name!r})"]
-        lines_count = len(lines) + 1
-    else:
-        lines_count = len(lines)
+    # (a compiled function's definitions count: lines beyond the imports)
+    lines_count = len(lines) + loads + sum(1 for ln in record.get("preamble", ())
+                                           if ln.strip() and not ln.startswith(("import ", "from ")))
     return "\n".join(head + lines) + "\n", loads, lines_count
 
 
@@ -204,7 +218,10 @@ def read_record(path: Path) -> dict:
 def raised_record(raised: tuple[dict, ...], sig: Signature) -> dict | None:
     """The record of the failing call among the calls a run kept as they raised
     (``Watch.keep_raised``): the one of the signature's operator and call number, when
-    its tensors could be read."""
+    its tensors could be read.  For a compiled function's failure, the function the run
+    kept, or ExtractionFailed saying why it could not be written."""
+    if compiled_call(sig):
+        return compiled_record(raised)
     if sig.op is None:
         return None
     for entry in raised:
@@ -219,6 +236,26 @@ def raised_record(raised: tuple[dict, ...], sig: Signature) -> dict | None:
             except (ExtractionFailed, OSError, ValueError):
                 return None
     return None
+
+
+def compiled_call(sig: Signature) -> bool:
+    """Whether the failure is a compiled function's (raised at its entry, or by no torch
+    call): what is extracted is the function alone, compiled as it was, with the inputs
+    it was given."""
+    return sig.family is Family.COMPILE and is_compiled_callable(sig.op)
+
+
+def compiled_record(raised: tuple[dict, ...]) -> dict:
+    """The record of the compiled function a run kept as its call raised (the probe's
+    ``keep_compiled_call``); why there is none when it could not be written."""
+    for entry in raised:
+        if not entry.get("compiled"):
+            continue
+        if entry.get("path"):
+            return read_record(Path(entry["path"]))
+        raise ExtractionFailed(entry.get("error") or "the compiled function was not saved")
+    raise ExtractionFailed("the error did not come out of a compiled function's call (a compiled module, "
+                           "or an error raised where torch.compile was called): the minimal example shows it")
 
 
 def extract(runner: Runner, files: dict[str, str], target: Target, output_stem: Path, timeout: float,
@@ -247,7 +284,7 @@ def check_extracted(path: Path, target: Target, timeout: float, env: dict | None
     obs, _ = _check(text, data if loads else None, loads, target, timeout, env, stem, executors)
     if not target.matches(obs.signature):
         return None
-    body = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("import ")]
+    body = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith(("import ", "from "))]
     level = "metadata" if "torch.randn(" in text or not loads else "exact"
     # What the ablation changes, from the check's own record of the call (its values
     # were not kept: a valid-values change clamps without knowing which are out of range).
@@ -257,8 +294,16 @@ def check_extracted(path: Path, target: Target, timeout: float, env: dict | None
                                  "stride": list(t.stride) if t.stride is not None else None, "offset": 0,
                                  "device": t.device, "nonfinite": t.finite is False})
         for t in op.tensors)
-    return Extraction(path, data if loads else None, text, level, len(body), obs.signature, None,
-                      op.name if op is not None else None, arguments)
+    name = op.name if op is not None else None
+    last = body[-1] if body else ""
+    if last.startswith("torch.compile("):  # the compiled code alone: named by its compile call
+        depth = 0
+        for i, ch in enumerate(last):
+            depth += (ch == "(") - (ch == ")")
+            if depth == 0 and ch == ")":
+                name = last[:i + 1]
+                break
+    return Extraction(path, data if loads else None, text, level, len(body), obs.signature, None, name, arguments)
 
 
 def extract_record(record: dict, target: Target, output_stem: Path, timeout: float, env: dict | None,
@@ -275,7 +320,8 @@ def extract_record(record: dict, target: Target, output_stem: Path, timeout: flo
         text, loads, lines = render(record, level, data_name)
         obs, _ = _check(text, data, loads, target, timeout, env, stem, executors)
         if target.matches(obs.signature):
-            say(f"extracted the failing call ({level}): {lines} lines")
+            what = "the compiled code alone" if record.get("preamble") else "the failing call"
+            say(f"extracted {what} ({level}): {lines} lines")
             path = output_stem.with_name(f"{stem}.extracted.py")
             out_data = output_stem.with_name(data_name) if loads else None
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -283,7 +329,7 @@ def extract_record(record: dict, target: Target, output_stem: Path, timeout: flo
             if out_data is not None:
                 shutil.copy(data, out_data)
             note = None
-            if lines > MAX_LINES:
+            if lines > MAX_LINES and not record.get("preamble"):  # (a compiled function's length is its own)
                 note = (f"{lines} lines: the call has {len(record['meta'])} tensor arguments, one line each "
                         f"(more than {MAX_LINES})")
             arguments = tuple((where, _name(where), meta) for where, meta in record["meta"].items())
@@ -295,6 +341,6 @@ def extract_record(record: dict, target: Target, output_stem: Path, timeout: flo
     )
 
 
-__all__ = ["Extraction", "ExtractionFailed", "capture_call", "capture_of", "check_extracted", "extract", "extract_record", "raised_record", "read_record",
-           "render"]
+__all__ = ["Extraction", "ExtractionFailed", "capture_call", "capture_of", "check_extracted", "compiled_call",
+           "compiled_record", "extract", "extract_record", "raised_record", "read_record", "render"]
 

@@ -38,6 +38,11 @@ class Extraction:
     # (where, variable, metadata) of each tensor argument: what the ablation changes
     arguments: tuple[tuple[str, str, dict], ...] = ()
 
+    @property
+    def compiled(self) -> bool:
+        """A compiled function or module alone (``torch.compile(gate, fullgraph=True)(x0)``)."""
+        return bool(self.op and self.op.startswith("torch.compile("))
+
 
 @dataclass(frozen=True)
 class Ablation:

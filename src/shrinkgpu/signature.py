@@ -41,6 +41,7 @@ from shrinkgpu.families import (
 
 __all__ = [
     "contiguous_strides",
+    "is_compiled_callable",
     "ExceptionRecord",
     "Family",
     "Frame",
@@ -331,7 +332,7 @@ def choose_first_error(
     """
     if not chain:
         return None
-    from_torch = [rec for rec in chain if rec.op is not None and not _compiled_callable(rec.op)]
+    from_torch = [rec for rec in chain if rec.op is not None and not is_compiled_callable(rec.op)]
     first = from_torch[-1] if from_torch else chain[-1]
     key = (first.type, normalize_message(first.message))
     for rec in torch_errors:
@@ -460,7 +461,7 @@ class Signature:
                 and _tails_agree(self.crash_tail, other.crash_tail)
             )
         if (self.family is Family.COMPILE and other.family is Family.COMPILE
-                and _compiled_callable(self.op) and _compiled_callable(other.op)):
+                and is_compiled_callable(self.op) and is_compiled_callable(other.op)):
             # Raised by torch.compile's entry (``OptimizedModule.__call__`` for a compiled
             # module, ``compile_wrapper`` for a compiled function) or by no torch call:
             # which wrapper Dynamo put around the callable, and the line that called it,
@@ -574,7 +575,7 @@ CRASH_TAIL_LINES = 3
 _NOISE = re.compile(r"^\s*(\d+%\||Epoch \d|warnings\.warn|.*Warning: )")
 
 
-def _compiled_callable(op: "OpRecord | None") -> bool:
+def is_compiled_callable(op: "OpRecord | None") -> bool:
     """Whether the suspect is torch.compile's own entry point (or there is none): a
     Dynamo wrapper, not an operator of the user's call."""
     return op is None or op.name.startswith("torch._dynamo.")

@@ -81,9 +81,23 @@ def test_a_reduced_graph_break_is_compared_across_backends_in_fresh_interpreters
     script.write_text(CASE.replace("f(torch.randn(4))", "x = torch.randn(4)\nprint('x', x.shape)\nf(x)"))
     result = reduce(ReduceConfig(script=script, keep_error="Data-dependent branching", verify_runs=1, confirm=0,
                                  max_tests=4, jobs=2, output=tmp_path / "out" / "branch.min.py"))
+    # the compiled function alone, written before the search, takes the call's changes
+    assert result.extracted.compiled and result.extracted.text == textwrap.dedent("""\
+        import torch
+
+
+        def f(h):
+            if h.mean() > 0:
+                h = h + 1
+            return h
+
+
+        x0 = torch.randn(4)
+        torch.compile(f, fullgraph=True)(x0)
+        """)
     found = {o.change: o.result for o in result.ablation.outcomes}
     assert found == {
-        "torch.compile off": "passes", 'backend="eager"': "same bug", 'backend="aot_eager"': "same bug",
+        "batch 1": "same bug", "torch.compile off": "passes", 'backend="eager"': "same bug", 'backend="aot_eager"': "same bug",
         "fullgraph=False": "passes", "dynamic=False": "same bug", "dynamic=True": "same bug",
     }
     assert "Dynamo" in result.ablation.stage
@@ -92,4 +106,5 @@ def test_a_reduced_graph_break_is_compared_across_backends_in_fresh_interpreters
     assert ('| backend="eager" | the minimal case | Dynamo alone: its tracing, no AOT autograd, no compiler | same bug '
             '| `- @torch.compile(fullgraph=True)`<br>`+ @torch.compile(fullgraph=True, backend="eager")` |') in report
     assert "**The kind: operator contract.**" in report
+    assert "The compiled code alone, `branch.extracted.py` (its definition and what it reads" in report
     assert "| stage of torch.compile | Dynamo tracing |" in report

@@ -6,7 +6,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from shrinkgpu.extract import ExtractionFailed, extract, extract_record, raised_record
+from shrinkgpu.extract import ExtractionFailed, compiled_call, extract, extract_record, raised_record
 from shrinkgpu.reducer.config import NotReproduced, ReduceConfig, ReduceError
 from shrinkgpu.reducer.first_run import FirstRun, run_observed
 from shrinkgpu.reducer.setup import main_source, spec_for
@@ -53,13 +53,15 @@ def _extract_after(config: ReduceConfig, first: FirstRun, output: Path | None,
     text, _ = main_source(first.config, spec)
     limit = config.timeout or max(30.0, 10 * obs.wall + 5)
     stem = extracted_stem(output, spec.script).resolve()
-    record = raised_record(obs.raised_calls, obs.signature)
     try:
+        record = raised_record(obs.raised_calls, obs.signature)
         if record is not None:
             try:
                 return first, extract_record(record, Target(obs.signature), stem, limit, first.config.env, executors)
             except ExtractionFailed:
-                pass  # a capture before the call may still do it
+                if compiled_call(obs.signature):
+                    raise  # (its inputs are read as it raises: there is no capture before it)
+                # a capture before the call may still do it
         with Runner(spec, isolation=Isolation.FRESH, executors=executors) as runner:
             runner.start()
             extraction = extract(runner, {spec.script_rel: text}, Target(obs.signature), stem, limit,

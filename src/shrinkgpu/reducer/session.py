@@ -862,7 +862,10 @@ class Reduction:
         kept = self.kept_extraction(first) if extracting and config.resume else None
         if kept is not None:
             extracted = kept
-        record = raised_record(first.raised_calls, self.target.signature) if extracting and kept is None else None
+        try:
+            record = raised_record(first.raised_calls, self.target.signature) if extracting and kept is None else None
+        except ExtractionFailed as exc:  # a compiled function that could not be written
+            record, extracted = None, self.not_extracted(exc.reason)
         if record is not None:
             extracted = self.extract_from(record, first)
         point = self.state_point(first)
@@ -871,7 +874,7 @@ class Reduction:
         # A call the first run kept as it raised and that did not fail alone would not
         # fail alone from a capture either; a call it could not keep (a failed GPU kernel
         # leaves nothing to read) needs the capture, before the call.
-        if extracting and record is None and kept is None:
+        if extracting and record is None and kept is None and extracted.error is None:
             try:
                 capture = capture_of(self.target.signature, self.sandbox.session)
             except ExtractionFailed as exc:

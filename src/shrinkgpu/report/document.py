@@ -62,9 +62,12 @@ def render_report(result: ReductionResult, spec: ScriptSpec, target: Path) -> st
         out += ["```python", text.rstrip("\n"), "```", ""]
     extracted = result.extracted
     if extracted is not None:
+        data = f"; data in `{extracted.data.name}`" if extracted.data else ""
         out += [
-            f"The failing call alone, `{extracted.path.name}` (rebuilt from what was captured at the call: it "
-            "shows the operator's contract" + (f"; data in `{extracted.data.name}`" if extracted.data else "") + "):",
+            (f"The compiled code alone, `{extracted.path.name}` (its definition and what it reads, compiled as it "
+             f"was, called with the inputs captured at the call{data}):") if extracted.compiled else
+            (f"The failing call alone, `{extracted.path.name}` (rebuilt from what was captured at the call: it "
+             f"shows the operator's contract{data}):"),
             "",
             "```python", extracted.text.rstrip("\n"), "```", "",
         ]

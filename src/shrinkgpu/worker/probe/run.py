@@ -10,6 +10,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from shrinkgpu.worker.probe.compiled import keep_compiled_call, watch_compile_options, watch_module_construction
 from shrinkgpu.worker.probe.library_cut import library_cut
 from shrinkgpu.worker.probe.loops import LoopClock, LoopCounter
 from shrinkgpu.worker.probe.objects import saved_objects
@@ -52,6 +53,9 @@ def run(request: RunRequest, *, forked: bool) -> int:
             shapes = ShapeLog() if watch.op_shapes else None
             raised = (watch.keep_raised, raised_calls) if watch.keep_raised else None
             mode = watch_torch_calls(recorder.note, watch.capture, shapes, raised)
+            if raised is not None:
+                watch_compile_options()
+                watch_module_construction()
         else:
             mode, shapes = None, None
         parses: list[dict[str, Any]] = []
@@ -101,6 +105,7 @@ def run(request: RunRequest, *, forked: bool) -> int:
             for member in exception_chain(exc):
                 if id(member) not in recorder.by_id:  # (the mode kept what it saw raise)
                     keep_torch_check(member.__traceback__, roots, (watch.keep_raised, raised_calls))
+            keep_compiled_call(exc.__traceback__, roots, (watch.keep_raised, raised_calls))
         _print_traceback(exc, script)
         if watch.cut:
             try:
