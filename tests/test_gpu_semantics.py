@@ -171,13 +171,13 @@ SET_ORDER = textwrap.dedent(
     import torch
     import torch.nn.functional as F
 
-    names = ["cat", "dog", "bird", "fish", "cat"]
+    names = ["cat", "dog", "cat"]
     print("loading", len(names), "labels")
     vocab = list(set(names))  # the order depends on the hash seed
     index = {name: i for i, name in enumerate(vocab)}
-    heads = 2  # the head was sized for two classes
-    target = torch.tensor([index["cat"], index["dog"]])
-    loss = F.cross_entropy(torch.randn(2, heads), target)
+    heads = 1  # the head was sized for one class
+    target = torch.tensor([index["cat"]])
+    loss = F.cross_entropy(torch.randn(1, heads), target)
     print("loss", loss)
     """
 )
@@ -192,7 +192,8 @@ def test_a_set_order_failure_reduces_with_its_measured_rate(tmp_path):
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     ok, runs = data["original_rate"]["reproduced"], data["original_rate"]["runs"]
-    # fails when "cat" or "dog" lands past index 1: 5 hash seeds in 6, as under python
+    # fails when "cat" lands at index 1: about one hash seed in two (113 of 200 under
+    # python), so that 13 runs all agree about once in a thousand reductions
     assert runs >= 13 and 0 < ok < runs
     assert "in fresh interpreters the original reproduced in" not in done.stdout  # JSON only on stdout
     assert any("each candidate is judged by a sequential test" in n for n in data["notes"])
