@@ -217,3 +217,63 @@ def test_the_exact_level_loads_a_compiled_modules_weights_from_a_state_dict():
         "torch.compile(model)(x0)\n")
     text, loads, _ = render(record, "metadata", "s.extracted.pt")
     assert not loads and "load_state_dict" not in text
+
+
+def test_the_stance_at_the_call_and_an_options_dict_are_written_and_a_0d_input_is_random(tmp_path):
+    # the stance set once warmed up decides the first compile of the function alone too
+    done = extract(tmp_path, """\
+        import torch
+
+
+        @torch.compile(backend="eager")
+        def warm(x):
+            return x + 1
+
+
+        warm(torch.randn(2))
+        torch.compiler.set_stance("fail_on_recompile")
+
+
+        def scale(x, s):
+            return x * s
+
+
+        fast = torch.compile(scale, options={"trace.enabled": False})
+        print(fast(torch.randn(3), torch.tensor(2.0)))
+        """)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "s.extracted.py").read_text() == textwrap.dedent("""\
+        import torch
+
+        torch.compiler.set_stance('fail_on_recompile')
+
+
+        def scale(x, s):
+            return x * s
+
+
+        x0 = torch.randn(3)
+        x1 = torch.randn(())
+        torch.compile(scale, options={'trace.enabled': False})(x0, x1)
+        """)
+
+
+def test_a_recompilation_is_not_extracted_and_says_it_needs_the_calls_before_it(tmp_path):
+    done = extract(tmp_path, """\
+        import torch
+
+        torch._dynamo.config.fail_on_recompile_limit_hit = True
+        torch._dynamo.config.recompile_limit = 2
+
+
+        @torch.compile(backend="eager")
+        def pool(vecs):
+            return torch.stack(vecs).mean(0)
+
+
+        for n in range(1, 6):
+            pool([torch.ones(3)] * n)
+        """)
+    assert done.returncode != 0
+    assert "the compiled code alone did not fail the same way" in done.stderr
+    assert "the bug needs the calls before it (a recompilation" in done.stderr

@@ -121,7 +121,8 @@ def render(record: dict, level: str, data_name: str) -> tuple[str, bool, int]:
             dtype = "" if m["dtype"] == "float32" else f", dtype=torch.{m['dtype']}"
             plain = len(group) == 1 and m["stride"] == contiguous_strides(m["shape"]) and not m["offset"]
             if plain:  # a contiguous tensor of its own: no storage to share
-                expr = f"torch.randn({', '.join(map(str, m['shape']))}{dtype}){device}"
+                shape = ", ".join(map(str, m["shape"])) or "()"  # (a 0-d tensor: torch.randn(()))
+                expr = f"torch.randn({shape}{dtype}){device}"
                 if m.get("requires_grad"):
                     expr = f"{expr}.requires_grad_()"
                 body.append(f"{name} = {expr}")
@@ -222,8 +223,8 @@ def raised_record(raised: tuple[dict, ...], sig: Signature) -> dict | None:
     kept, or ExtractionFailed saying why it could not be written."""
     if compiled_call(sig):
         return compiled_record(raised)
-    if sig.op is None:
-        return None
+    if sig.op is None or sig.op.name.endswith("backward"):
+        return None  # (a backward needs its autograd graph: capture_of says so)
     for entry in raised:
         op = entry.get("op") or ""
         # a module whose own check raised is kept under the call that builds it
@@ -335,6 +336,11 @@ def extract_record(record: dict, target: Target, output_stem: Path, timeout: flo
             arguments = tuple((where, _name(where), meta) for where, meta in record["meta"].items())
             return Extraction(path, out_data, text, level, lines, obs.signature, note, record["op"], arguments)
         reasons.append(f"{level}: {obs.describe()}")
+    if record.get("preamble"):
+        raise ExtractionFailed(
+            "the compiled code alone did not fail the same way (" + "; ".join(reasons) + "): the bug needs the "
+            "calls before it (a recompilation, with the guards an earlier call set) or state its inputs do not carry"
+        )
     raise ExtractionFailed(
         "the call alone did not fail the same way (" + "; ".join(reasons) + "): the bug needs state its "
         "arguments do not carry (a generator, a module's hooks, the order of earlier calls)"

@@ -216,6 +216,25 @@ def _settings() -> list[str]:
     return lines
 
 
+def _stance() -> list[str]:
+    """``torch.compiler.set_stance(...)`` as it stood at the failing call: a stance set
+    after compiling (``"fail_on_recompile"`` once warmed up) decides the first compile of
+    the function alone as well."""
+    try:
+        from torch._dynamo import eval_frame
+
+        stance = eval_frame._stance
+        if stance.stance == "default" and not stance.skip_guard_eval_unsafe:
+            return []
+        extra = ", skip_guard_eval_unsafe=True" if stance.skip_guard_eval_unsafe else ""
+        if stance.backend is not None:
+            backend = code_literal(stance.backend)
+            extra += f", force_backend={backend}" if backend is not None else ""
+        return [f"torch.compiler.set_stance({stance.stance!r}{extra})"]
+    except Exception:  # (another torch keeps it elsewhere: the check in a fresh interpreter says)
+        return []
+
+
 def keep_compiled_call(tb, roots: tuple[str, ...], raised: tuple[str, list]) -> None:
     """With ``Watch.keep_raised``: when the error came out of a compiled function's entry
     (``compile_wrapper``), save its inputs like a failing call's and write beside them
@@ -339,10 +358,15 @@ def _source_of(fn, roots: tuple[str, ...]) -> tuple[list[str], str]:
         text = code_literal(value)
         if text is None and callable(value):
             text = defs.name_for(key, value)
+        if text is None and isinstance(value, dict):  # options={"max_autotune": True, ...}
+            try:
+                text = defs.value_expr(value, f"its torch.compile option {key}=")
+            except _NoSource:
+                text = None
         if text is None:
             raise _NoSource(f"its torch.compile option {key}= is a {type(value).__qualname__}, which has no source form")
         options.append(f"{key}={text}")
-    settings = config + defs.constants()
+    settings = config + _stance() + defs.constants()
     preamble = defs.imports() + ([""] + settings if settings else []) + defs.sources()
     return preamble, f"compile({', '.join([name] + options)})", defs.built
 
