@@ -1,11 +1,13 @@
-"""The compiled function alone: what a torch.compile failure needs to be written as a
-standalone script (the function's source, the names it reads, the options it was
-compiled with, and the inputs it was called with), kept as the error goes up.
+"""The compiled code alone: what a torch.compile failure needs to be written as a
+standalone script (the source of the compiled function or module and of what it reads,
+the options and settings it was compiled with, the inputs it was called with), kept as
+the error goes up.
 
 Dynamo fails while it traces, before the compiled code ran, so the inputs held by
-``compile_wrapper``'s frame are the ones the call was given.  A compiled module is not
-built as it was built (the arguments its ``__init__`` was called with, noted as it ran),
-with its weights loaded from a state dict at the exact level.
+``compile_wrapper``'s frame are the ones the call was given.  A compiled module is built
+as it was built: the arguments its ``__init__`` was called with are noted as it calls
+``nn.Module.__init__`` (``watch_module_construction``); its weights go in a state dict
+for the exact level.
 """
 
 from __future__ import annotations
