@@ -12,6 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from test_compile_errors import RECOMPILES
 
 from shrinkgpu.extract import render
 
@@ -259,21 +260,7 @@ def test_the_stance_at_the_call_and_an_options_dict_are_written_and_a_0d_input_i
 
 
 def test_a_recompilation_is_not_extracted_and_says_it_needs_the_calls_before_it(tmp_path):
-    done = extract(tmp_path, """\
-        import torch
-
-        torch._dynamo.config.fail_on_recompile_limit_hit = True
-        torch._dynamo.config.recompile_limit = 2
-
-
-        @torch.compile(backend="eager")
-        def pool(vecs):
-            return torch.stack(vecs).mean(0)
-
-
-        for n in range(1, 6):
-            pool([torch.ones(3)] * n)
-        """)
+    done = extract(tmp_path, RECOMPILES)
     assert done.returncode != 0
     assert "the compiled code alone did not fail the same way" in done.stderr
     assert "the bug needs the calls before it (a recompilation" in done.stderr

@@ -24,6 +24,7 @@ said, with the reason.
 
 from __future__ import annotations
 
+import ast
 import json
 import shutil
 import tempfile
@@ -167,9 +168,9 @@ def render(record: dict, level: str, data_name: str) -> tuple[str, bool, int]:
         call = f"{args[0]}.{method}({', '.join(args[1:] + kwargs)})"
     else:
         call = f"{op}({', '.join(args + kwargs)})"
-    for call_name, where, dim in record.get("marks", ()):  # torch._dynamo.mark_dynamic(x0, 0) and its kin
-        if where in names:
-            body.append(f"torch._dynamo.{call_name}({names[where]}, {dim})")
+    if record.get("preamble"):  # compiled: torch._dynamo.mark_dynamic(x0, 0) and its kin
+        body += [f"torch._dynamo.{call_name}({names[where]}, {dim})"
+                 for where, m in meta.items() for call_name, dims in m.get("marks", {}).items() for dim in dims]
     built = record.get("module")
     if built is not None:  # a compiled module, built as it was, with its weights at the exact level
         body.append(f"{built['name']} = {built['build']}")
@@ -298,12 +299,7 @@ def check_extracted(path: Path, target: Target, timeout: float, env: dict | None
     name = op.name if op is not None else None
     last = body[-1] if body else ""
     if last.startswith("torch.compile("):  # the compiled code alone: named by its compile call
-        depth = 0
-        for i, ch in enumerate(last):
-            depth += (ch == "(") - (ch == ")")
-            if depth == 0 and ch == ")":
-                name = last[:i + 1]
-                break
+        name = ast.get_source_segment(last, ast.parse(last).body[0].value.func)
     return Extraction(path, data if loads else None, text, level, len(body), obs.signature, None, name, arguments)
 
 

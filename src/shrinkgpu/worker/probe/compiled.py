@@ -16,7 +16,6 @@ import ast
 import builtins
 import functools
 import inspect
-import json
 import logging
 import os
 import sys
@@ -25,7 +24,7 @@ import types
 import weakref
 from typing import Any
 
-from shrinkgpu.worker.probe.ops import RAISED_MAX_BYTES, code_literal, save_call
+from shrinkgpu.worker.probe.ops import RAISED_MAX_BYTES, code_literal, same_value, save_call
 
 # torch.compile(fn, **options) as it was called and the settings then, by the id of what
 # was compiled; the object itself is held too, so that its id is not reused.
@@ -49,7 +48,7 @@ def watch_compile_options() -> None:
 
     def note(fn, options):
         if id(fn) not in _OPTIONS:  # (the decorator form calls torch.compile again, with every option)
-            set_ = {k: v for k, v in options.items() if k not in defaults or not _same(v, defaults[k])}
+            set_ = {k: v for k, v in options.items() if k not in defaults or not same_value(v, defaults[k])}
             _OPTIONS[id(fn)] = (fn, set_, _settings())
 
     @functools.wraps(real)
@@ -152,7 +151,7 @@ def _rebuilt(value) -> dict[str, Any] | None:
     keywords: dict[str, Any] = {}
     for p in named:
         if p.name in state:
-            if p.default is inspect.Parameter.empty or not _same(state[p.name], p.default):
+            if p.default is inspect.Parameter.empty or not same_value(state[p.name], p.default):
                 keywords[p.name] = state[p.name]
         elif p.default is inspect.Parameter.empty:
             return None
@@ -163,7 +162,7 @@ def _rebuilt(value) -> dict[str, Any] | None:
     except Exception:
         return None
     mine = vars(again)
-    if mine.keys() != state.keys() or not all(_same(mine[k], state[k]) or mine[k] is state[k] for k in state):
+    if mine.keys() != state.keys() or not all(same_value(mine[k], state[k]) for k in state):
         return None
     return keywords
 
@@ -190,13 +189,6 @@ def _wrapped_chain(fn) -> list:
     while len(chain) < 8 and getattr(chain[-1], "__wrapped__", None) is not None:
         chain.append(chain[-1].__wrapped__)
     return chain
-
-
-def _same(value, default) -> bool:
-    try:
-        return type(value) is type(default) and bool(value == default)
-    except Exception:
-        return False
 
 
 # Settings torch.compile changes itself as it compiles (seen in torch 2.13): not the
@@ -258,71 +250,35 @@ def keep_compiled_call(tb, roots: tuple[str, ...], raised: tuple[str, list]) -> 
             raise NotImplementedError
 
         stand_in.__module__, stand_in.__name__, stand_in.__qualname__ = "torch", call, call
-        os.makedirs(directory, exist_ok=True)
-        path = os.path.join(directory, f"raised-{len(records)}.pt")
-        save_call(stand_in, tuple(args), dict(kwargs), path)
-        with open(path + ".json", encoding="utf-8") as f:
-            record = json.load(f)
-        marks = _dynamic_marks(tuple(args), dict(kwargs))
-        if marks:
-            record["marks"] = marks
-        record["preamble"] = preamble
+        # the function's own keywords were all passed; a module's weights go in the .pt
+        # for the exact level (a state dict loads without unpickling code)
+        extra: dict[str, Any] = {"preamble": preamble, "nondefault": sorted(kwargs)}
+        state = None
         if built is not None:
             name, expr, module = built
-            record["module"] = {"name": name, "build": expr}
-            # its weights, for the exact level (a state dict loads without unpickling code)
-            import torch
-
-            state = {k: v.detach().cpu() for k, v in module.state_dict().items() if isinstance(v, torch.Tensor)}
-            size = sum(v.numel() * v.element_size() for v in state.values())
-            if size <= RAISED_MAX_BYTES:
-                data = torch.load(path)
-                data["module"] = state
-                torch.save(data, path)
-                record["module"]["state"] = True
-        record["nondefault"] = sorted(kwargs)  # the function's own keywords: all were passed
-        with open(path + ".json", "w", encoding="utf-8") as f:
-            json.dump(record, f)
+            extra["module"] = {"name": name, "build": expr}
+            state = _state_of(module)
+            extra["module"]["state"] = state is not None
+        os.makedirs(directory, exist_ok=True)
+        path = os.path.join(directory, f"raised-{len(records)}.pt")
+        save_call(stand_in, tuple(args), dict(kwargs), path, extra=extra,
+                  more_tensors={"module": state} if state is not None else None)
         records.append({"op": f"torch.{call}", "call": None, "path": path, "compiled": True})
     except Exception as exc:  # an offer: the script's own error must stay what it was
         records.append({"op": "torch.compile", "call": None, "path": None, "compiled": True,
                         "error": f"{type(exc).__name__}: {exc}"})
 
 
-# torch._dynamo's marks on an input, as the call that set them is written
-_MARKS = (("_dynamo_dynamic_indices", "mark_dynamic"), ("_dynamo_weak_dynamic_indices", "maybe_mark_dynamic"),
-          ("_dynamo_static_indices", "mark_static"), ("_dynamo_unbacked_indices", "mark_unbacked"))
-
-
-def _dynamic_marks(args: tuple, kwargs: dict) -> list[tuple[str, str, int]]:
-    """(``mark_dynamic``, ``args[0]``, 0) for each dimension of an input marked so: how
-    Dynamo treats a dimension is part of the call (a tensor's copy does not keep it).
-    The places are the ones ``save_call`` names the arguments by."""
-    import torch
-
-    out: list[tuple[str, str, int]] = []
-
-    def walk(value, where: str, depth: int) -> None:
-        if isinstance(value, torch.Tensor):
-            for attr, call in _MARKS:
-                for dim in sorted(getattr(value, attr, None) or ()):
-                    out.append((call, where, int(dim)))
-        elif isinstance(value, (list, tuple)) and depth < 3 and not isinstance(value, torch.Size):
-            for i, v in enumerate(value):
-                walk(v, f"{where}[{i}]", depth + 1)
-        elif isinstance(value, dict) and depth < 3 and all(isinstance(k, str) for k in value):
-            for k, v in value.items():
-                walk(v, f"{where}[{k!r}]", depth + 1)
-
-    for i, a in enumerate(args):
-        walk(a, f"args[{i}]", 0)
-    for k, v in kwargs.items():
-        walk(v, f"kwargs[{k!r}]", 0)
-    return out
-
-
 class _NoSource(Exception):
     pass
+
+
+def _state_of(module) -> dict[str, Any] | None:
+    """The module's state dict on the CPU, unless it is too large to keep."""
+    import torch
+
+    state = {k: v.detach().cpu() for k, v in module.state_dict().items() if isinstance(v, torch.Tensor)}
+    return state if sum(v.numel() * v.element_size() for v in state.values()) <= RAISED_MAX_BYTES else None
 
 
 def _compile_frame(tb):
@@ -414,7 +370,7 @@ class _Definitions:
         parts, by_keyword = [], False
         for key, value in named:
             default = params[key].default if key in params else inspect.Parameter.empty
-            if default is not inspect.Parameter.empty and _same(value, default):
+            if default is not inspect.Parameter.empty and same_value(value, default):
                 by_keyword = True  # (a later argument then goes by its name)
                 continue
             text = self.value_expr(value, f"{cls.__name__}'s argument {key}")
@@ -448,7 +404,7 @@ class _Definitions:
         if dataclasses.is_dataclass(value) and not isinstance(value, type) and self._own(type(value)):
             self.add(type(value))
             fields = [f for f in dataclasses.fields(value) if f.init and not (
-                f.default is not dataclasses.MISSING and _same(getattr(value, f.name), f.default))]
+                f.default is not dataclasses.MISSING and same_value(getattr(value, f.name), f.default))]
             parts = [f"{f.name}={self.value_expr(getattr(value, f.name), what)}" for f in fields]
             return f"{type(value).__name__}({', '.join(parts)})"
         if self._own(type(value)) and hasattr(value, "__dict__"):

@@ -42,12 +42,20 @@ def op_name(func) -> str:
 INLINE_VALUES = 64  # integer/bool tensors up to this many elements are written inline
 
 
-def save_call(func, args, kwargs, path: str) -> None:
+# torch._dynamo's marks on a tensor, by the call that sets them
+_DYNAMO_MARKS = (("_dynamo_dynamic_indices", "mark_dynamic"), ("_dynamo_weak_dynamic_indices", "maybe_mark_dynamic"),
+                 ("_dynamo_static_indices", "mark_static"), ("_dynamo_unbacked_indices", "mark_unbacked"))
+
+
+def save_call(func, args, kwargs, path: str, extra: dict[str, Any] | None = None,
+              more_tensors: dict[str, Any] | None = None) -> None:
     """Save a torch call as it is about to run: the operator's name, its arguments as a
     structure whose leaves are literals or tensors, each tensor's metadata (dtype,
-    shape, stride, storage offset, device, requires_grad, which storage it shares), and
-    the tensors themselves (detached, on the CPU).  ``shrinkgpu extract`` rebuilds the
-    call from it."""
+    shape, stride, storage offset, device, requires_grad, which storage it shares, the
+    dimensions ``torch._dynamo.mark_dynamic`` and its kin marked), and the tensors
+    themselves (detached, on the CPU).  ``shrinkgpu extract`` rebuilds the call from it.
+    ``extra``: more fields of the record; ``more_tensors``: more entries of the ``.pt``
+    (a compiled module's state dict)."""
     import torch
 
     tensors: dict[str, Any] = {}
@@ -70,6 +78,13 @@ def save_call(func, args, kwargs, path: str) -> None:
                     "shares_with": storages.get(key) if key else None,
                     "parameter": isinstance(value, torch.nn.Parameter),
                 }
+                # (how Dynamo treats a dimension is part of a compiled call; a copy of the
+                # tensor does not keep it)
+                marks = {call: sorted(int(d) for d in getattr(value, attr, None) or ())
+                         for attr, call in _DYNAMO_MARKS}
+                marks = {call: dims for call, dims in marks.items() if dims}
+                if marks:
+                    meta[where]["marks"] = marks
                 if key and key not in storages:
                     storages[key] = where
                 tensors[where] = t if t.device.type == "cpu" else t.cpu()
@@ -92,6 +107,7 @@ def save_call(func, args, kwargs, path: str) -> None:
         "kwargs": {k: enc(v, f"kwargs[{k!r}]") for k, v in kwargs.items()},
         "nondefault": nondefault,
         "meta": meta,
+        **(extra or {}),
     }
     # Small integer and bool tensors (labels, indices, masks) travel as values in the
     # JSON sidecar, so that the script can hold them inline; every tensor is in the .pt.
@@ -110,7 +126,7 @@ def save_call(func, args, kwargs, path: str) -> None:
             except Exception:
                 pass
     try:
-        torch.save(tensors, path)
+        torch.save({**tensors, **(more_tensors or {})}, path)
     except Exception as exc:  # a tensor subclass torch cannot save: said, not raised
         record["error"] = f"{type(exc).__name__}: {exc}"
     with open(path + ".json", "w", encoding="utf-8") as fh:
@@ -300,7 +316,7 @@ def _torch_check_record(tb, roots: tuple[str, ...]) -> dict[str, Any] | None:
             for n, v in values.items():
                 param = sig.parameters.get(n)
                 if param is not None and not _holds_tensor(v) and (
-                    param.default is inspect.Parameter.empty or not _same_value(v, param.default)
+                    param.default is inspect.Parameter.empty or not same_value(v, param.default)
                 ):
                     arguments.append(f"{n}={_short_repr(v)}")
         except (TypeError, ValueError):
@@ -320,7 +336,9 @@ def _holds_tensor(value, depth: int = 0) -> bool:
     return False
 
 
-def _same_value(value, default) -> bool:
+def same_value(value, default) -> bool:
+    """Whether an argument is its parameter's default (equal and of its type, or the
+    default itself)."""
     try:
         if type(value) is type(default) and bool(value == default):
             return True
@@ -356,7 +374,7 @@ def _contract(func, args, kwargs) -> list[str]:
         elif param.kind is inspect.Parameter.VAR_KEYWORD:
             items = list(value.items())
         else:
-            if param.default is not inspect.Parameter.empty and _same_value(value, param.default):
+            if param.default is not inspect.Parameter.empty and same_value(value, param.default):
                 continue
             items = [(name, value)]
         for key, item in items:
