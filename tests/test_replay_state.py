@@ -74,6 +74,37 @@ for step in range(3000):
 """
 
 
+# The training writes the checkpoint that the statement before the evaluation loads: a
+# replay that drops the training must put that file back, or it fails with another error.
+CHECKPOINTED = """\
+import os
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+model = nn.Linear(4, 3)
+opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+x = torch.randn(64, 4)
+y = x @ torch.full((4, 3), 2.0)
+os.makedirs("runs", exist_ok=True)
+for step in range(3000):
+    loss = F.mse_loss(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    if step % 500 == 499:
+        torch.save(model.state_dict(), "runs/best.pt")
+best = nn.Linear(4, 3)
+best.load_state_dict(torch.load("runs/best.pt"))
+table = torch.zeros(8, 2)
+for i in range(4):
+    code = torch.tensor([3 * int(best.weight.abs().sum() > 20.0) + 3 * i])
+    F.embedding(code, table)
+"""
+
+
 def reduce_script(tmp_path, monkeypatch, text: str):
     monkeypatch.setattr(session, "STATE_MIN_SECONDS", 0.0)
     work = tmp_path / "job"
@@ -186,3 +217,27 @@ def test_resume_keeps_the_saved_state_and_the_extracted_call(tmp_path, monkeypat
     assert again.ablation is not None and first.ablation is not None and again.ablation.kind == first.ablation.kind
     assert any("replays the bug in a fresh interpreter" in n for n in again.notes), again.notes
     assert again.verified == (1, 1)
+
+
+@pytest.mark.slow
+def test_the_files_the_run_wrote_before_the_failing_step_are_replayed_with_the_state(tmp_path, monkeypatch):
+    # (what is tested is the files, not whether the start saves enough time: this
+    # original takes seconds, as a fresh start of torch does)
+    monkeypatch.setattr(session, "SLOWER_REPLAY", 10.0)
+    result, events, out = reduce_script(tmp_path, monkeypatch, CHECKPOINTED)
+
+    assert any("replays the bug in a fresh interpreter" in n and "iteration 2 of `for i in range(4):`" in n
+               and "with 1 file(s) the run wrote before it: runs/best.pt, 0.0 MiB in train.min.state.files" in n for n in result.notes), result.notes
+    assert any(n.startswith("the search starts at the failing step") for n in result.notes)
+    text = out.read_text()
+    assert "for step in range(3000)" not in text, text
+    assert result.verified == (1, 1)
+    # what the result reads is beside it, and it fails under plain python there
+    for name in result.data_files:
+        assert (out.parent / name).exists(), name
+    if "train.min.state.files" in text:
+        assert (out.parent / "train.min.state.files" / "runs" / "best.pt").is_file()
+    else:
+        assert not (out.parent / "train.min.state.files").exists()
+    plain = subprocess.run([sys.executable, out.name], cwd=out.parent, capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 1 and "IndexError: index out of range in self" in plain.stderr, plain.stderr

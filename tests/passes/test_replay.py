@@ -170,3 +170,54 @@ def test_generators_are_restored_through_the_names_the_file_imports_them_as():
         T.manual_seed(step)
         """
     )
+
+
+def test_the_files_the_training_wrote_are_put_back_where_the_training_was():
+    # bpr-like: the training writes the checkpoint the statement before the evaluation loads
+    src = """\
+    import torch
+
+    model = Net()
+    for epoch in range(50):
+        train_one(model)
+        torch.save(model.state_dict(), "runs/best.pt")
+    model.load_state_dict(torch.load("runs/best.pt"))
+    for t in range(64):
+        tok = sample(model, t)
+    """
+    facts = Facts(
+        state=record(header="for t in range(64):", iteration=0, entries=(("model", "load"), ("t", "value")), rng=(),
+                     files_dir="a.min.state.files"),
+        hot_loops=(("a.py", "for epoch in range(50):", 0.97),),
+    )
+    cand = start(src, facts)
+    assert after(ReplayFromState(), cand, level=0) == dedent(
+        """\
+        import torch
+
+        model = Net()
+        import pathlib
+        import shutil
+        shutil.copytree(pathlib.Path(__file__).with_name('a.min.state.files'), '.', dirs_exist_ok=True)
+        model.load_state_dict(torch.load("runs/best.pt"))
+        import pathlib
+        state = torch.load(pathlib.Path(__file__).with_name('a.min.state.pt'), weights_only=False)
+        model.load_state_dict(state['model'])
+        t = state['t']
+        tok = sample(model, t)
+        """
+    )
+    # with the loops kept, the restore puts the files back itself
+    level1 = after(ReplayFromState(), cand, level=1)
+    assert "for epoch in range(50):" in level1
+    assert level1.index("shutil.copytree(") > level1.index("for epoch") and level1.index("shutil.copytree(") < level1.index("state = torch.load")
+
+
+def test_files_text_uses_the_names_the_file_imports():
+    from shrinkgpu.passes.replay import files_text
+
+    text = "import shutil as sh\nfrom pathlib import Path\n"
+    assert files_text(record(files_dir="a.min.state.files"), text) == (
+        "import pathlib\nsh.copytree(pathlib.Path(__file__).with_name('a.min.state.files'), '.', dirs_exist_ok=True)\n"
+    )
+    assert files_text(record(), text) == ""

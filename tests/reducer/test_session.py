@@ -499,3 +499,24 @@ def test_a_length_the_original_grew_does_not_identify_the_bug(script):
     ]
     result = reduce(config(script, keep_error="out of range"), executors=executors(grows_until_it_fails))
     assert result.files == {"train.py": NEEDLE + "\n"} and result.varying == (("args[0]", 1),)
+
+
+# -- long originals ----------------------------------------------------------------------------
+def test_the_users_own_run_has_no_default_limit_but_the_ones_asked_for(script):
+    from shrinkgpu.reducer.first_run import UNLIMITED
+
+    make = executors(fails_with_needle)
+    reduce(config(script), executors=make)
+    assert make.log.jobs[0][1].timeout == UNLIMITED  # a job that fails after two hours is the point
+    make = executors(fails_with_needle)
+    reduce(config(script, timeout=30.0), executors=make)
+    assert make.log.jobs[0][1].timeout == 30.0
+
+
+def test_a_runs_limit_lets_a_whole_run_of_the_original_end():
+    from shrinkgpu.reducer import calibrated_timeout
+
+    assert calibrated_timeout([1.0]) == 11.0
+    assert calibrated_timeout([100.0]) == 600.0  # the ceiling for candidates
+    # an original of 15 minutes: the run that saves its state must not be killed at 10
+    assert calibrated_timeout([900.0]) == 1800.0

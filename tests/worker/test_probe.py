@@ -193,3 +193,23 @@ def test_no_object_is_saved_unless_asked(runner):
         rows.rows[20]
         """)
     assert obs.signature.type == "IndexError" and obs.saved_objects == ()
+
+
+def test_the_files_a_run_wrote_are_copied_at_their_paths_and_nothing_else(tmp_path):
+    from shrinkgpu.worker.probe.state import file_stamps, save_written_files
+
+    work = tmp_path / "work"
+    (work / "data").mkdir(parents=True)
+    (work / "data" / "train.csv").write_text("a,b\n")
+    (work / "old.pt").write_bytes(b"0" * 10)
+    before = file_stamps(str(work))
+    (work / "runs").mkdir()
+    (work / "runs" / "best.pt").write_bytes(b"1" * 20)
+    (work / "old.pt").write_bytes(b"2" * 11)  # rewritten by the run: its new bytes count
+    (work / "__pycache__").mkdir()
+    (work / "__pycache__" / "m.cpython-311.pyc").write_bytes(b"x")
+    saved = save_written_files(before, str(tmp_path / "state.pt.files"), top=str(work))
+    assert saved == {"files": ["old.pt", "runs/best.pt"], "files_bytes": 31}
+    assert (tmp_path / "state.pt.files" / "runs" / "best.pt").read_bytes() == b"1" * 20
+    assert not (tmp_path / "state.pt.files" / "data").exists()
+    assert save_written_files(file_stamps(str(work)), str(tmp_path / "none"), top=str(work)) == {"files": []}

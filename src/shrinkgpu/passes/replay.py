@@ -85,13 +85,28 @@ RNG = {
 }
 
 
-def restore_text(record: StateRecord, file_text: str) -> str:
-    """The statements that load the state file and put every entry and generator back."""
+def files_text(record: StateRecord, file_text: str) -> str:
+    """The statement that puts back the files the run wrote before the failing iteration
+    (into the working directory, where the program wrote and reads them); "" when none."""
+    if not record.files_dir:
+        return ""
+    names = {m: module_name(file_text, m) for m in ("pathlib", "shutil")}
+    lines = [f"import {m}" for m in names if names[m] is None]
+    lines.append(f"{names['shutil'] or 'shutil'}.copytree({names['pathlib'] or 'pathlib'}.Path(__file__).with_name("
+                 f"{record.files_dir!r}), '.', dirs_exist_ok=True)")
+    return "".join(line + "\n" for line in lines)
+
+
+def restore_text(record: StateRecord, file_text: str, files: bool = True) -> str:
+    """The statements that load the state file and put every entry and generator back;
+    ``files``: and the files the run wrote before (unless they are put back earlier)."""
     var = state_variable(file_text)
     needed = ["pathlib", "torch"] + sorted({RNG[r][0] for r in record.rng if r in RNG} - {"torch"})
     names = {m: module_name(file_text, m) for m in needed}
     lines = [f"import {m}" for m in needed if names[m] is None]
     names = {m: name or m for m, name in names.items()}
+    if files and record.files_dir:
+        lines += files_text(record, file_text).splitlines()
     lines.append(f"{var} = {names['torch']}.load({names['pathlib']}.Path(__file__).with_name({record.state_file!r}), "
                  "weights_only=False)")
     for expr, kind in record.entries:
@@ -105,11 +120,11 @@ def restore_text(record: StateRecord, file_text: str) -> str:
     return "".join(line + "\n" for line in lines)
 
 
-def replay_text(loop: cst.For, record: StateRecord, file_text: str) -> str:
+def replay_text(loop: cst.For, record: StateRecord, file_text: str, files: bool = True) -> str:
     """The restore, then one pass through the loop's body: the body alone when it can
     stand alone, else the loop over the one item its targets now hold (a ``continue``
     or ``break`` still means what it meant)."""
-    text = restore_text(record, file_text)
+    text = restore_text(record, file_text, files)
     if runs_once(loop):
         body = [code_of(stmt) for stmt in loop.body.body]
         return text + "".join(b if b.endswith("\n") else b + "\n" for b in body)
@@ -148,7 +163,8 @@ class ReplayFromState(EditPass):
         loop = self.loop(cand)
         if loop is None:
             return []
-        text = replay_text(loop.node, record, program.texts.get(loop.file, ""))
+        file_text = program.texts.get(loop.file, "")
+        text = replay_text(loop.node, record, file_text)
         unit: list[Edit] = [Edit("replace", loop.id, text=text)]
         if level == 0:
             hot = {(f, h) for f, h, _share in program.facts.hot_loops}
@@ -162,7 +178,19 @@ class ReplayFromState(EditPass):
             gone = deletion_unit(cand, others, new_text=text)
             if not gone:
                 return []
-            unit += [e for e in gone if not encloses(program, loop.id, e.stmt)]
+            gone = [e for e in gone if not encloses(program, loop.id, e.stmt)]
+            if record.files_dir:
+                # What the deleted loops wrote (the checkpoint the training saved) is put
+                # back where the first of them ran: the statements between them and the
+                # failing loop read it (``model.load_state_dict(torch.load("best.pt"))``).
+                first = min((e for e in gone if any(s == e.stmt or encloses(program, e.stmt, s) for s in others)),
+                            key=lambda e: e.stmt, default=None)
+                if first is not None and program.stmts[first.stmt].file == loop.file:
+                    text = replay_text(loop.node, record, file_text, files=False)
+                    unit[0] = Edit("replace", loop.id, text=text)
+                    gone = [Edit("replace", e.stmt, text=files_text(record, file_text)) if e is first else e
+                            for e in gone]
+            unit += gone
         return [tuple(unit)]
 
     @staticmethod
@@ -182,4 +210,4 @@ class ReplayFromState(EditPass):
         return sum(stmts[e.stmt].size for e in unit if e.stmt >= 0)
 
 
-__all__ = ["ReplayFromState", "replay_text", "restore_text", "state_variable"]
+__all__ = ["ReplayFromState", "files_text", "replay_text", "restore_text", "state_variable"]

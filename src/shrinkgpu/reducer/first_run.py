@@ -28,6 +28,10 @@ from shrinkgpu.worker import (
 )
 
 DEFAULT_FRESH_TIMEOUT = 600.0
+# The user's own run is not cut short by default: a job that fails after two hours is
+# what shrinkgpu is for.  Only --timeout or --max-time bound it (a week stands for none:
+# the workers take a number).
+UNLIMITED = 7 * 24 * 3600.0
 FORK_ADVICE = (
     "A module that starts threads or calls into CUDA when imported is the usual cause; "
     "'shrinkgpu reduce ... --isolation fork' stops with the reason instead, and "
@@ -93,7 +97,7 @@ def run_once(
             runner.start(required=isolation is Isolation.FORK)
         except ForkUnavailable as exc:
             raise ReduceError(f"--isolation fork is not possible here: {exc.reason}. {FORK_ADVICE}") from None
-        timeout = min(config.timeout or DEFAULT_FRESH_TIMEOUT, limit or DEFAULT_FRESH_TIMEOUT)
+        timeout = min(config.timeout or UNLIMITED, limit or UNLIMITED)
         future = runner.submit(files, timeout=timeout, watch=watch)
         if waiting is not None:
             every, call = waiting

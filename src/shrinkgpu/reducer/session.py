@@ -925,15 +925,16 @@ class Reduction:
         self.emit(Stage(f"--resume: the extracted call at {path} still fails the same way: kept"))
         return Extracted(extraction, None)
 
-    def state_files(self) -> tuple[Path, Path]:
-        """The state beside the output, and the record of what it holds and where it is from."""
+    def state_files(self) -> tuple[Path, Path, Path]:
+        """The state beside the output, the record of what it holds and where it is from,
+        and the directory of the files the run wrote before it."""
         base = self.layout.data_dir / f"{self.layout.data_stem}.state"
-        return base.with_name(base.name + ".pt"), base.with_name(base.name + ".json")
+        return base.with_name(base.name + ".pt"), base.with_name(base.name + ".json"), base.with_name(base.name + ".files")
 
     def kept_state(self, point: StatePoint) -> tuple[dict, Path] | None:
         """--resume: the state an earlier run of this reduction saved at the same point,
         so that the run that saves it is not repeated (the replay is checked again)."""
-        data, sidecar = self.state_files()
+        data, sidecar, files = self.state_files()
         try:
             kept = json.loads(sidecar.read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -945,6 +946,8 @@ class Reduction:
         # A copy of its own: the file beside the output is rewritten with the result.
         copy = self.sandbox.session / "state.pt"
         shutil.copy2(data, copy)
+        if files.is_dir():
+            shutil.copytree(files, Path(str(copy) + ".files"), dirs_exist_ok=True)
         return kept.get("saved") or {}, copy
 
     def fresh_limit(self, first: Observation) -> float:
@@ -1045,7 +1048,17 @@ class Reduction:
         if (self.spec.root_dir / rel).exists() and (self.spec.root_dir / rel).resolve() != (self.layout.data_dir / name).resolve():
             return refuse(f"a file of yours is named {name}")
         self.sandbox.add_file(rel, path)
-        record = state_record(saved, point, name)
+        # The files the run wrote before that iteration (a checkpoint the training saved and
+        # the statements before the failing loop load) go beside the state.
+        files_name = f"{self.layout.data_stem}.state.files"
+        written = [f for f in saved.get("files") or () if (Path(str(path) + ".files") / f).is_file()]
+        if written and (self.spec.root_dir / main_dir / files_name).exists():
+            written = []
+            self.note(f"the files the run wrote before {where} are not put back: a file of yours is named "
+                      f"{files_name}", show=False)
+        for f in written:
+            self.sandbox.add_file(str(main_dir / files_name / f), Path(str(path) + ".files") / f)
+        record = state_record(saved, point, name, files_name if written else "")
         facts = dataclasses.replace(self.program.facts, state=record)
         program = Program(self.program.texts, self.program.main, facts=facts)
         passes = ReplayFromState()
@@ -1068,15 +1081,25 @@ class Reduction:
                     self.data_files[name] = path
                     # Beside the output now: the partial result the search keeps on disk
                     # loads it, and --resume starts from that.
-                    beside, sidecar = self.state_files()
+                    beside, sidecar, beside_files = self.state_files()
                     beside.parent.mkdir(parents=True, exist_ok=True)
                     if path.resolve() != beside.resolve():
                         shutil.copy2(path, beside)
+                    files_note = ""
+                    if record.files_dir:
+                        source = Path(str(path) + ".files")
+                        self.data_files[record.files_dir] = source
+                        if source.resolve() != beside_files.resolve():
+                            shutil.rmtree(beside_files, ignore_errors=True)
+                            shutil.copytree(source, beside_files)
+                        shown = ", ".join(written[:3]) + (", ..." if len(written) > 3 else "")
+                        files_note = (f"; with {len(written)} file(s) the run wrote before it: {shown}, "
+                                      f"{saved.get('files_bytes', 0) / 2**20:.1f} MiB in {record.files_dir}")
                     sidecar.write_text(json.dumps({
                         "point": [point.file, point.header_text, point.iteration], "saved": saved,
                     }, indent=2, default=str), encoding="utf-8")
                     self.note(
-                        f"the state at {where} ({len(record.entries)} objects, {size / 2**20:.1f} MiB) replays the "
+                        f"the state at {where} ({len(record.entries)} objects, {size / 2**20:.1f} MiB{files_note}) replays the "
                         f"bug in a fresh interpreter in {replay.wall:.1f}s (the original: {first.wall:.1f}s): "
                         "candidates may start there. If the result keeps it, it loads " + name + ", which holds your "
                         "weights: attach the extracted call to a public issue, not that file"
@@ -1167,7 +1190,13 @@ class Reduction:
         if config.write and self.state is not None and self.state.state_file not in result.data_files:
             # The user's weights are not left beside a result that does not read them.
             for leftover in self.state_files():
-                leftover.unlink(missing_ok=True)
+                if leftover.is_dir():
+                    shutil.rmtree(leftover, ignore_errors=True)
+                else:
+                    leftover.unlink(missing_ok=True)
+        elif config.write and self.state is not None and self.state.files_dir not in result.data_files:
+            # the result kept the state but not the files the run wrote before it
+            shutil.rmtree(self.state_files()[2], ignore_errors=True)
         if config.write:
             result.collect_env = self.versions.result() if self.versions is not None else None
             write_outputs(result, self.layout, spec)

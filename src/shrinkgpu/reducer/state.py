@@ -125,8 +125,9 @@ def state_point(first: Observation, files: Mapping[str, str], main: str,
     )
 
 
-def state_record(saved: dict, point: StatePoint, state_file: str) -> StateRecord:
-    """The fact the replay pass reads, from what the probe saved."""
+def state_record(saved: dict, point: StatePoint, state_file: str, files_dir: str = "") -> StateRecord:
+    """The fact the replay pass reads, from what the probe saved; ``files_dir``: where
+    the files the run wrote before the iteration are, beside the state file."""
     return StateRecord(
         file=point.file,
         header=point.header_text,
@@ -136,6 +137,7 @@ def state_record(saved: dict, point: StatePoint, state_file: str) -> StateRecord
         rng=tuple(saved.get("rng") or ()),
         state_file=state_file,
         directory=str(PurePosixPath(point.file).parent) if PurePosixPath(point.file).parent != PurePosixPath(".") else "",
+        files_dir=files_dir if saved.get("files") else "",
     )
 
 

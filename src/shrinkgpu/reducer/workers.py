@@ -95,9 +95,11 @@ def plan_jobs(jobs: int | None, gpus: int, cores: int, per_run: int) -> tuple[in
 
 def calibrated_timeout(walls: list[float]) -> float:
     """A candidate's time limit: a multiple of the slowest of the original's runs in the
-    same isolation, between a floor (scheduling noise on a busy machine) and a ceiling."""
+    same isolation, between a floor (scheduling noise on a busy machine) and a ceiling.
+    The ceiling is never under twice the slowest run: a run of the whole original (the
+    one that saves the state, the replay's check) must be able to end."""
     base = max(walls) if walls else DEFAULT_FRESH_TIMEOUT / TIMEOUT_FACTOR
-    return min(TIMEOUT_CEILING, max(TIMEOUT_FLOOR, TIMEOUT_FACTOR * base + 1.0))
+    return min(max(TIMEOUT_CEILING, 2.0 * base), max(TIMEOUT_FLOOR, TIMEOUT_FACTOR * base + 1.0))
 
 
 @dataclass(frozen=True)

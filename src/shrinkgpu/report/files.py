@@ -174,7 +174,10 @@ def write_outputs(result: ReductionResult, layout: OutputLayout, spec: ScriptSpe
     # Data the result loads beside itself (a library call's saved arguments).
     beside = target if target == layout.directory and len(paths) > 1 else target.parent
     for name, source in result.data_files.items():
-        shutil.copy2(source, beside / name)
+        if Path(source).is_dir():  # the files a run wrote before the state it replays from
+            shutil.copytree(source, beside / name, dirs_exist_ok=True)
+        else:
+            shutil.copy2(source, beside / name)
     report = layout.report
     if report.resolve() in protected:
         raise OutputError(f"refusing to overwrite the user's file {report}")

@@ -92,6 +92,10 @@ class StateRecord:
     rng: tuple[str, ...]  # the global generators saved: "torch", "cuda", "numpy", "random"
     state_file: str
     directory: str = ""  # the main script's directory within the root ("" at the top)
+    # the directory beside ``state_file`` that holds the files the run wrote before that
+    # iteration (a checkpoint the training saved), at their paths relative to the
+    # working directory; "" when it wrote none
+    files_dir: str = ""
 
 
 def loop_header(node: cst.CSTNode) -> str:

@@ -23,7 +23,7 @@ from shrinkgpu.worker.probe.process import (
     prepare_process,
     run_exit_handlers,
 )
-from shrinkgpu.worker.probe.state import StateTracer
+from shrinkgpu.worker.probe.state import StateTracer, file_stamps
 from shrinkgpu.worker.probe.recorder import Recorder, exception_chain, message_of, record_chain, record_suppressed
 from shrinkgpu.worker.probe.watchers import watch_argparse, watch_config_loads, watch_reads, watch_seeding
 from shrinkgpu.worker.request import RunRequest
@@ -72,7 +72,9 @@ def run(request: RunRequest, *, forked: bool) -> int:
             clock.start()
         elif watch.state is not None:
             # (one tracer at a time: a run that counts loops saves no state)
-            StateTracer(roots, recorder.rel, watch.state, state_saved).install()
+            # what the working directory held before the script ran: the files written
+            # before the failing iteration are saved with the state
+            StateTracer(roots, recorder.rel, watch.state, state_saved, file_stamps()).install()
     except BaseException as exc:  # the probe failed before the script ran
         traceback.print_exc()
         obs.update(status="probe-error", exit_code=EXIT_PROBE_FAILURE, chain=[])

@@ -34,9 +34,12 @@ class StateTracer(LoopCounter):
     saves the state once, at the first line of the wanted iteration's body, and stops
     tracing.  ``out`` receives what was saved (``save_state``)."""
 
-    def __init__(self, roots: tuple[str, ...], rel, at: StateAt, out: dict[str, Any]):
+    def __init__(self, roots: tuple[str, ...], rel, at: StateAt, out: dict[str, Any],
+                 stamps: dict[str, tuple[int, int]] | None = None):
         super().__init__(roots)
         self.rel, self.at, self.out = rel, at, out
+        # the working directory's files as the run started (``file_stamps``)
+        self.stamps = stamps
         self.done = False
         self._names: dict[str, bool] = {}
         self._codes: dict[Any, bool] = {}
@@ -83,6 +86,8 @@ class StateTracer(LoopCounter):
             sys.settrace(None)
             try:
                 self.out.update(save_state(frame, self.at, self.roots))
+                if self.stamps is not None:
+                    self.out.update(save_written_files(self.stamps, self.at.path + ".files"))
             except Exception as exc:  # an offer: the run goes on as the script wrote it
                 self.out.update(error=f"{type(exc).__name__}: {exc}", path=None)
             return None
@@ -110,6 +115,66 @@ class StateTracer(LoopCounter):
 
 # How often the loop's iteration is written for the progress lines.
 PROGRESS_SECONDS = 5.0
+
+
+# The files the run wrote before the failing iteration (a checkpoint the training saved,
+# which the statement before the evaluation loads) are copied beside the state up to
+# this much; beyond it the replay goes without them (and its check says what is missing).
+FILES_MAX_BYTES = 2 * 2**30
+FILES_MAX_COUNT = 2000
+# A working directory past this many files is not walked (a dataset unpacked in place).
+STAMPS_MAX_FILES = 100_000
+_NOT_STATE = ("__pycache__", ".git")
+
+
+def file_stamps(top: str = ".") -> dict[str, tuple[int, int]] | None:
+    """(mtime_ns, size) of every file under ``top`` (relative paths; symlinked
+    directories not followed: shared data is not the run's output), or None when there
+    are too many to walk at every save."""
+    import os
+
+    stamps: dict[str, tuple[int, int]] = {}
+    for dirpath, dirnames, filenames in os.walk(top):
+        dirnames[:] = [d for d in dirnames if d not in _NOT_STATE]
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            stamps[os.path.relpath(path, top)] = (st.st_mtime_ns, st.st_size)
+            if len(stamps) > STAMPS_MAX_FILES:
+                return None
+    return stamps
+
+
+def save_written_files(before: dict[str, tuple[int, int]], dest: str, top: str = ".") -> dict[str, Any]:
+    """Copy the files under ``top`` that are new or changed since ``before`` to ``dest``
+    (same relative paths): what the earlier iterations wrote that the program after them
+    may read (``files``); ``files_error``: why none were copied."""
+    import os
+    import shutil
+
+    now = file_stamps(top)
+    if now is None:
+        return {"files": [], "files_error": f"the working directory holds more than {STAMPS_MAX_FILES} files"}
+    written = sorted(rel for rel, stamp in now.items() if before.get(rel) != stamp and not rel.endswith(".pyc"))
+    if not written:
+        return {"files": []}
+    size = sum(now[rel][1] for rel in written)
+    if len(written) > FILES_MAX_COUNT or size > FILES_MAX_BYTES:
+        return {"files": [], "files_error": f"the run wrote {len(written)} files ({size / 2**20:.0f} MiB) before "
+                                            "that iteration: too many to copy"}
+    copied = []
+    for rel in written:
+        target = os.path.join(dest, rel)
+        try:
+            os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+            shutil.copy2(os.path.join(top, rel), target)
+        except OSError:
+            continue  # a file that went away meanwhile (a temporary one)
+        copied.append(rel)
+    return {"files": copied, "files_bytes": sum(now[rel][1] for rel in copied)}
 
 
 def _stateful(value) -> bool:
@@ -318,4 +383,4 @@ def save_state(frame, at: StateAt, roots: tuple[str, ...]) -> dict[str, Any]:
     }
 
 
-__all__ = ["STATE_MAX_BYTES", "StateTracer", "save_state"]
+__all__ = ["STATE_MAX_BYTES", "StateTracer", "file_stamps", "save_state", "save_written_files"]
