@@ -520,3 +520,49 @@ def test_a_runs_limit_lets_a_whole_run_of_the_original_end():
     assert calibrated_timeout([100.0]) == 600.0  # the ceiling for candidates
     # an original of 15 minutes: the run that saves its state must not be killed at 10
     assert calibrated_timeout([900.0]) == 1800.0
+
+
+LONG = textwrap.dedent("""\
+    import torch
+
+    for step in range(100000):
+        train_step(step)
+    explode(3)
+    """)
+
+
+def test_a_long_original_with_no_state_starts_where_a_cut_of_its_hot_loop_fails_the_same_way(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(LONG)
+    walls = []
+
+    def slow_loop(text, job):
+        # the loop takes the time; the failure comes after it either way
+        wall = 40.0 if "range(100000)" in text else 0.5
+        walls.append(wall)
+        return bug(wall=wall, loop_time=(("train.py", 3, 0.95),)) if NEEDLE in text else passes(wall=wall)
+
+    make = executors(slow_loop)
+    result = reduce(config(script, confirm=1), executors=make)
+    assert any(n.startswith("the original with the loops that took its time cut fails the same way in a fresh "
+                            "interpreter in 0.5s (the original: 40.0s): the search starts there") for n in result.notes)
+    assert any(n.startswith("the search starts from the original with the loops that took its time cut")
+               for n in result.notes)
+    # the one run of the original is the user's: its rate and calibration are measured on the cut
+    assert walls.count(40.0) == 1
+    assert result.files == {"train.py": NEEDLE + "\n"}
+
+
+def test_a_cut_that_fails_otherwise_is_said_and_the_search_starts_from_the_original(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(LONG)
+
+    def needs_the_loop(text, job):
+        if "range(100000)" not in text:
+            return bug(signature("RuntimeError", "other"), wall=0.5)
+        return bug(wall=40.0, loop_time=(("train.py", 3, 0.95),))
+
+    result = reduce(config(script, confirm=0, max_tests=3), executors=executors(needs_the_loop))
+    assert any(n.startswith("the original with the loops that took its time cut does not fail the same way")
+               for n in result.notes), result.notes
+    assert not any(n.startswith("the search starts from") for n in result.notes)

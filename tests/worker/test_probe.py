@@ -213,3 +213,21 @@ def test_the_files_a_run_wrote_are_copied_at_their_paths_and_nothing_else(tmp_pa
     assert (tmp_path / "state.pt.files" / "runs" / "best.pt").read_bytes() == b"1" * 20
     assert not (tmp_path / "state.pt.files" / "data").exists()
     assert save_written_files(file_stamps(str(work)), str(tmp_path / "none"), top=str(work)) == {"files": []}
+
+
+def test_a_librarys_method_that_calls_back_into_the_users_override_is_cut_at_the_override(runner, tmp_path):
+    # (the HF Trainer's compute_loss, a Keras-style train_step: here a scheduler's get_lr)
+    obs = run(runner, """\
+        import torch
+        class Warmup(torch.optim.lr_scheduler.LRScheduler):
+            def get_lr(self):
+                table = torch.zeros(4, 2)
+                return [float(torch.nn.functional.embedding(torch.tensor([self.last_epoch]), table).sum()) + 0.1]
+        opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
+        sched = Warmup(opt)
+        for _ in range(5):
+            sched.step()
+        """, cut=str(tmp_path / "call.pt"))
+    assert obs.signature.type == "IndexError"
+    assert obs.cut is not None and (obs.cut["object"], obs.cut["method"]) == ("sched", "get_lr")
+    assert obs.cut["source"] == "sched.step()"

@@ -12,6 +12,10 @@ returns a small frozen value, in this order (``Reduction.run``):
                                    run, else one capture run); with a long original, the
                                    state at the failing iteration saved in that run and
                                    its replay checked in a fresh interpreter
+    cut_start(...)                 a long original that no state replays: the direct call
+                                   past the library, or the original without the loops
+                                   that took its time, checked in a fresh interpreter;
+                                   the search starts from the first that fails the same way
     start_workers(...)  -> PreloadReport
     measure_rate(...)   -> Rate       how often the original fails in fresh interpreters
     calibrate(...)      -> Calibration the original timed where candidates run, or fresh
@@ -53,7 +57,7 @@ from shrinkgpu.extract import (
 from shrinkgpu.families import Family
 from shrinkgpu.layout import OutputLayout
 from shrinkgpu.oracle import Oracle
-from shrinkgpu.passes import PASSES, ReplayFromState
+from shrinkgpu.passes import PASSES, CallPastTheLibrary, CutHotLoops, ReplayFromState
 from shrinkgpu.reducer.budget import HOT_MIN_SECONDS, RECOUNT_MAX_SECONDS, checks_reserve, hot_loops
 from shrinkgpu.reducer.config import ReduceConfig, ReduceError, NotReproduced, compile_pattern, with_hash_seed
 from shrinkgpu.reducer.facts import facts_of, library_cut, local_files, loop_around_failure, saved_objects
@@ -112,6 +116,11 @@ ORIGINAL_HEARTBEAT = 30.0  # seconds between "still running" lines while the ori
 # A start from the saved state that takes more than this share of the original's run
 # skips too little to be worth the file it loads.
 SLOWER_REPLAY = 0.7
+# The cuts a long original with no replayable state is started from (cut_start), in order.
+START_CUTS = (
+    (CallPastTheLibrary(), "the library's call into your code made directly"),
+    (CutHotLoops(), "the loops that took its time cut"),
+)
 EXTRACT_CHECK_MAX = 300.0  # seconds an extracted call's check may take (an import and one call)
 
 
@@ -193,6 +202,8 @@ class Reduction:
         self.state: StateRecord | None = None
         self.replay: Program | None = None
         self.replay_wall = 0.0
+        # what the program the search starts from is, when it is not the original
+        self.start_what = "the program started at the failing step"
 
     # -- talking -------------------------------------------------------------------
     def emit(self, event: object) -> None:
@@ -237,6 +248,7 @@ class Reduction:
         self.note_how_it_ran(original.first)
         self.plan = self.plan_workers(first)
         extracted = self.before_search(first)
+        self.cut_start(first)
         self.runner = self.new_runner(self.config.isolation or Isolation.FORK)
         try:
             self.preload = self.start_workers(first)
@@ -531,8 +543,7 @@ class Reduction:
         # Started from the saved state, the search judges candidates of the replay: its
         # rate is the one they are measured against, and its runs take seconds where the
         # original's took minutes.
-        files, what = (self.replay.texts, "the program started at the failing step") if self.replay else (
-            self.files, "the original")
+        files, what = (self.replay.texts, self.start_what) if self.replay else (self.files, "the original")
         if more > 0:
             self.emit(Stage(f"running {what} {more} more time(s) in fresh interpreters"))
             confirmed += runs(self.runner, files, more, plan.jobs, Isolation.FRESH, fresh_limit,
@@ -612,7 +623,10 @@ class Reduction:
         if self.replay is not None:
             # Every candidate then skips the iterations before the failing one.
             initial = self.replay.initial()
-            self.note(f"the search starts at the failing step, from the saved state ({initial.size} tokens)")
+            if self.state is not None:
+                self.note(f"the search starts at the failing step, from the saved state ({initial.size} tokens)")
+            else:
+                self.note(f"the search starts from {self.start_what} ({initial.size} tokens)")
             self.follow_timeout(self.replay_wall)
         if self.config.resume:
             resumed = self.resume_from()
@@ -909,6 +923,43 @@ class Reduction:
                 saved, path = resumed
                 self.state = self.checked_state(fresh, first, None, point, path, saved=saved)
         return extracted
+
+    def cut_start(self, first: Observation) -> None:
+        """A long original that no saved state replays still spends every candidate's run
+        on the steps before the failure until a pass cuts them, and the search's first
+        candidates are tried in the order of the passes, one original's run each.  So the
+        cuts that drop those steps are tried here first, each in a fresh interpreter
+        (START_CUTS: the direct call past the library, which a failure inside
+        ``Trainer.fit`` needs none of the steps for; the original without the loops that
+        took its time); the first that fails the same way in less time is where the
+        search starts, and its rate and calibration are measured on it."""
+        if self.replay is not None or first.wall < STATE_MIN_SECONDS or self.out_of_time():
+            return
+        initial = self.program.initial()
+        with self.new_runner(Isolation.FRESH) as fresh:
+            fresh.start()
+            for cut, what in START_CUTS:
+                for unit in (cut.units(initial, 0) or [])[:1]:
+                    cand = initial.with_edits(unit)
+                    self.emit(Stage(f"checking in a fresh interpreter whether {what} fails the same way"))
+                    obs = self.wait(fresh.submit(cand.files, timeout=self.fresh_limit(first),
+                                                 env=self.plan.first_device), f"the original with {what} is still running")
+                    if not self.target.matches(obs.signature):
+                        self.note(f"the original with {what} does not fail the same way ({obs.describe()})", show=False)
+                        continue
+                    if obs.wall > SLOWER_REPLAY * first.wall:
+                        self.note(f"the original with {what} fails the same way, but in {obs.wall:.1f}s of the "
+                                  f"original's {first.wall:.1f}s", show=False)
+                        continue
+                    self.note(f"the original with {what} fails the same way in a fresh interpreter in "
+                              f"{obs.wall:.1f}s (the original: {first.wall:.1f}s): the search starts there")
+                    self.start_what = f"the original with {what}"
+                    self.replay_wall = obs.wall
+                    self.replay = Program(dict(cand.files), self.program.main, facts=dataclasses.replace(
+                        facts_of(obs), loops=self.loops, cut=self.cut, hot_loops=self.hot,
+                        saved_objects=self.saved_objects,
+                    ))
+                    return
 
     def kept_extraction(self, first: Observation) -> Extracted | None:
         """--resume: the extracted call an earlier run of this reduction wrote, when it

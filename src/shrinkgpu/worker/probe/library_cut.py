@@ -81,13 +81,20 @@ def library_cut(exc: BaseException, roots: tuple[str, ...], path: str) -> dict[s
         value = entry_info.locals.get(param)
         if value is not None and id(value) not in names and value is not entered:
             names[id(value)] = f"arg:{position}:{param}"
+    # The object the user called is the one to call directly too when the library's
+    # named method (``trainer.train()``, ``sched.step()``, not ``model(x)``) called back
+    # into a method the user's own subclass defines (``compute_loss``, ``get_lr``): the
+    # framework's loop before that call is what the cut drops.
+    callback = entry.f_code.co_name not in _CALL_METHODS
     chosen = None
     for frame, _line in frames[outer + 1 :]:
         code = frame.f_code
         if not code.co_varnames or code.co_argcount == 0:
             continue
         first = frame.f_locals.get(code.co_varnames[0])
-        if first is None or first is entered or id(first) not in names:
+        if first is None or id(first) not in names:
+            continue
+        if first is entered and not (callback and frame is not entry and is_user_file(code.co_filename, roots)):
             continue
         bound = getattr(type(first), "__call__", None) if code.co_name in _CALL_METHODS else getattr(type(first), code.co_name, None)
         bound = getattr(bound, "__func__", bound)
