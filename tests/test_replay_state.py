@@ -237,6 +237,8 @@ def test_the_files_the_run_wrote_before_the_failing_step_are_replayed_with_the_s
         assert (out.parent / name).exists(), name
     if "train.min.state.files" in text:
         assert (out.parent / "train.min.state.files" / "runs" / "best.pt").is_file()
+        assert result.state["files_dir"] == "train.min.state.files"
+        assert "`train.min.state.files/`: the files the original had written" in result.report.read_text()
     else:
         assert not (out.parent / "train.min.state.files").exists()
     plain = subprocess.run([sys.executable, out.name], cwd=out.parent, capture_output=True, text=True, timeout=120)

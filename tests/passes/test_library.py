@@ -40,3 +40,31 @@ def test_cut_library_replaces_the_library_call_and_deletes_what_only_it_read():
     assert CallPastTheLibrary().units(cand, 1) is None
     # without the fact, nothing is offered
     assert CallPastTheLibrary().units(Program({"s.py": source}, "s.py").initial(), 0) == []
+
+
+def test_after_what_never_ran_is_gone_the_cut_drops_the_trainer_it_alone_read():
+    from shrinkgpu.passes.never_ran import DeleteNeverRan
+
+    source = (
+        "import torch\n"
+        "import framework\n"
+        "model = torch.nn.Linear(2, 2)\n"
+        "trainer = framework.Trainer(epochs=1)\n"
+        "trainer.fit(model)\n"
+        "trainer.save_model('out')\n"
+    )
+    replacement = "import torch\n_call = torch.load('s.call.pt')\nmodel(*_call['args'])\n"
+    cut = CutRecord("s.py", "trainer.fit(model)", replacement, "Trainer.fit")
+    cand = Program({"s.py": source}, "s.py", facts=Facts(cut=cut, stack=(("s.py", 5),))).initial()
+    # the trainer is read after the failure too: the cut alone keeps it
+    assert "trainer = framework.Trainer" in CallPastTheLibrary().apply(
+        cand, CallPastTheLibrary().units(cand, 0)).files["s.py"]
+    # with what never ran deleted by an edit of the same candidate, it goes with the cut
+    never = cand.with_edits(DeleteNeverRan().units(cand, 0)[0])
+    assert CallPastTheLibrary().apply(never, CallPastTheLibrary().units(never, 0)).files["s.py"] == (
+        "import torch\n"
+        "model = torch.nn.Linear(2, 2)\n"
+        "import torch\n"
+        "_call = torch.load('s.call.pt')\n"
+        "model(*_call['args'])\n"
+    )

@@ -231,3 +231,24 @@ def test_a_librarys_method_that_calls_back_into_the_users_override_is_cut_at_the
     assert obs.signature.type == "IndexError"
     assert obs.cut is not None and (obs.cut["object"], obs.cut["method"]) == ("sched", "get_lr")
     assert obs.cut["source"] == "sched.step()"
+
+
+def test_only_the_frames_whose_code_holds_a_loop_are_traced(tmp_path):
+    import sys
+
+    from shrinkgpu.worker.probe.loops import LoopCounter
+
+    src = tmp_path / "m.py"
+    src.write_text("def step(x):\n    return x + 1\n\n\ndef train():\n    t = 0\n    for i in range(3):\n"
+                   "        t = step(t)\n    return t\n")
+    namespace: dict = {}
+    exec(compile(src.read_text(), str(src), "exec"), namespace)
+    counter = LoopCounter((str(tmp_path),))
+    sys.settrace(counter._call)
+    try:
+        assert namespace["train"]() == 3
+    finally:
+        sys.settrace(None)
+    # ``step`` (no loop), called from the loop, runs untraced
+    assert {code.co_name: holds for code, holds in counter._headers.items()
+            if code.co_filename == str(src)} == {"train": True, "step": False}

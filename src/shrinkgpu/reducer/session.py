@@ -58,6 +58,7 @@ from shrinkgpu.families import Family
 from shrinkgpu.layout import OutputLayout
 from shrinkgpu.oracle import Oracle
 from shrinkgpu.passes import PASSES, CallPastTheLibrary, CutHotLoops, ReplayFromState
+from shrinkgpu.passes.never_ran import DeleteNeverRan
 from shrinkgpu.reducer.budget import HOT_MIN_SECONDS, RECOUNT_MAX_SECONDS, checks_reserve, hot_loops
 from shrinkgpu.reducer.config import ReduceConfig, ReduceError, NotReproduced, compile_pattern, with_hash_seed
 from shrinkgpu.reducer.facts import facts_of, library_cut, local_files, loop_around_failure, saved_objects
@@ -117,9 +118,14 @@ ORIGINAL_HEARTBEAT = 30.0  # seconds between "still running" lines while the ori
 # skips too little to be worth the file it loads.
 SLOWER_REPLAY = 0.7
 # The cuts a long original with no replayable state is started from (cut_start), in order.
+# Each is passes applied in turn (the first unit of each): what never ran first, since a
+# statement after the failure (``trainer.save_model(...)``) reads the trainer too and would
+# keep it alive when the library's call is made directly.
 START_CUTS = (
-    (CallPastTheLibrary(), "the library's call into your code made directly"),
-    (CutHotLoops(), "the loops that took its time cut"),
+    ((DeleteNeverRan(), CallPastTheLibrary()),
+     "the library's call into your code made directly (and what never ran left out)"),
+    ((CallPastTheLibrary(),), "the library's call into your code made directly"),
+    ((CutHotLoops(),), "the loops that took its time cut"),
 )
 EXTRACT_CHECK_MAX = 300.0  # seconds an extracted call's check may take (an import and one call)
 
@@ -751,6 +757,9 @@ class Reduction:
             "file": record.state_file, "loop": record.header, "in": record.file, "iteration": record.iteration,
             "restores": [expr for expr, _kind in record.entries], "rng": list(record.rng),
             "bytes": path.stat().st_size if path is not None and path.is_file() else 0,
+            # the files the run wrote before that iteration, when the result puts them back
+            "files_dir": record.files_dir if record.files_dir and any(
+                record.files_dir in text for text in best.files.values()) else None,
         }
 
     def resume_from(self) -> Candidate | str:
@@ -936,30 +945,33 @@ class Reduction:
         if self.replay is not None or first.wall < STATE_MIN_SECONDS or self.out_of_time():
             return
         initial = self.program.initial()
+        tried: list[dict] = []
         with self.new_runner(Isolation.FRESH) as fresh:
             fresh.start()
-            for cut, what in START_CUTS:
-                for unit in (cut.units(initial, 0) or [])[:1]:
-                    cand = initial.with_edits(unit)
-                    self.emit(Stage(f"checking in a fresh interpreter whether {what} fails the same way"))
-                    obs = self.wait(fresh.submit(cand.files, timeout=self.fresh_limit(first),
-                                                 env=self.plan.first_device), f"the original with {what} is still running")
-                    if not self.target.matches(obs.signature):
-                        self.note(f"the original with {what} does not fail the same way ({obs.describe()})", show=False)
-                        continue
-                    if obs.wall > SLOWER_REPLAY * first.wall:
-                        self.note(f"the original with {what} fails the same way, but in {obs.wall:.1f}s of the "
-                                  f"original's {first.wall:.1f}s", show=False)
-                        continue
-                    self.note(f"the original with {what} fails the same way in a fresh interpreter in "
-                              f"{obs.wall:.1f}s (the original: {first.wall:.1f}s): the search starts there")
-                    self.start_what = f"the original with {what}"
-                    self.replay_wall = obs.wall
-                    self.replay = Program(dict(cand.files), self.program.main, facts=dataclasses.replace(
-                        facts_of(obs), loops=self.loops, cut=self.cut, hot_loops=self.hot,
-                        saved_objects=self.saved_objects,
-                    ))
-                    return
+            for cuts, what in START_CUTS:
+                cand = cut_with(initial, cuts)
+                if cand is None or dict(cand.files) in tried:
+                    continue
+                tried.append(dict(cand.files))
+                self.emit(Stage(f"checking in a fresh interpreter whether {what} fails the same way"))
+                obs = self.wait(fresh.submit(cand.files, timeout=self.fresh_limit(first),
+                                             env=self.plan.first_device), f"the original with {what} is still running")
+                if not self.target.matches(obs.signature):
+                    self.note(f"the original with {what} does not fail the same way ({obs.describe()})", show=False)
+                    continue
+                if obs.wall > SLOWER_REPLAY * first.wall:
+                    self.note(f"the original with {what} fails the same way, but in {obs.wall:.1f}s of the "
+                              f"original's {first.wall:.1f}s", show=False)
+                    continue
+                self.note(f"the original with {what} fails the same way in a fresh interpreter in "
+                          f"{obs.wall:.1f}s (the original: {first.wall:.1f}s): the search starts there")
+                self.start_what = f"the original with {what}"
+                self.replay_wall = obs.wall
+                self.replay = Program(dict(cand.files), self.program.main, facts=dataclasses.replace(
+                    facts_of(obs), loops=self.loops, cut=self.cut, hot_loops=self.hot,
+                    saved_objects=self.saved_objects,
+                ))
+                return
 
     def kept_extraction(self, first: Observation) -> Extracted | None:
         """--resume: the extracted call an earlier run of this reduction wrote, when it
@@ -1261,6 +1273,18 @@ class Reduction:
                                                     executors=self.executors)
                 write_outputs(result, self.layout, spec)  # the report says how that went
         return result
+
+
+def cut_with(initial: Candidate, cuts) -> Candidate | None:
+    """``initial`` with the first unit of each pass of ``cuts`` applied in turn, or None
+    when one offers none."""
+    cand = initial
+    for cut in cuts:
+        unit = next(iter(cut.units(cand, 0) or []), None)
+        if unit is None:
+            return None
+        cand = cand.with_edits(unit)
+    return cand
 
 
 def reduce(

@@ -122,6 +122,9 @@ def render_report(result: ReductionResult, spec: ScriptSpec, target: Path) -> st
             "result starts there instead of running the iterations before it. It holds your weights: it is for your "
             "own debugging, the extracted call is what to attach to a public issue (`--no-replay-state` never saves it)"
         )
+        if st.get("files_dir"):
+            out.append(f"- `{st['files_dir']}/`: the files the original had written before that iteration (a checkpoint, "
+                       "logs), which the result copies into its working directory before it starts there")
     in_place = result.in_place
     verified = f"- verified in fresh interpreters: {result.verified[0]} of {result.verified[1]} runs"
     if in_place is not None:

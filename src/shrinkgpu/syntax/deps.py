@@ -448,9 +448,10 @@ class Dependencies:
                         if p in gone or p in kept or p not in live or (pure_only and not _pure_binder(stmts[p].node)):
                             continue
                         # Readers inside the binder (a def reading its own parameters)
-                        # do not keep it alive; one outside must exist and be gone.
+                        # do not keep it alive, nor do readers an edit of the candidate
+                        # already deleted; one outside must exist and be gone.
                         last = self.program.last[p]
-                        readers = {u for u, _ in self.users.get(p, ()) if not (p <= u <= last)}
+                        readers = {u for u, _ in self.users.get(p, ()) if not (p <= u <= last) and u in live}
                         if readers and readers <= gone:
                             gone.add(p)
                             dead.add(p)

@@ -43,6 +43,7 @@ class LoopCounter:
         self.loops: dict[str, dict[int, tuple[int, int]]] = {}  # file -> header line -> (body start, end)
         self.state: dict[int, list[Any]] = {}  # id(frame) -> [previous line, {header: iteration}]
         self.raising: set[int] = set()
+        self._headers: dict[Any, bool] = {}  # code object -> whether a loop's header is its own line
 
     def _loops_of(self, filename: str) -> dict[int, tuple[int, int]]:
         found = self.loops.get(filename)
@@ -55,7 +56,17 @@ class LoopCounter:
         sys.settrace(self._call)
 
     def _call(self, frame, event, arg):
-        if not self._loops_of(frame.f_code.co_filename):
+        code = frame.f_code
+        holds = self._headers.get(code)
+        if holds is None:
+            # Only the frames of code whose own lines hold a loop's header are traced: a
+            # model's ``forward`` without a loop, called thousands of times from the
+            # training loop in the same file, runs untraced (each traced line costs a
+            # Python call).
+            loops = self._loops_of(code.co_filename)
+            holds = self._headers[code] = bool(loops) and any(
+                line in loops for _start, _end, line in code.co_lines() if line is not None)
+        if not holds:
             return None
         self.state[id(frame)] = [0, {}]  # a new frame (ids of dead ones get reused)
         return self._local
