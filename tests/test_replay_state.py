@@ -105,6 +105,45 @@ for i in range(4):
 """
 
 
+# An ``evaluate`` that validated during training fails on the test set, at its first
+# batch: the state is the one of its last call, after the training wrote the checkpoint.
+EVALUATED = """\
+import os
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+model = nn.Linear(4, 3)
+opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+x = torch.randn(64, 4)
+y = x @ torch.full((4, 3), 2.0)
+table = torch.zeros(8, 2)
+
+
+def evaluate(net, rows):
+    for row in rows:
+        code = torch.tensor([row + 3 * int(net.weight.abs().sum() > 20.0)])
+        F.embedding(code, table)
+
+
+os.makedirs("runs", exist_ok=True)
+evaluate(model, [0, 1])
+for step in range(3000):
+    loss = F.mse_loss(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    if step % 1000 == 999:
+        evaluate(model, [0, 1])
+        torch.save(model.state_dict(), "runs/best.pt")
+best = nn.Linear(4, 3)
+best.load_state_dict(torch.load("runs/best.pt"))
+evaluate(best, [5, 6])
+"""
+
+
 def reduce_script(tmp_path, monkeypatch, text: str):
     monkeypatch.setattr(session, "STATE_MIN_SECONDS", 0.0)
     work = tmp_path / "job"
@@ -243,3 +282,16 @@ def test_the_files_the_run_wrote_before_the_failing_step_are_replayed_with_the_s
         assert not (out.parent / "train.min.state.files").exists()
     plain = subprocess.run([sys.executable, out.name], cwd=out.parent, capture_output=True, text=True, timeout=120)
     assert plain.returncode == 1 and "IndexError: index out of range in self" in plain.stderr, plain.stderr
+
+
+@pytest.mark.slow
+def test_the_state_of_a_function_called_before_is_saved_in_the_call_that_failed(tmp_path, monkeypatch):
+    monkeypatch.setattr(session, "SLOWER_REPLAY", 10.0)
+    result, events, out = reduce_script(tmp_path, monkeypatch, EVALUATED)
+
+    # the fifth call of evaluate (one before training, three validations, the test)
+    assert any("iteration 0 of `for row in rows:` (train.py, in call 5 of the function that holds it)" in n
+               and "replays the bug in a fresh interpreter" in n and "runs/best.pt" in n
+               for n in result.notes), result.notes
+    assert "for step in range(3000)" not in out.read_text()
+    assert result.verified == (1, 1)

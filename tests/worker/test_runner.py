@@ -489,6 +489,16 @@ def test_count_loops_gives_the_iteration_of_each_loop_around_the_failure(fork_ru
     assert run(fork_runner, LOOPED).loops == ()
 
 
+def test_count_loops_names_the_call_of_the_function_the_failure_came_in(fork_runner):
+    # validation during training calls ``evaluate`` twice; the test set, the third time, fails
+    text = ("def evaluate(rows):\n    for r in rows:\n        [0, 1][r]\n\n"
+            "evaluate([0]); evaluate([1])\nfor epoch in range(2):\n    pass\nevaluate([0, 5])\n")
+    obs = run(fork_runner, text, count_loops=True)
+    assert obs.signature.type == "IndexError"
+    assert obs.loops == (("s.py", 2, 1),)
+    assert obs.loop_calls == (("s.py", 2, 3),)
+
+
 def test_count_loops_sees_loops_of_a_python_error_unwound_through_frames(fork_runner):
     text = "def f(i):\n    return [1][i]\n\nfor i in range(5):\n    if i == 3:\n        f(i)\n"
     obs = run(fork_runner, text, count_loops=True)

@@ -30,32 +30,11 @@ import re
 import libcst as cst
 
 from shrinkgpu.passes.base import EditPass, Unit, deletion_unit
-from shrinkgpu.syntax.code import code_of
+from shrinkgpu.syntax.code import code_of, module_name
 from shrinkgpu.syntax.edits import Edit
 from shrinkgpu.syntax.facts import StateRecord, loop_header
 from shrinkgpu.syntax.program import Candidate
 from shrinkgpu.syntax.queries import encloses, runs_once
-
-
-def module_name(text: str, module: str) -> str | None:
-    """The name the file's top level binds ``module`` to (``np`` for ``import numpy as
-    np``, ``torch`` for ``import torch`` or ``import torch.nn``), or None.  A function
-    then uses that global; an ``import`` of the name inside it would make the name local
-    to the whole function (an UnboundLocalError above it)."""
-    import ast
-
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
-        return None
-    for node in tree.body:
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.asname is not None and alias.name == module:
-                    return alias.asname
-                if alias.asname is None and alias.name.split(".")[0] == module:
-                    return module
-    return None
 
 
 def state_variable(text: str) -> str:

@@ -5,11 +5,12 @@ seeding, the library cut and the data objects it saved."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Mapping
 
 from shrinkgpu.inputs import InputError, read_source
 from shrinkgpu.layout import OutputLayout
 from shrinkgpu.syntax import CutRecord, Facts, LoadRecord, ParseRecord, Program, SavedObject
-from shrinkgpu.syntax.code import calls_named
+from shrinkgpu.syntax.code import calls_named, module_name
 from shrinkgpu.worker import Observation, Sandbox, ScriptSpec
 
 
@@ -69,9 +70,14 @@ def loop_around_failure(program: Program) -> bool:
     return False
 
 
-def library_cut(first: Observation, spec: ScriptSpec, sandbox: Sandbox, saved: Path):
+def library_cut(first: Observation, spec: ScriptSpec, sandbox: Sandbox, saved: Path,
+                files: Mapping[str, str] | None = None):
     """The first run's library cut as a fact for passes, its saved call beside the file
-    that will load it (in every run's copy, and beside the result)."""
+    that will load it (in every run's copy, and beside the result).  ``files``: the
+    program's texts; the call loads through the names the file's top level imports
+    ``torch`` and ``pathlib`` as, and imports them only when it does not: an ``import
+    torch`` beside ``trainer.fit(...)`` inside ``main()`` would make ``torch`` local to
+    all of ``main`` (an UnboundLocalError at its first line that uses it)."""
     cut = first.cut
     if not cut or not saved.is_file() or not cut.get("source"):
         return None, {}
@@ -87,9 +93,12 @@ def library_cut(first: Observation, spec: ScriptSpec, sandbox: Sandbox, saved: P
     rel = str(Path(cut["file"]).parent / name) if Path(cut["file"]).parent != Path(".") else name
     sandbox.add_file(rel, saved)
     call = f"{obj}.{cut['method']}" if cut.get("method") else obj
+    text = (files or {}).get(cut["file"], "")
+    bound = {m: module_name(text, m) for m in ("pathlib", "torch")}
     replacement = (
-        "import pathlib\nimport torch\n" + setup
-        + f"_call = torch.load(pathlib.Path(__file__).with_name({name!r}), weights_only=False)\n"
+        "".join(f"import {m}\n" for m, n in bound.items() if n is None) + setup
+        + f"_call = {bound['torch'] or 'torch'}.load({bound['pathlib'] or 'pathlib'}.Path(__file__).with_name({name!r}), "
+        "weights_only=False)\n"
         f"{call}(*_call['args'], **_call['kwargs'])\n"
     )
     return CutRecord(cut["file"], cut["source"], replacement, cut.get("library", "")), {name: saved}

@@ -444,7 +444,7 @@ class Reduction:
         check_output(self.layout, spec, [spec.root_dir / rel for rel in (*files, *first.reads)])
         self.files = files
         self.loops = loop_facts(files, first.loops)
-        self.cut, self.data_files = library_cut(first, spec, self.sandbox, self.saved_call)
+        self.cut, self.data_files = library_cut(first, spec, self.sandbox, self.saved_call, files)
         self.saved_objects, object_files = saved_objects(first, spec, self.sandbox, self.layout)
         self.data_files.update(object_files)
         self.hot = hot_loops(files, first.loop_time) if first.wall >= HOT_MIN_SECONDS else ()
@@ -911,8 +911,7 @@ class Reduction:
                 state_path = self.sandbox.session / "state.pt"
                 progress = self.sandbox.session / "state-progress"
                 watch = Watch(capture=capture, state=point.watch(state_path, progress) if saving else None)
-                what = [f"saving the state at iteration {point.iteration} of `{point.header_text}` ({point.file})"
-                        if saving else "", "capturing the failing call" if capture is not None else ""]
+                what = [f"saving the state at {point_text(point)}" if saving else "", "capturing the failing call" if capture is not None else ""]
                 self.emit(Stage("running the original once more: " + " and ".join(w for w in what if w)))
                 obs = self.wait(fresh.submit(self.files, timeout=self.fresh_limit(first), watch=watch,
                                              env=self.plan.first_device), "the original is still running",
@@ -1002,7 +1001,7 @@ class Reduction:
             kept = json.loads(sidecar.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
-        if not data.is_file() or kept.get("point") != [point.file, point.header_text, point.iteration]:
+        if not data.is_file() or kept.get("point") != [point.file, point.header_text, point.iteration, point.call]:
             return None
         self.emit(Stage(f"--resume: the state saved at iteration {point.iteration} of `{point.header_text}` "
                         f"is at {data.name}: not saved again"))
@@ -1094,7 +1093,7 @@ class Reduction:
         saved it (None: the state --resume found, ``saved`` its record)."""
         if obs is not None:
             saved = obs.state
-        where = f"iteration {point.iteration} of `{point.header_text}` ({point.file})"
+        where = point_text(point)
 
         def refuse(why: str) -> None:
             self.note(f"the state at {where} is not used: {why}")
@@ -1159,7 +1158,7 @@ class Reduction:
                         files_note = (f"; with {len(written)} file(s) the run wrote before it: {shown}, "
                                       f"{saved.get('files_bytes', 0) / 2**20:.1f} MiB in {record.files_dir}")
                     sidecar.write_text(json.dumps({
-                        "point": [point.file, point.header_text, point.iteration], "saved": saved,
+                        "point": [point.file, point.header_text, point.iteration, point.call], "saved": saved,
                     }, indent=2, default=str), encoding="utf-8")
                     self.note(
                         f"the state at {where} ({len(record.entries)} objects, {size / 2**20:.1f} MiB{files_note}) replays the "
@@ -1273,6 +1272,12 @@ class Reduction:
                                                     executors=self.executors)
                 write_outputs(result, self.layout, spec)  # the report says how that went
         return result
+
+
+def point_text(point: StatePoint) -> str:
+    """Where the state is saved, in words."""
+    call = f", in call {point.call} of the function that holds it" if point.call > 1 else ""
+    return f"iteration {point.iteration} of `{point.header_text}` ({point.file}{call})"
 
 
 def cut_with(initial: Candidate, cuts) -> Candidate | None:

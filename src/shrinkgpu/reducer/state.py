@@ -41,10 +41,13 @@ class StatePoint:
     iteration: int
     iterations: tuple[tuple[int, int], ...]
     names: tuple[str, ...]
+    # which call of the function that holds the loop the failure came in (0: unknown):
+    # an ``evaluate()`` called for validation during training, then on the test set
+    call: int = 0
 
     def watch(self, path: Path, progress: Path | None = None) -> StateAt:
         return StateAt(self.file, self.header, self.iterations, str(path), self.names,
-                       str(progress) if progress is not None else None)
+                       str(progress) if progress is not None else None, self.call)
 
 
 def _spans(text: str) -> dict[int, ast.For]:
@@ -118,10 +121,12 @@ def state_point(first: Observation, files: Mapping[str, str], main: str,
         return f"the loops are in {file}, outside the main script's directory"
     _f, line, iteration, node = group[-1]
     header_text = files[file].splitlines()[line - 1].strip()
+    calls = {(f, ln): n for f, ln, n in first.loop_calls}
     return StatePoint(
         file, line, header_text, iteration,
         tuple((ln, it) for _f, ln, it, _n in group),
         loop_names(group[0][3]),
+        calls.get((file, line), 0),
     )
 
 

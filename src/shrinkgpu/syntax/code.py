@@ -6,7 +6,7 @@ import ast
 
 import libcst as cst
 
-__all__ = ["calls_named", "code_of", "parse_expression"]
+__all__ = ["calls_named", "code_of", "module_name", "parse_expression"]
 
 
 _EMPTY_MODULE = cst.Module(body=[])
@@ -50,3 +50,24 @@ def calls_named(source: str, name: str) -> list:
             if called == name:
                 out.append(node)
     return out
+
+
+def module_name(text: str, module: str) -> str | None:
+    """The name the file's top level binds ``module`` to (``np`` for ``import numpy as
+    np``, ``torch`` for ``import torch`` or ``import torch.nn``), or None.  A function
+    then uses that global; an ``import`` of the name inside it would make the name local
+    to the whole function (an UnboundLocalError above it)."""
+    import ast
+
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname is not None and alias.name == module:
+                    return alias.asname
+                if alias.asname is None and alias.name.split(".")[0] == module:
+                    return module
+    return None

@@ -37,6 +37,9 @@ class Observation:
     # (file, line of a ``for`` header, iteration) around the failing frames: only from
     # runs that counted loops (``count_loops``)
     loops: tuple[tuple[str, int, int], ...] = field(default=(), compare=False, repr=False)
+    # (file, line of a ``for`` header, call): which call of the function holding that loop
+    # the failure came in (1: its first), from the same runs
+    loop_calls: tuple[tuple[str, int, int], ...] = field(default=(), compare=False, repr=False)
     # (file, line of a ``for``/``while`` header, share of the run's time inside it): only
     # from runs that counted loops
     loop_time: tuple[tuple[str, int, float], ...] = field(default=(), compare=False, repr=False)
@@ -126,6 +129,7 @@ class Observation:
             loads=tuple((data or {}).get("loads", ())),
             seed_sites=tuple((f, int(n), bool(i)) for f, n, i in (data or {}).get("seed_sites", ())),
             loops=_loops(data or {}),
+            loop_calls=_loops(data or {}, 3),
             loop_time=_loop_time(data or {}),
             reads=tuple((data or {}).get("reads", ())),
             cut=(data or {}).get("cut"),
@@ -217,17 +221,18 @@ def _loop_time(data: dict[str, Any]) -> tuple[tuple[str, int, float], ...]:
     return tuple(out)
 
 
-def _loops(data: dict[str, Any]) -> tuple[tuple[str, int, int], ...]:
-    """Loop iterations seen on the failing stacks; a loop seen at several errors keeps the
-    first record's iteration (torch errors first: the first error is usually one)."""
+def _loops(data: dict[str, Any], at: int = 2) -> tuple[tuple[str, int, int], ...]:
+    """Loop iterations (``at`` 2; ``at`` 3: the call of the loop's function) seen on the
+    failing stacks; a loop seen at several errors keeps the first record's (torch errors
+    first: the first error is usually one)."""
     seen: dict[tuple[str, int], int] = {}
     for record in [*data.get("torch_errors", ()), *reversed(data.get("chain", ()))]:
         for item in (record or {}).get("loops", ()) or ():
             try:
-                file, line, iteration = str(item[0]), int(item[1]), int(item[2])
+                file, line, value = str(item[0]), int(item[1]), int(item[at])
             except (TypeError, ValueError, IndexError):
                 continue
-            seen.setdefault((file, line), iteration)
+            seen.setdefault((file, line), value)
     return tuple((f, n, k) for (f, n), k in sorted(seen.items()))
 
 

@@ -44,6 +44,9 @@ class StateAt:
     # a file the probe rewrites every few seconds with the iteration the loop is in, so
     # that the progress lines of a long run can say how far it is
     progress: str | None = None
+    # which call of the function that holds the loop (1: its first; 0: any): an
+    # ``evaluate()`` that validates during training and fails on the test set later
+    call: int = 0
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "StateAt":
@@ -51,6 +54,7 @@ class StateAt:
             file=data["file"], header=int(data["header"]),
             iterations=tuple((int(h), int(i)) for h, i in data.get("iterations") or ()),
             path=data["path"], names=tuple(data.get("names") or ()), progress=data.get("progress"),
+            call=int(data.get("call") or 0),
         )
 
 

@@ -44,6 +44,7 @@ class LoopCounter:
         self.state: dict[int, list[Any]] = {}  # id(frame) -> [previous line, {header: iteration}]
         self.raising: set[int] = set()
         self._headers: dict[Any, bool] = {}  # code object -> whether a loop's header is its own line
+        self.calls: dict[Any, int] = {}  # code object -> how many frames of it were entered
 
     def _loops_of(self, filename: str) -> dict[int, tuple[int, int]]:
         found = self.loops.get(filename)
@@ -68,7 +69,10 @@ class LoopCounter:
                 line in loops for _start, _end, line in code.co_lines() if line is not None)
         if not holds:
             return None
-        self.state[id(frame)] = [0, {}]  # a new frame (ids of dead ones get reused)
+        # (a generator's frame is entered again at each resume, and counted again: the
+        # state tracer counts the same way)
+        n = self.calls[code] = self.calls.get(code, 0) + 1
+        self.state[id(frame)] = [0, {}, n]  # a new frame (ids of dead ones get reused)
         return self._local
 
     def _local(self, frame, event, arg):
@@ -97,7 +101,8 @@ class LoopCounter:
         return self._local
 
     def at(self, frames: list[tuple[Any, int]], rel) -> list[list[Any]]:
-        """[file, header line, iteration] for the loops around each (frame, line)."""
+        """[file, header line, iteration, call] for the loops around each (frame, line);
+        ``call``: which frame of its function (or module) it was, counting from 1."""
         out = []
         for frame, line in frames:
             state = self.state.get(id(frame))
@@ -108,7 +113,7 @@ class LoopCounter:
             for header, iteration in sorted(state[1].items()):
                 body_start, end = loops.get(header, (0, -1))
                 if body_start <= line <= end:
-                    out.append([rel(filename), header, iteration])
+                    out.append([rel(filename), header, iteration, state[2]])
         return out
 
 

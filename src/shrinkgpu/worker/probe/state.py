@@ -43,6 +43,7 @@ class StateTracer(LoopCounter):
         self.done = False
         self._names: dict[str, bool] = {}
         self._codes: dict[Any, bool] = {}
+        self._calls: dict[Any, int] = {}
         self._told = 0.0
 
     def _ours(self, filename: str) -> bool:
@@ -63,6 +64,12 @@ class StateTracer(LoopCounter):
     def _call(self, frame, event, arg):
         if self.done or not self._ours(frame.f_code.co_filename) or not self._holds_loop(frame.f_code):
             return None
+        if self.at.call:
+            # only the call the failure came in is traced: the same function's earlier
+            # calls (a validation during training) run at full speed and save nothing
+            n = self._calls[frame.f_code] = self._calls.get(frame.f_code, 0) + 1
+            if n != self.at.call:
+                return None
         return super()._call(frame, event, arg)
 
     def _local(self, frame, event, arg):

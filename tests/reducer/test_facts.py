@@ -1,0 +1,38 @@
+"""reducer/facts.py: what a run tells the passes, decoded from its observation."""
+
+from __future__ import annotations
+
+from shrinkgpu.reducer.facts import library_cut
+from shrinkgpu.worker import Observation, Sandbox, ScriptSpec
+
+MAIN = """\
+import torch as T
+import lightning
+
+
+def main():
+    model = Net(T.zeros(2))
+    trainer = lightning.Trainer()
+    trainer.fit(model)
+"""
+
+
+def test_the_cut_loads_its_call_through_the_names_the_file_imports(tmp_path):
+    (tmp_path / "train.py").write_text(MAIN)
+    saved = tmp_path / "call.pt"
+    saved.write_bytes(b"x")
+    obs = Observation(1, None, False, 1.0, "exception", None, cut={
+        "file": "train.py", "line": 8, "source": "trainer.fit(model)", "object": "model",
+        "entry": "fit", "method": "training_step", "library": "Trainer.fit",
+    })
+    spec = ScriptSpec(script=tmp_path / "train.py", cwd=tmp_path)
+    with Sandbox(tmp_path) as sandbox:
+        cut, data = library_cut(obs, spec, sandbox, saved, {"train.py": MAIN})
+    # inside main(), an ``import torch`` would make the name local to all of it: the
+    # file's own ``T`` is used, and only pathlib, which the file does not import, is
+    assert cut.replacement == (
+        "import pathlib\n"
+        "_call = T.load(pathlib.Path(__file__).with_name('train.call.pt'), weights_only=False)\n"
+        "model.training_step(*_call['args'], **_call['kwargs'])\n"
+    )
+    assert data == {"train.call.pt": saved}
