@@ -74,37 +74,6 @@ for step in range(3000):
 """
 
 
-# The training writes the checkpoint that the statement before the evaluation loads: a
-# replay that drops the training must put that file back, or it fails with another error.
-CHECKPOINTED = """\
-import os
-
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
-
-torch.manual_seed(0)
-model = nn.Linear(4, 3)
-opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-x = torch.randn(64, 4)
-y = x @ torch.full((4, 3), 2.0)
-os.makedirs("runs", exist_ok=True)
-for step in range(3000):
-    loss = F.mse_loss(model(x), y)
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
-    if step % 500 == 499:
-        torch.save(model.state_dict(), "runs/best.pt")
-best = nn.Linear(4, 3)
-best.load_state_dict(torch.load("runs/best.pt"))
-table = torch.zeros(8, 2)
-for i in range(4):
-    code = torch.tensor([3 * int(best.weight.abs().sum() > 20.0) + 3 * i])
-    F.embedding(code, table)
-"""
-
-
 # An ``evaluate`` that validated during training fails on the test set, at its first
 # batch: the state is the one of its last call, after the training wrote the checkpoint.
 EVALUATED = """\
@@ -144,7 +113,7 @@ evaluate(best, [5, 6])
 """
 
 
-def reduce_script(tmp_path, monkeypatch, text: str):
+def reduce_script(tmp_path, monkeypatch, text: str, max_tests: int = 200):
     monkeypatch.setattr(session, "STATE_MIN_SECONDS", 0.0)
     work = tmp_path / "job"
     work.mkdir()
@@ -155,7 +124,7 @@ def reduce_script(tmp_path, monkeypatch, text: str):
     out = tmp_path / "out" / "train.min.py"
     result = reduce(
         ReduceConfig(script=script, keep_error="index out of range", output=out, verify_runs=1, jobs=2,
-                     max_tests=200, env={**os.environ}),
+                     max_tests=max_tests, env={**os.environ}),
         on_event=lambda e: events.append(e.message) if isinstance(e, Stage) else None,
     )
     assert tree_digest(work) == {**before}  # the user's directory as it was (no state file there)
@@ -259,14 +228,18 @@ def test_resume_keeps_the_saved_state_and_the_extracted_call(tmp_path, monkeypat
 
 
 @pytest.mark.slow
-def test_the_files_the_run_wrote_before_the_failing_step_are_replayed_with_the_state(tmp_path, monkeypatch):
-    # (what is tested is the files, not whether the start saves enough time: this
-    # original takes seconds, as a fresh start of torch does)
+def test_the_state_of_a_function_called_before_is_saved_in_the_call_that_failed(tmp_path, monkeypatch):
+    # (what is tested is where the state is saved and what it carries, not whether the
+    # start saves enough time: this original takes seconds, as a fresh start of torch does)
     monkeypatch.setattr(session, "SLOWER_REPLAY", 10.0)
-    result, events, out = reduce_script(tmp_path, monkeypatch, CHECKPOINTED)
+    result, events, out = reduce_script(tmp_path, monkeypatch, EVALUATED, max_tests=30)
 
-    assert any("replays the bug in a fresh interpreter" in n and "iteration 2 of `for i in range(4):`" in n
-               and "with 1 file(s) the run wrote before it: runs/best.pt, 0.0 MiB in train.min.state.files" in n for n in result.notes), result.notes
+    # the fifth call of evaluate (one before training, three validations, the test), with
+    # the checkpoint the training wrote, which the statement before the test loads
+    assert any("iteration 0 of `for row in rows:` (train.py, in call 5 of the function that holds it)" in n
+               and "replays the bug in a fresh interpreter" in n
+               and "with 1 file(s) the run wrote before it: runs/best.pt, 0.0 MiB in train.min.state.files" in n
+               for n in result.notes), result.notes
     assert any(n.startswith("the search starts at the failing step") for n in result.notes)
     text = out.read_text()
     assert "for step in range(3000)" not in text, text
@@ -282,16 +255,3 @@ def test_the_files_the_run_wrote_before_the_failing_step_are_replayed_with_the_s
         assert not (out.parent / "train.min.state.files").exists()
     plain = subprocess.run([sys.executable, out.name], cwd=out.parent, capture_output=True, text=True, timeout=120)
     assert plain.returncode == 1 and "IndexError: index out of range in self" in plain.stderr, plain.stderr
-
-
-@pytest.mark.slow
-def test_the_state_of_a_function_called_before_is_saved_in_the_call_that_failed(tmp_path, monkeypatch):
-    monkeypatch.setattr(session, "SLOWER_REPLAY", 10.0)
-    result, events, out = reduce_script(tmp_path, monkeypatch, EVALUATED)
-
-    # the fifth call of evaluate (one before training, three validations, the test)
-    assert any("iteration 0 of `for row in rows:` (train.py, in call 5 of the function that holds it)" in n
-               and "replays the bug in a fresh interpreter" in n and "runs/best.pt" in n
-               for n in result.notes), result.notes
-    assert "for step in range(3000)" not in out.read_text()
-    assert result.verified == (1, 1)
