@@ -143,8 +143,7 @@ class ReplayFromState(EditPass):
         if loop is None:
             return []
         file_text = program.texts.get(loop.file, "")
-        text = replay_text(loop.node, record, file_text)
-        unit: list[Edit] = [Edit("replace", loop.id, text=text)]
+        unit: list[Edit] = [Edit("replace", loop.id, text=replay_text(loop.node, record, file_text))]
         if level == 0:
             hot = {(f, h) for f, h, _share in program.facts.hot_loops}
             others = {
@@ -154,7 +153,7 @@ class ReplayFromState(EditPass):
             }
             if not others:
                 return []  # level 1 offers the same unit
-            gone = deletion_unit(cand, others, new_text=text)
+            gone = deletion_unit(cand, others, new_text=unit[0].text)
             if not gone:
                 return []
             gone = [e for e in gone if not encloses(program, loop.id, e.stmt)]
@@ -165,8 +164,7 @@ class ReplayFromState(EditPass):
                 first = min((e for e in gone if any(s == e.stmt or encloses(program, e.stmt, s) for s in others)),
                             key=lambda e: e.stmt, default=None)
                 if first is not None and program.stmts[first.stmt].file == loop.file:
-                    text = replay_text(loop.node, record, file_text, files=False)
-                    unit[0] = Edit("replace", loop.id, text=text)
+                    unit[0] = Edit("replace", loop.id, text=replay_text(loop.node, record, file_text, files=False))
                     gone = [Edit("replace", e.stmt, text=files_text(record, file_text)) if e is first else e
                             for e in gone]
             unit += gone

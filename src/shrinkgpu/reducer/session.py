@@ -117,15 +117,13 @@ ORIGINAL_HEARTBEAT = 30.0  # seconds between "still running" lines while the ori
 # A start from the saved state that takes more than this share of the original's run
 # skips too little to be worth the file it loads.
 SLOWER_REPLAY = 0.7
-# The cuts a long original with no replayable state is started from (cut_start), in order.
-# Each is passes applied in turn (the first unit of each): what never ran first, since a
-# statement after the failure (``trainer.save_model(...)``) reads the trainer too and would
-# keep it alive when the library's call is made directly.
+# The cuts a long original with no replayable state is started from (cut_start), in order:
+# (preparation, cut, what it is).  The preparation's first unit, when it offers one, goes
+# first: a statement after the failure (``trainer.save_model(...)``) reads the trainer too
+# and would keep it alive when the library's call is made directly.
 START_CUTS = (
-    ((DeleteNeverRan(), CallPastTheLibrary()),
-     "the library's call into your code made directly (and what never ran left out)"),
-    ((CallPastTheLibrary(),), "the library's call into your code made directly"),
-    ((CutHotLoops(),), "the loops that took its time cut"),
+    (DeleteNeverRan(), CallPastTheLibrary(), "the library's call into your code made directly"),
+    (None, CutHotLoops(), "the loops that took its time cut"),
 )
 EXTRACT_CHECK_MAX = 300.0  # seconds an extracted call's check may take (an import and one call)
 
@@ -944,14 +942,12 @@ class Reduction:
         if self.replay is not None or first.wall < STATE_MIN_SECONDS or self.out_of_time():
             return
         initial = self.program.initial()
-        tried: list[dict] = []
         with self.new_runner(Isolation.FRESH) as fresh:
             fresh.start()
-            for cuts, what in START_CUTS:
-                cand = cut_with(initial, cuts)
-                if cand is None or dict(cand.files) in tried:
+            for prepare, cut, what in START_CUTS:
+                cand = cut_with(initial, prepare, cut)
+                if cand is None:
                     continue
-                tried.append(dict(cand.files))
                 self.emit(Stage(f"checking in a fresh interpreter whether {what} fails the same way"))
                 obs = self.wait(fresh.submit(cand.files, timeout=self.fresh_limit(first),
                                              env=self.plan.first_device), f"the original with {what} is still running")
@@ -1113,13 +1109,14 @@ class Reduction:
         # The files the run wrote before that iteration (a checkpoint the training saved and
         # the statements before the failing loop load) go beside the state.
         files_name = f"{self.layout.data_stem}.state.files"
-        written = [f for f in saved.get("files") or () if (Path(str(path) + ".files") / f).is_file()]
+        files_src = Path(str(path) + ".files")  # where the probe copied them (save_written_files)
+        written = [f for f in saved.get("files") or () if (files_src / f).is_file()]
         if written and (self.spec.root_dir / main_dir / files_name).exists():
             written = []
             self.note(f"the files the run wrote before {where} are not put back: a file of yours is named "
                       f"{files_name}", show=False)
         for f in written:
-            self.sandbox.add_file(str(main_dir / files_name / f), Path(str(path) + ".files") / f)
+            self.sandbox.add_file(str(main_dir / files_name / f), files_src / f)
         record = state_record(saved, point, name, files_name if written else "")
         facts = dataclasses.replace(self.program.facts, state=record)
         program = Program(self.program.texts, self.program.main, facts=facts)
@@ -1149,11 +1146,10 @@ class Reduction:
                         shutil.copy2(path, beside)
                     files_note = ""
                     if record.files_dir:
-                        source = Path(str(path) + ".files")
-                        self.data_files[record.files_dir] = source
-                        if source.resolve() != beside_files.resolve():
+                        self.data_files[record.files_dir] = files_src
+                        if files_src.resolve() != beside_files.resolve():
                             shutil.rmtree(beside_files, ignore_errors=True)
-                            shutil.copytree(source, beside_files)
+                            shutil.copytree(files_src, beside_files)
                         shown = ", ".join(written[:3]) + (", ..." if len(written) > 3 else "")
                         files_note = (f"; with {len(written)} file(s) the run wrote before it: {shown}, "
                                       f"{saved.get('files_bytes', 0) / 2**20:.1f} MiB in {record.files_dir}")
@@ -1280,16 +1276,15 @@ def point_text(point: StatePoint) -> str:
     return f"iteration {point.iteration} of `{point.header_text}` ({point.file}{call})"
 
 
-def cut_with(initial: Candidate, cuts) -> Candidate | None:
-    """``initial`` with the first unit of each pass of ``cuts`` applied in turn, or None
-    when one offers none."""
+def cut_with(initial: Candidate, prepare, cut) -> Candidate | None:
+    """``initial`` with the first unit of ``prepare`` (when it offers one), then the
+    first of ``cut``; None when ``cut`` offers none."""
     cand = initial
-    for cut in cuts:
-        unit = next(iter(cut.units(cand, 0) or []), None)
-        if unit is None:
-            return None
-        cand = cand.with_edits(unit)
-    return cand
+    first = next(iter(prepare.units(cand, 0) or []), None) if prepare is not None else None
+    if first is not None:
+        cand = cand.with_edits(first)
+    unit = next(iter(cut.units(cand, 0) or []), None)
+    return cand.with_edits(unit) if unit is not None else None
 
 
 def reduce(
