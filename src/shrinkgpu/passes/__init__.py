@@ -28,6 +28,7 @@ from shrinkgpu.passes.records import AppendLoopToList, DropEnumerate, SplitRecor
 from shrinkgpu.passes.parameters import DropParameters
 from shrinkgpu.passes.replay import ReplayFromState
 from shrinkgpu.passes.modules import FlattenModule
+from shrinkgpu.passes.never_ran import DeleteNeverRan
 from shrinkgpu.passes.loops import LoopToFailingIteration, LoopToFirstIteration, WhileToBody
 from shrinkgpu.passes.statements import DeleteStatements, SliceToFailure
 
@@ -107,6 +108,7 @@ __all__ = [
     "PropagateConstants",
     "PruneImports",
     "DeleteDefinitions",
+    "DeleteNeverRan",
     "DeleteStatements",
     "DropEnumerate",
     "DropParameters",

@@ -57,8 +57,7 @@ from shrinkgpu.extract import (
 from shrinkgpu.families import Family
 from shrinkgpu.layout import OutputLayout
 from shrinkgpu.oracle import Oracle
-from shrinkgpu.passes import PASSES, CallPastTheLibrary, CutHotLoops, ReplayFromState
-from shrinkgpu.passes.never_ran import DeleteNeverRan
+from shrinkgpu.passes import PASSES, CallPastTheLibrary, CutHotLoops, DeleteNeverRan, ReplayFromState
 from shrinkgpu.reducer.budget import HOT_MIN_SECONDS, RECOUNT_MAX_SECONDS, checks_reserve, hot_loops
 from shrinkgpu.reducer.config import ReduceConfig, ReduceError, NotReproduced, compile_pattern, with_hash_seed
 from shrinkgpu.reducer.facts import facts_of, library_cut, local_files, loop_around_failure, saved_objects
