@@ -555,7 +555,8 @@ def test_cwd_is_the_sandbox_copy_of_the_users_cwd(facts, project):
     assert cwd.parent == Path(seen["file"]).parent  # the copy keeps the user's layout
     assert seen["listing"] == ["data.txt", "keep.bin", "old.txt"]
     assert seen["data"] == "original data\n"
-    assert not cwd.exists()  # removed once the run was over
+    # not the user's files: the run's copy, reset for the next run (see
+    # test_each_run_starts_from_the_users_files_whatever_the_run_before_left)
 
 
 def test_script_runs_as_main_with_absolute_file_and_its_directory_first_on_path(facts, project, spec):
@@ -573,7 +574,7 @@ def test_environment_is_spec_env_as_python_sees_it_but_tmpdir_names_the_runs_own
     env = dict(seen["env"])
     # What the script leaves in its temporary directory goes with the run.
     tmpdir = Path(env.pop("TMPDIR"))
-    assert tmpdir == Path(seen["cwd"]).parent.parent / "tmp"  # run-N/tmp beside run-N/root
+    assert tmpdir.parent == Path(seen["cwd"]).parent.parent  # run-N/tmp-M beside run-N/root
     assert not tmpdir.exists()
     # torch.compile's caches are the run's own too (test_each_run_compiles_into_caches_of_its_own)
     assert env.pop("TORCHINDUCTOR_CACHE_DIR") == str(tmpdir / "torchinductor")
@@ -641,14 +642,24 @@ def test_a_script_that_vandalises_its_cwd_leaves_the_users_directory_byte_identi
     assert obs.stdout == "['data.txt', 'keep.bin', 'old.txt'] True 41\noriginal data\nTrue\n"
 
 
-def test_each_run_gets_its_own_temporary_directory_removed_after_the_run(fork_runner, project):
-    text = "import os; open('mine.txt', 'w').write('x'); print(os.getcwd())"
-    first, second = (Path(run(fork_runner, text).stdout.strip()) for _ in range(2))
-    assert first != second
-    assert first.parent.parent != second.parent.parent  # different run-N directories
-    assert first.parent.parent.parent == second.parent.parent.parent  # one session
-    assert not first.exists() and not second.exists()
-    assert not (project / "work" / "mine.txt").exists()
+def test_each_run_starts_from_the_users_files_whatever_the_run_before_left(fork_runner, project):
+    # Run directories are reset and used again: what a run made (a file, a directory, a
+    # cached module, its temporary files), replaced or removed is gone for the next one.
+    text = """\
+        import os, tempfile
+        print(sorted(os.listdir(".")), sorted(os.listdir("..")), os.listdir(tempfile.gettempdir()))
+        open("mine.txt", "w").write("x")
+        os.mkdir("outputs"); open("outputs/ckpt.pt", "w").write("x")
+        os.makedirs("../mypkg/__pycache__", exist_ok=True)
+        open(os.path.join(tempfile.gettempdir(), "scratch"), "w").write("x")
+        os.remove("data.txt"); open("data.txt", "w").write("replaced")
+        os.remove("../helper.py"); os.symlink("/etc/hostname", "../helper.py")
+        """
+    first, second = (run(fork_runner, text) for _ in range(2))
+    assert first.status == second.status == "ok", second.describe()
+    assert first.stdout == second.stdout == "['data.txt', 'keep.bin', 'old.txt'] ['helper.py', 'mypkg', 's.py', 'work'] []\n"
+    assert run(fork_runner, "print(open('data.txt').read(), end='')").stdout == "original data\n"
+    assert not (project / "work" / "mine.txt").exists() and not (project / "work" / "outputs").exists()
 
 
 def test_a_mode_change_on_a_linked_file_does_not_reach_the_next_run(fork_runner):
