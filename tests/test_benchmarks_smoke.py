@@ -99,3 +99,15 @@ def test_a_programs_tokens_count_the_local_package_it_imports(tmp_path):
     assert imported_local_files(main, tmp_path, {"train.py"}) == [
         "heads.py", "tagger/__init__.py", "tagger/models.py", "tagger/layers.py",
     ]
+
+
+def test_the_sandbox_benchmark_prints_both_costs_and_their_ratio(tmp_path):
+    for rel in ("s.py", "data/a.txt", "data/b.txt"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("x\n")
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.sandbox", str(tmp_path), "--runs", "3"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    row = proc.stdout.splitlines()[-1]
+    assert re.fullmatch(rf"\| {re.escape(str(tmp_path))} \| 4 \| [\d.]+ ms \| [\d.]+ ms \| [\d.]+x \|", row), row
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["a.txt", "b.txt", "data", "s.py"]  # nothing written there
