@@ -23,6 +23,7 @@ import pytest
 from benchmarks.readability import orphaned_comments, placeholders
 from conftest import FIXTURE_NAMES, load_fixture, tree_digest
 from shrinkgpu.reducer import ReduceConfig, reduce, run_once
+from shrinkgpu.reducer.kept_first import PAYLOAD
 from shrinkgpu.signature import normalize_message
 from shrinkgpu.syntax import count_tokens
 from shrinkgpu.worker import Isolation
@@ -69,8 +70,14 @@ def test_fixture_reduces_to_a_faithful_small_script(name, tmp_path, record_prope
     written = sorted(p.name for p in out.parent.iterdir())
     assert {out.name, f"{stem}.min.md", f"{stem}.min.json", f"{stem}.extracted.py"} <= set(written), written
     # besides those, only data the results load (the extracted call's tensors, a saved
-    # call, a data object the result loads and names)
-    loaded = {o[0] for o in result.loaded_objects}
+    # call, a data object the result loads and names, the state it starts from and its
+    # record), and the original's first run kept for --resume when it took long enough to
+    # be worth keeping (on a loaded machine even a fixture's can)
+    loaded = {o[0] for o in result.loaded_objects} | {Path(p).name for p in result.data_files.values()}
+    if result.state is not None:
+        loaded |= {f"{stem}.min.state.json", f"{stem}.min.state.files"}
+    if (out.parent / f"{stem}.min.first" / PAYLOAD).is_file():
+        loaded.add(f"{stem}.min.first")
     assert all(n.endswith(".pt") or n in loaded for n in set(written) - {out.name, f"{stem}.min.md", f"{stem}.min.json",
                                                                        f"{stem}.extracted.py"}), written
     # (b) small
