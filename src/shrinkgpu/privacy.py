@@ -25,6 +25,8 @@ from typing import Iterable, Mapping
 # Values this short are words ("cpu", "1", "true"), not secrets; PATH-like lists and the
 # variables every machine has say nothing private.
 MIN_SECRET = 6
+# How the probe ends a value it cut short (worker/probe/ops.py).
+TRUNCATED = "..."
 PUBLIC_VARIABLES = frozenset({
     "PATH", "LANG", "LC_ALL", "LC_CTYPE", "SHELL", "TERM", "PWD", "OLDPWD", "SHLVL", "_", "TZ", "COLUMNS", "LINES",
     "PYTHONHASHSEED", "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING",
@@ -89,6 +91,31 @@ class Redactor:
                     continue
                 text = text.replace(literal, placeholder)
                 self.replaced.add(kind)
+        return self._truncated(text)
+
+    def _truncated(self, text: str) -> str:
+        """A value the run recorded cut short (``'/home/alice/da...'``: the probe keeps
+        the first characters of a long argument) holds only the start of a private path,
+        which the whole-literal replacement above cannot see.  The start is replaced too
+        once it reaches past the path's parent directory, or reaches it where the parent is
+        not a public one (``/home``, ``/Users``)."""
+        if TRUNCATED not in text:
+            return text
+        for literal, placeholder, kind in self._rules:
+            if kind in ("the user name", "the host name") or not literal.startswith("/"):
+                continue
+            parent = os.path.dirname(literal.rstrip("/"))
+            public_parent = len(Path(parent).parts) <= 2
+            shortest = len(parent) + (2 if public_parent else 0)
+            pos = text.find(TRUNCATED)
+            while pos != -1:
+                for k in range(min(len(literal) - 1, pos), max(shortest, MIN_SECRET) - 1, -1):
+                    if text.startswith(literal[:k], pos - k):
+                        text = text[:pos - k] + placeholder + text[pos:]
+                        pos += len(placeholder) - k
+                        self.replaced.add(kind)
+                        break
+                pos = text.find(TRUNCATED, pos + len(TRUNCATED))
         return text
 
     def note(self) -> str | None:
