@@ -35,6 +35,8 @@ def per_run(root: Path, runs: int, *, reuse: bool) -> tuple[float, int]:
                 shutil.rmtree(run.path)
         seconds = time.perf_counter() - started
         files = len(list(sandbox.template.rglob("*")))
+    if not reuse:  # a kept session is left by close(): the template goes too
+        shutil.rmtree(sandbox.session, ignore_errors=True)
     return seconds / runs * 1000, files
 
 

@@ -10,6 +10,7 @@ correctly for the original script and for a script that does not fail.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -102,12 +103,16 @@ def test_a_programs_tokens_count_the_local_package_it_imports(tmp_path):
 
 
 def test_the_sandbox_benchmark_prints_both_costs_and_their_ratio(tmp_path):
+    measured = tmp_path / "project"
     for rel in ("s.py", "data/a.txt", "data/b.txt"):
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_text("x\n")
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.sandbox", str(tmp_path), "--runs", "3"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+        (measured / rel).parent.mkdir(parents=True, exist_ok=True)
+        (measured / rel).write_text("x\n")
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.sandbox", str(measured), "--runs", "3"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120, env={**os.environ, "TMPDIR": str(temp)})
     assert proc.returncode == 0, proc.stderr
     row = proc.stdout.splitlines()[-1]
-    assert re.fullmatch(rf"\| {re.escape(str(tmp_path))} \| 4 \| [\d.]+ ms \| [\d.]+ ms \| [\d.]+x \|", row), row
-    assert sorted(p.name for p in tmp_path.rglob("*")) == ["a.txt", "b.txt", "data", "s.py"]  # nothing written there
+    assert re.fullmatch(rf"\| {re.escape(str(measured))} \| 4 \| [\d.]+ ms \| [\d.]+ ms \| [\d.]+x \|", row), row
+    assert sorted(p.name for p in measured.rglob("*")) == ["a.txt", "b.txt", "data", "s.py"]  # nothing written there
+    assert list(temp.iterdir()) == []  # and nothing left in the temporary directory
