@@ -313,6 +313,27 @@ def test_files_beside_the_script_are_linked_from_one_copy_never_copied_again(pro
     assert not sandbox.session.exists()
 
 
+def test_a_file_added_after_a_run_is_in_the_reused_directory_of_the_next(project, tmp_path):
+    # The saved state and a call's arguments are added once the search has run candidates:
+    # a run directory reset before that must get them too (a replay found no state file).
+    saved = tmp_path / "state.pt"
+    saved.write_bytes(b"state")
+    sandbox = Sandbox(project)
+    try:
+        run = sandbox.prepare({"s.py": "pass\n"})
+        first = run.path
+        sandbox.release(run)
+        sandbox.add_file("train.min.state.pt", saved)
+        sandbox.add_file("train.min.state.files/runs/best.pt", saved)
+        run = sandbox.prepare({"s.py": "pass\n"})
+        assert run.path == first  # reused, not made again
+        assert (run.root / "train.min.state.pt").read_bytes() == b"state"
+        assert (run.root / "train.min.state.files" / "runs" / "best.pt").read_bytes() == b"state"
+        sandbox.release(run)
+    finally:
+        sandbox.close()
+
+
 def test_one_copy_of_the_users_directory_per_reduction(tmp_path, monkeypatch):
     import shrinkgpu.reducer as reducer
     import shrinkgpu.reducer.session as session

@@ -252,15 +252,18 @@ class Sandbox:
         """A file every later run has beside the program (a call's saved arguments)."""
         dst = self.template / rel
         dst.parent.mkdir(parents=True, exist_ok=True)
-        parts = Path(rel).parts[:-1]
-        for i in range(1, len(parts) + 1):
-            d = str(Path(*parts[:i]))
-            if d not in self._dirs:
-                self._dirs.append(d)
-        if dst.exists():
-            dst.unlink()  # a new file, not new bytes in one that earlier runs link to
-        shutil.copy2(source, dst)
-        self._stats[rel] = _fingerprint(dst)
+        with self._lock:
+            parts = Path(rel).parts[:-1]
+            for i in range(1, len(parts) + 1):
+                d = str(Path(*parts[:i]))
+                if d not in self._dirs:
+                    self._dirs.append(d)
+            if dst.exists():
+                dst.unlink()  # a new file, not new bytes in one that earlier runs link to
+            shutil.copy2(source, dst)
+            self._stats[rel] = _fingerprint(dst)
+            # A run directory reset before now lacks the file: reset again before its next run.
+            self._generation += 1
 
     def prepare(self, files: Mapping[str, str], omit: Iterable[str] = ()) -> RunDir:
         """A fresh run directory holding ``files`` (path relative to root -> text) and a
@@ -339,21 +342,22 @@ class Sandbox:
     def _reset(self, run: RunDir) -> bool:
         """Make ``run`` what prepare() makes before it writes the program: every template
         file linked, the template's directories and shared links, nothing else (the
-        temporary directory is made by prepare(), under the next run's name).  False when the run removed a directory of the template (the tree is
-        made again instead: rare, and not worth a repair of its own)."""
+        temporary directory is made by prepare(), under the next run's name).  A directory
+        the run removed, or one added to the template since (add_file), is made; False
+        when the tree could not be read or repaired (then it is made again instead)."""
         try:
             for entry in os.scandir(run.path):
                 if entry.name != "root":
                     _remove(entry.path, entry)  # the run's tmp/, output and observation
             root, template = str(run.root), str(self.template)
-            with self._lock:
+            with self._lock:  # add_file() may change them from another thread
                 inodes = {rel: fp[3] for rel, fp in self._stats.items()}
-            dirs = frozenset(self._dirs)
+                ordered = tuple(self._dirs)
+            dirs = frozenset(ordered)
             children: dict[str, list[str]] = {}
-            for rel in (*inodes, *self._dirs, *self._links):
+            for rel in (*inodes, *ordered, *self._links):
                 children.setdefault(os.path.dirname(rel), []).append(rel)
-            seen_dirs = 0
-            for d in ("", *self._dirs):
+            for d in ("", *ordered):
                 here = os.path.join(root, d) if d else root
                 present = set()
                 for entry in os.scandir(here):
@@ -370,19 +374,19 @@ class Sandbox:
                             os.symlink(self._link_target(rel), entry.path)
                     elif rel in dirs:
                         if entry.is_symlink() or not entry.is_dir(follow_symlinks=False):
-                            return False
-                        seen_dirs += 1
+                            _remove(entry.path, entry)  # a file or link where the template has a directory
+                            os.mkdir(entry.path)
                     else:
                         _remove(entry.path, entry)  # made by the run (__pycache__ too)
                 for rel in children.get(d, ()):
                     if rel not in present:
                         if rel in dirs:
-                            return False
-                        if rel in inodes:
+                            os.mkdir(os.path.join(root, rel))  # scanned in its turn: parents come first
+                        elif rel in inodes:
                             os.link(os.path.join(template, rel), os.path.join(root, rel))
                         else:
                             os.symlink(self._link_target(rel), os.path.join(root, rel))
-            return seen_dirs == len(self._dirs)
+            return True
         except OSError:
             return False  # a directory the run made unreadable, say: made again instead
 
