@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,7 +60,36 @@ def tree_digest(directory: Path) -> dict[str, str]:
     return out
 
 
+# Workers for ``-n auto`` (pyproject.toml): every test process imports torch and the
+# reductions start workers of their own, so more than a few compete for memory and cores
+# instead of finishing sooner.
+MAX_TEST_PROCESSES = 4
+
+
+def pytest_xdist_auto_num_workers(config):
+    return max(1, min(os.cpu_count() or 1, MAX_TEST_PROCESSES))
+
+
+def _shares_fixtures(item) -> bool:
+    """Whether ``item`` uses a fixture made once for its module or class (a fork server,
+    a reduction several tests read)."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return True
+    return any(defs and defs[-1].scope in ("module", "class", "package") for defs in info.name2fixturedefs.values())
+
+
 def pytest_collection_modifyitems(config, items):
+    # Under xdist's loadgroup, a test with a group runs on the process that runs its
+    # group.  A module's tests are one group, so what they share is made once, except
+    # whole reductions that share nothing: those go to whichever process is free, and
+    # first, so that a long one started last does not keep the others waiting.
+    alone = {id(item) for item in items if "slow" in item.keywords and not _shares_fixtures(item)}
+    for item in items:
+        if id(item) not in alone:
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+    heavy = {item.module.__name__ for item in items if "slow" in item.keywords}
+    items.sort(key=lambda item: (id(item) not in alone, item.module.__name__ not in heavy))
     try:
         import torch
 
