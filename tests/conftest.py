@@ -104,6 +104,24 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+# Thresholds that tell a long original from a short one, by its wall time: the state
+# saved at the failing step, the cut start, the first run kept for --resume.  A fixture
+# takes about 2.5 s, but under two test processes on a loaded CI machine that can pass
+# ten, and its reduction then takes another path than the test was written for.  A test
+# of a script that is short by construction pins them above any such time; the tests of
+# those paths set them to 0 themselves (tests/test_replay_state.py).
+SHORT_RUN_SECONDS = 600.0
+
+
+@pytest.fixture
+def short_scripts_stay_short(monkeypatch):
+    import shrinkgpu.reducer.kept_first as kept_first
+    import shrinkgpu.reducer.session as session
+
+    monkeypatch.setattr(session, "STATE_MIN_SECONDS", SHORT_RUN_SECONDS)
+    monkeypatch.setattr(kept_first, "KEEP_MIN_SECONDS", SHORT_RUN_SECONDS)
+
+
 def first_error(tmp_path: Path, name: str, text: str):
     """The signature of ``text``'s first error, run once as ``name`` in a fresh worker."""
     import textwrap

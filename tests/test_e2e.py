@@ -28,6 +28,9 @@ from shrinkgpu.signature import normalize_message
 from shrinkgpu.syntax import count_tokens
 from shrinkgpu.worker import Isolation
 
+# (a fixture is a short script however loaded the machine: conftest.py)
+pytestmark = pytest.mark.usefixtures("short_scripts_stay_short")
+
 MAX_RATIO = 0.30
 MAX_EXTRACTED_LINES = 8
 
