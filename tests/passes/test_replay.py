@@ -213,6 +213,70 @@ def test_the_files_the_training_wrote_are_put_back_where_the_training_was():
     assert level1.index("shutil.copytree(") > level1.index("for epoch") and level1.index("shutil.copytree(") < level1.index("state = torch.load")
 
 
+def test_the_loops_the_failure_runs_through_stay_and_the_files_go_back_where_the_training_ran():
+    # scan_rope_beam-like: the model's block loop and the evaluation's loop over batches
+    # are hot and on the failing stack (main -> evaluate -> decode -> model); the greedy
+    # decoder of the validations is hot and comes first in the file, but is not on it
+    src = """\
+    import torch
+
+
+    class Net(torch.nn.Module):
+        def forward(self, x):
+            for b in self.blocks:
+                x = b(x)
+            return x
+
+
+    def greedy(model, seq):
+        for _ in range(32):
+            seq = step(model, seq)
+        return seq
+
+
+    def decode(model, seq):
+        for t in range(64):
+            seq = step(model, seq)
+        return seq
+
+
+    def evaluate(model, rows):
+        for row in rows:
+            decode(model, row)
+
+
+    def main():
+        model = Net()
+        for epoch in range(50):
+            greedy(model, val)
+            torch.save(model.state_dict(), "runs/best.pt")
+        model.load_state_dict(torch.load("runs/best.pt"))
+        evaluate(model, test_rows)
+
+
+    main()
+    """
+    facts = Facts(
+        state=record(header="for t in range(64):", iteration=9, function="decode",
+                     entries=(("model", "load"), ("seq", "value"), ("t", "value")), rng=(),
+                     files_dir="a.min.state.files"),
+        hot_loops=(("a.py", "for epoch in range(50):", 0.6), ("a.py", "for b in self.blocks:", 0.5),
+                   ("a.py", "for _ in range(32):", 0.3), ("a.py", "for row in rows:", 0.3)),
+        # main() -> evaluate -> decode -> forward, by line
+        stack=(("a.py", 37), ("a.py", 34), ("a.py", 25), ("a.py", 19), ("a.py", 7)),
+    )
+    cand = start(src, facts)
+    level0 = after(ReplayFromState(), cand, level=0)
+    # the failure's own way stays
+    assert "for b in self.blocks:\n            x = b(x)" in level0
+    assert "for row in rows:\n        decode(model, row)" in level0
+    # the training and the validation's decoder go
+    assert "for epoch in range(50):" not in level0 and "for _ in range(32):" not in level0
+    # the checkpoint is back where the training ran, before the statement that loads it
+    copy = level0.index("shutil.copytree(")
+    assert level0.index("def main():") < copy < level0.index('torch.load("runs/best.pt")')
+
+
 def test_files_text_uses_the_names_the_file_imports():
     from shrinkgpu.passes.replay import files_text
 

@@ -22,7 +22,7 @@ from shrinkgpu.passes.base import EditPass, Unit, deletion_unit
 from shrinkgpu.syntax.edits import Edit
 from shrinkgpu.syntax.facts import loop_header
 from shrinkgpu.syntax.program import Candidate
-from shrinkgpu.syntax.queries import encloses, one_iteration, runs_once
+from shrinkgpu.syntax.queries import encloses, failing_statements, one_iteration, runs_once
 
 # More than this many hot loops is a flat profile: ordering buys nothing.
 MAX_HOT = 3
@@ -51,7 +51,7 @@ class CutHotLoops(EditPass):
             if share is not None:
                 found.append((share, s))
         found.sort(key=lambda pair: -pair[0])
-        failing = _failing_statements(program)
+        failing = failing_statements(program)
         out: list[Unit] = []
         for _share, s in found[:MAX_HOT]:
             inside = bool(failing & _descendants(program, s.id))
@@ -84,16 +84,6 @@ class CutHotLoops(EditPass):
     def unit_size(self, cand: Candidate, unit: Unit) -> int:
         stmts = cand.program.stmts
         return sum(stmts[e.stmt].size for e in unit if e.stmt >= 0)
-
-
-def _failing_statements(program) -> set[int]:
-    """Statements on the failing stack, innermost of each frame's line."""
-    out = set()
-    for file, line in program.facts.stack:
-        sid = program.deps.statement_at(file, line)
-        if sid is not None:
-            out.add(sid)
-    return out
 
 
 def _descendants(program, sid: int) -> set[int]:

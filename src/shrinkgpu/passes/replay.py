@@ -34,7 +34,7 @@ from shrinkgpu.syntax.code import code_of, module_name
 from shrinkgpu.syntax.edits import Edit
 from shrinkgpu.syntax.facts import StateRecord, loop_header
 from shrinkgpu.syntax.program import Candidate
-from shrinkgpu.syntax.queries import encloses, runs_once
+from shrinkgpu.syntax.queries import encloses, failing_statements, runs_once
 
 
 def state_variable(text: str) -> str:
@@ -146,10 +146,15 @@ class ReplayFromState(EditPass):
         unit: list[Edit] = [Edit("replace", loop.id, text=replay_text(loop.node, record, file_text))]
         if level == 0:
             hot = {(f, h) for f, h, _share in program.facts.hot_loops}
+            # A hot loop the failure runs through (the model's ``for block in
+            # self.blocks`` in the forward the failing step calls, the evaluation's loop
+            # over batches that calls the decoder) is on the way to the bug, not before it.
+            failing = failing_statements(program)
             others = {
                 s.id for s in cand.editable()
                 if s.kind in ("for", "while") and (s.file, loop_header(s.node)) in hot
                 and not encloses(program, s.id, loop.id) and not encloses(program, loop.id, s.id)
+                and not any(encloses(program, s.id, f) for f in failing)
             }
             if not others:
                 return []  # level 1 offers the same unit
@@ -161,8 +166,13 @@ class ReplayFromState(EditPass):
                 # What the deleted loops wrote (the checkpoint the training saved) is put
                 # back where the first of them ran: the statements between them and the
                 # failing loop read it (``model.load_state_dict(torch.load("best.pt"))``).
-                first = min((e for e in gone if any(s == e.stmt or encloses(program, e.stmt, s) for s in others)),
-                            key=lambda e: e.stmt, default=None)
+                # Of a frame the failure came through (the training loop in ``main``, or
+                # at the top level): a loop in another function (a validation's decoder)
+                # may never run once the training is gone.
+                frames = {_function_of(program, f) for f in failing} | {"<module>"}
+                loops = [e for e in gone if any(s == e.stmt or encloses(program, e.stmt, s) for s in others)]
+                first = min((e for e in loops if _function_of(program, e.stmt) in frames), key=lambda e: e.stmt,
+                            default=None) or min(loops, key=lambda e: e.stmt, default=None)
                 if first is not None and program.stmts[first.stmt].file == loop.file:
                     unit[0] = Edit("replace", loop.id, text=replay_text(loop.node, record, file_text, files=False))
                     gone = [Edit("replace", e.stmt, text=files_text(record, file_text)) if e is first else e

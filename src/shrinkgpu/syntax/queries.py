@@ -15,7 +15,7 @@ from shrinkgpu.syntax.code import code_of, parse_expression
 from shrinkgpu.syntax.program import Candidate
 
 __all__ = [
-    "Substitute", "assigned_attributes", "assigned_names", "bound_names", "free_names", "param_names", "bound_sequence", "class_method_of", "first_item", "first_param", "header_parts", "instance_class", "method_of",
+    "Substitute", "assigned_attributes", "assigned_names", "bound_names", "encloses", "failing_statements", "free_names", "param_names", "bound_sequence", "class_method_of", "first_item", "first_param", "header_parts", "instance_class", "method_of",
     "module_names", "nth_item", "one_iteration", "runs_once", "variable_names",
 ]
 
@@ -28,6 +28,17 @@ def encloses(program, outer: int, inner: int) -> bool:
             return True
         cur = program.stmts[cur].parent
     return False
+
+
+def failing_statements(program) -> set[int]:
+    """The statements on the first error's stack (``facts.stack``): of each user frame,
+    the innermost statement holding its line."""
+    out = set()
+    for file, line in program.facts.stack:
+        sid = program.deps.statement_at(file, line)
+        if sid is not None:
+            out.add(sid)
+    return out
 
 
 def header_parts(node: cst.CSTNode) -> list[cst.CSTNode]:
