@@ -171,8 +171,7 @@ class ReplayFromState(EditPass):
                 # may never run once the training is gone.
                 frames = {_function_of(program, f) for f in failing} | {"<module>"}
                 loops = [e for e in gone if any(s == e.stmt or encloses(program, e.stmt, s) for s in others)]
-                first = min((e for e in loops if _function_of(program, e.stmt) in frames), key=lambda e: e.stmt,
-                            default=None) or min(loops, key=lambda e: e.stmt, default=None)
+                first = min(loops, key=lambda e: (_function_of(program, e.stmt) not in frames, e.stmt), default=None)
                 if first is not None and program.stmts[first.stmt].file == loop.file:
                     unit[0] = Edit("replace", loop.id, text=replay_text(loop.node, record, file_text, files=False))
                     gone = [Edit("replace", e.stmt, text=files_text(record, file_text)) if e is first else e

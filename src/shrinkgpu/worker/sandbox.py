@@ -252,15 +252,17 @@ class Sandbox:
         """A file every later run has beside the program (a call's saved arguments)."""
         dst = self.template / rel
         dst.parent.mkdir(parents=True, exist_ok=True)
+        # Copied beside it, then moved in: a new inode, never new bytes in one that earlier
+        # runs link to, and the lock is not held while a state of gigabytes is copied.
+        staged = dst.with_name(f".{dst.name}.adding")
+        shutil.copy2(source, staged)
         with self._lock:
             parts = Path(rel).parts[:-1]
             for i in range(1, len(parts) + 1):
                 d = str(Path(*parts[:i]))
                 if d not in self._dirs:
                     self._dirs.append(d)
-            if dst.exists():
-                dst.unlink()  # a new file, not new bytes in one that earlier runs link to
-            shutil.copy2(source, dst)
+            os.replace(staged, dst)
             self._stats[rel] = _fingerprint(dst)
             # A run directory reset before now lacks the file: reset again before its next run.
             self._generation += 1
