@@ -310,6 +310,29 @@ def test_the_result_falls_back_when_the_smallest_program_does_not_reproduce_fres
     assert any("fell back to the newest larger candidate that reproduces every time" in n for n in result.notes)
 
 
+
+def test_a_best_program_with_more_tokens_than_the_input_falls_back_to_the_input(script, monkeypatch):
+    # A start from the saved state adds its loading; the search minimises a weighted
+    # order, so its best can hold more tokens than the user's script: that is no reduction.
+    from shrinkgpu.core import Outcome
+    from shrinkgpu.syntax import Program
+
+    larger = SCRIPT.replace("data = [1, 2, 3]", "import pickle\nstate = pickle.loads(b'long saved state')\ndata = [1, 2, 3]")
+
+    def search(self, first):
+        self.original_size = self.program.initial().size
+        loaded = Program({"train.py": larger}, "train.py").initial()
+        assert loaded.size > self.original_size
+        return Outcome(loaded, (loaded,), 1, None)
+
+    monkeypatch.setattr(Reduction, "search", search)
+    result = reduce(config(script, verify_runs=1), executors=executors(fails_with_needle))
+    assert result.files == {"train.py": SCRIPT}
+    assert result.tokens_after == result.tokens_before
+    assert result.verified == (1, 1)
+    assert any(n.startswith("1 accepted program(s) had more tokens than the input") and
+               n.endswith("the result is the input itself") for n in result.notes), result.notes
+
 # -- after the search ----------------------------------------------------------------------------
 class NoCollectEnv:
     """torch.utils.collect_env would run in a process of its own: not in these tests."""

@@ -787,7 +787,7 @@ class Reduction:
             runs_asked = 0
         else:
             self.emit(Stage("verifying the result in fresh interpreters"))
-        history = outcome.history
+        history = self.no_larger(outcome.history)
         tidied = self.tidied(history[-1])
         if tidied is not None:
             # Comments that no longer describe code go before the check, which then sees
@@ -804,6 +804,24 @@ class Reduction:
             self.note("interrupted while the result was re-checked: it was not verified", show=False)
             return Verified(outcome.history[-1], (0, 0), None, "interrupted")
         return Verified(best, counts, signature, outcome.stopped)
+
+    def no_larger(self, history: tuple) -> tuple:
+        """The accepted programs that are no larger than the input, the input first when
+        one of them was.  A start from the saved state adds the loading of that state,
+        and the search minimises a weighted order, not tokens: its best may have more
+        tokens than the user's script.  A result larger than what the user gave is no
+        reduction; the input, which fails the same way, is (and reads no saved weights)."""
+        kept = tuple(h for h in history if h.size <= self.original_size)
+        if len(kept) == len(history):
+            return history
+        dropped = len(history) - len(kept)
+        self.note(
+            f"{dropped} accepted program(s) had more tokens than the input ({self.original_size}), the smallest "
+            f"{min(h.size for h in history if h.size > self.original_size)}: "
+            + ("the result is the newest accepted program with no more" if kept else "the result is the input itself")
+        )
+        original = self.program.initial()
+        return kept if kept and kept[0].key == original.key else (original, *kept)
 
     def ablate(self, verified: Verified, extracted: Extracted) -> Ablation | None:
         """The verified minimal case, and the extracted call, with one change at a time,
