@@ -113,7 +113,43 @@ evaluate(best, [5, 6])
 """
 
 
-def reduce_script(tmp_path, monkeypatch, text: str, max_tests: int = 200):
+# The loader's collate function fails at epoch 3, on the batch that holds the row the
+# dataset shortens from then on: the loop's header called the loader, which called the
+# user's function, and that call alone is the bug (no trained weight is in it).
+COLLATED = """\
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+
+class Rows(Dataset):
+    def __init__(self):
+        self.epoch = 0
+
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        return torch.zeros(3 - int(self.epoch >= 3 and i == 5))
+
+
+def collate(rows):
+    return torch.stack(rows)
+
+
+rows = Rows()
+model = torch.nn.Linear(3, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for epoch in range(6):
+    rows.epoch = epoch
+    for batch in DataLoader(rows, batch_size=4, collate_fn=collate):
+        loss = model(batch).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+"""
+
+
+def reduce_script(tmp_path, monkeypatch, text: str, max_tests: int = 200, keep_error: str = "index out of range"):
     monkeypatch.setattr(session, "STATE_MIN_SECONDS", 0.0)
     work = tmp_path / "job"
     work.mkdir()
@@ -123,7 +159,7 @@ def reduce_script(tmp_path, monkeypatch, text: str, max_tests: int = 200):
     events: list[str] = []
     out = tmp_path / "out" / "train.min.py"
     result = reduce(
-        ReduceConfig(script=script, keep_error="index out of range", output=out, verify_runs=1, jobs=2,
+        ReduceConfig(script=script, keep_error=keep_error, output=out, verify_runs=1, jobs=2,
                      max_tests=max_tests, env={**os.environ}),
         on_event=lambda e: events.append(e.message) if isinstance(e, Stage) else None,
     )
@@ -255,3 +291,29 @@ def test_the_state_of_a_function_called_before_is_saved_in_the_call_that_failed(
         assert not (out.parent / "train.min.state.files").exists()
     plain = subprocess.run([sys.executable, out.name], cwd=out.parent, capture_output=True, text=True, timeout=120)
     assert plain.returncode == 1 and "IndexError: index out of range in self" in plain.stderr, plain.stderr
+
+
+@pytest.mark.slow
+def test_a_library_call_into_the_users_function_that_fails_alone_needs_no_saved_state(tmp_path, monkeypatch):
+    monkeypatch.setattr(session, "SLOWER_REPLAY", 10.0)  # (this original takes as long as a start of torch)
+    result, events, out = reduce_script(tmp_path, monkeypatch, COLLATED, max_tests=60, keep_error="stack expects")
+
+    assert any(n.startswith("the original with the library's call into your code made directly fails the same "
+                            "way in a fresh interpreter") for n in result.notes), result.notes
+    assert any(n.startswith("no state is saved at iteration 3 of `for epoch in range(6):`") for n in result.notes)
+    assert not any(m.startswith("running the original once more") for m in events), events
+    assert events.count("checking in a fresh interpreter whether the library's call into your code made directly "
+                        "fails the same way") == 1
+    assert result.state is None and not out.with_name("train.min.state.pt").exists()
+    # the epochs, the loader, the dataset and the model are gone: the saved batch is enough
+    assert out.read_text() == (
+        "import torch\n\n\n"
+        "def collate(rows):\n"
+        "    return torch.stack(rows)\n\n\n"
+        "import pathlib\n"
+        "_call = torch.load(pathlib.Path(__file__).with_name('train.call.pt'))\n"
+        "collate(*_call['args'])\n"
+    )
+    assert result.verified == (1, 1)
+    plain = subprocess.run([sys.executable, out.name], cwd=out.parent, capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 1 and "stack expects each tensor to be equal size" in plain.stderr, plain.stderr

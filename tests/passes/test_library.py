@@ -68,3 +68,34 @@ def test_after_what_never_ran_is_gone_the_cut_drops_the_trainer_it_alone_read():
         "_call = torch.load('s.call.pt')\n"
         "model(*_call['args'])\n"
     )
+
+
+def test_a_loop_whose_header_called_the_library_is_replaced_by_the_call_whole():
+    # ``for batch in loader`` made the loader call the user's collate function, which
+    # failed: the failing iteration never reached the body, and the loop goes whole.
+    source = (
+        "import torch\n"
+        "from torch.utils.data import DataLoader\n"
+        "def collate(rows):\n"
+        "    return torch.stack(rows)\n"
+        "rows = [torch.zeros(3), torch.zeros(2)]\n"
+        "loader = DataLoader(rows, batch_size=2, collate_fn=collate)\n"
+        "model = torch.nn.Linear(3, 1)\n"
+        "for epoch in range(3):\n"
+        "    for batch in loader:\n"
+        "        loss = model(batch).sum()\n"
+        "        loss.backward()\n"
+    )
+    replacement = "_call = torch.load('s.call.pt')\ncollate(*_call['args'], **_call['kwargs'])\n"
+    cut = CutRecord("s.py", "for batch in loader:", replacement, "_BaseDataLoaderIter.__next__")
+    cand = Program({"s.py": source}, "s.py", facts=Facts(cut=cut)).initial()
+    [unit] = CallPastTheLibrary().units(cand, 0)
+    # the loader and its rows go with the loop, and the model that only its body read
+    assert CallPastTheLibrary().apply(cand, [unit]).files["s.py"] == (
+        "import torch\n"
+        "def collate(rows):\n"
+        "    return torch.stack(rows)\n"
+        "for epoch in range(3):\n"
+        "    _call = torch.load('s.call.pt')\n"
+        "    collate(*_call['args'], **_call['kwargs'])\n"
+    )

@@ -311,27 +311,29 @@ def test_the_result_falls_back_when_the_smallest_program_does_not_reproduce_fres
 
 
 
-def test_a_best_program_with_more_tokens_than_the_input_falls_back_to_the_input(script, monkeypatch):
-    # A start from the saved state adds its loading; the search minimises a weighted
-    # order, so its best can hold more tokens than the user's script: that is no reduction.
+def test_a_best_program_with_more_tokens_than_the_start_falls_back_to_the_start(script, monkeypatch):
+    # The search minimises a weighted order: a candidate with fewer blocks may render to
+    # more tokens than the program it came from, and that is no reduction.
     from shrinkgpu.core import Outcome
     from shrinkgpu.syntax import Program
 
-    larger = SCRIPT.replace("data = [1, 2, 3]", "import pickle\nstate = pickle.loads(b'long saved state')\ndata = [1, 2, 3]")
+    larger = SCRIPT.replace("data = [1, 2, 3]", "data = [1, 2, 3] + [4, 5, 6] + [7, 8, 9]")
 
     def search(self, first):
-        self.original_size = self.program.initial().size
-        loaded = Program({"train.py": larger}, "train.py").initial()
-        assert loaded.size > self.original_size
-        return Outcome(loaded, (loaded,), 1, None)
+        start = self.program.initial()
+        self.original_size = start.size
+        grown = Program({"train.py": larger}, "train.py").initial()
+        assert grown.size > start.size
+        return Outcome(grown, (start, grown), 1, None)
 
     monkeypatch.setattr(Reduction, "search", search)
     result = reduce(config(script, verify_runs=1), executors=executors(fails_with_needle))
     assert result.files == {"train.py": SCRIPT}
     assert result.tokens_after == result.tokens_before
     assert result.verified == (1, 1)
-    assert any(n.startswith("1 accepted program(s) had more tokens than the input") and
-               n.endswith("the result is the input itself") for n in result.notes), result.notes
+    assert any(n.startswith("1 accepted program(s) had more tokens than the one the search started from") and
+               n.endswith("the search's start is the result") for n in result.notes), result.notes
+
 
 # -- after the search ----------------------------------------------------------------------------
 class NoCollectEnv:

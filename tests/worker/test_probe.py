@@ -122,6 +122,28 @@ def test_a_library_that_calls_back_into_the_users_object_is_cut(runner, tmp_path
     assert Path(tmp_path / "call.pt").is_file()
 
 
+def test_a_function_the_user_handed_to_the_library_is_cut_with_all_its_arguments(runner, tmp_path):
+    obs = run(runner, """\
+        import torch
+        from torch.utils.data import DataLoader
+        def pad(rows):
+            return rows
+        def collate(rows):
+            return torch.stack(pad(rows))
+        rows = [torch.zeros(3)] * 5 + [torch.zeros(2)]
+        for epoch in range(2):
+            for batch in DataLoader(rows, batch_size=3, collate_fn=collate):
+                pass
+        """, cut=str(tmp_path / "call.pt"))
+    assert obs.signature.type == "RuntimeError"
+    # the function the loader called, not the deeper one it called itself
+    assert obs.cut is not None and obs.cut["object"] == "collate" and obs.cut["method"] is None
+    assert obs.cut["source"] == "for batch in DataLoader(rows, batch_size=3, collate_fn=collate):"
+    import torch
+
+    saved = torch.load(tmp_path / "call.pt", weights_only=False)
+    assert [[r.shape[0] for r in rows] for rows in saved["args"]] == [[3, 3, 2]] and saved["kwargs"] == {}
+
 def test_a_parsed_path_into_the_runs_own_copy_is_written_relative_to_the_working_directory(runner):
     obs = run(runner, """\
         import argparse, os

@@ -19,7 +19,8 @@ from shrinkgpu.syntax.program import Candidate
 
 
 class CallPastTheLibrary(LevelZeroPass):
-    """``trainer.fit(model, dm)`` -> ``model.training_step(*saved_call)``."""
+    """``trainer.fit(model, dm)`` -> ``model.training_step(*saved_call)``; ``for batch in
+    loader: ...`` -> ``collate(*saved_call)``."""
 
     name = "cut-library"
 
@@ -30,7 +31,10 @@ class CallPastTheLibrary(LevelZeroPass):
             return []
         live = cand.live
         for s in program.stmts:
-            if s.file != cut.file or s.id not in live or s.kind != "simple":
+            # A loop's header hands control to the library too: ``for batch in loader:``
+            # calls the loader, which calls the user's dataset or collate function; the
+            # iteration that failed never reached the body, and the loop goes whole.
+            if s.file != cut.file or s.id not in live or s.kind not in ("simple", "for"):
                 continue
             first_line = code_of(s.node.with_changes(leading_lines=())).strip().splitlines()
             if not first_line or first_line[0].strip() != cut.source:
@@ -42,7 +46,8 @@ class CallPastTheLibrary(LevelZeroPass):
             # ``set_seed``), which protects its statement from deletion; here the saved
             # call carries the data it drew, and the oracle's confirm run catches a
             # candidate that still needed the seed.
-            unread = program.deps.dead_binders(cand, frozenset({s.id}), names_read(cut.replacement), pure_only=False)
+            replaced = frozenset(range(s.id, program.last[s.id] + 1))
+            unread = program.deps.dead_binders(cand, replaced, names_read(cut.replacement), pure_only=False)
             top = sorted(u for u in unread if program.stmts[u].parent not in unread)
             return [(Edit("replace", s.id, text=cut.replacement), *(Edit("delete", u) for u in top))]
         return []

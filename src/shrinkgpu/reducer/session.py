@@ -207,6 +207,7 @@ class Reduction:
         self.replay_wall = 0.0
         # what the program the search starts from is, when it is not the original
         self.start_what = "the program started at the failing step"
+        self.cuts_tried: set[str] = set()  # cut_start's, by what they are: each is checked once
 
     # -- talking -------------------------------------------------------------------
     def emit(self, event: object) -> None:
@@ -806,22 +807,21 @@ class Reduction:
         return Verified(best, counts, signature, outcome.stopped)
 
     def no_larger(self, history: tuple) -> tuple:
-        """The accepted programs that are no larger than the input, the input first when
-        one of them was.  A start from the saved state adds the loading of that state,
-        and the search minimises a weighted order, not tokens: its best may have more
-        tokens than the user's script.  A result larger than what the user gave is no
-        reduction; the input, which fails the same way, is (and reads no saved weights)."""
-        kept = tuple(h for h in history if h.size <= self.original_size)
-        if len(kept) == len(history):
-            return history
-        dropped = len(history) - len(kept)
-        self.note(
-            f"{dropped} accepted program(s) had more tokens than the input ({self.original_size}), the smallest "
-            f"{min(h.size for h in history if h.size > self.original_size)}: "
-            + ("the result is the newest accepted program with no more" if kept else "the result is the input itself")
-        )
-        original = self.program.initial()
-        return kept if kept and kept[0].key == original.key else (original, *kept)
+        """The accepted programs that have no more tokens than the one the search started
+        from.  The search minimises a weighted order (tokens, blocks, loops, files), not
+        tokens, and a candidate with fewer blocks may render to more tokens: a result
+        larger than its start is no reduction.  (A start from the saved state may be
+        larger than the input, by the restore's statements; it is kept for what it
+        saves: the run up to the failing step.)"""
+        start = history[0]
+        kept = tuple(h for h in history if h.size <= start.size)
+        if len(kept) < len(history):
+            self.note(
+                f"{len(history) - len(kept)} accepted program(s) had more tokens than the one the search started "
+                f"from ({start.size}), the smallest {min(h.size for h in history if h.size > start.size)}: the "
+                + ("result is the newest with no more" if len(kept) > 1 else "search's start is the result")
+            )
+        return kept
 
     def ablate(self, verified: Verified, extracted: Extracted) -> Ablation | None:
         """The verified minimal case, and the extracted call, with one change at a time,
@@ -908,6 +908,11 @@ class Reduction:
             extracted = self.extract_from(record, first)
         point = self.state_point(first)
         resumed = self.kept_state(point) if point is not None and config.resume else None
+        if point is not None and resumed is None and self.cut is not None and self.cut_start(first, START_CUTS[:1]):
+            # The library's call into the user's code, made directly, needs none of the
+            # steps before the failure: no state to save, and no run of the original for it.
+            self.note(f"no state is saved at {point_text(point)}: the search starts from {self.start_what}", show=False)
+            point = None
         capture = None
         # A call the first run kept as it raised and that did not fail alone would not
         # fail alone from a capture either; a call it could not keep (a failed GPU kernel
@@ -947,7 +952,7 @@ class Reduction:
                 self.state = self.checked_state(fresh, first, None, point, path, saved=saved)
         return extracted
 
-    def cut_start(self, first: Observation) -> None:
+    def cut_start(self, first: Observation, cuts=START_CUTS) -> bool:
         """A long original that no saved state replays still spends every candidate's run
         on the steps before the failure until a pass cuts them, and the search's first
         candidates are tried in the order of the passes, one original's run each.  So the
@@ -957,12 +962,13 @@ class Reduction:
         took its time); the first that fails the same way in less time is where the
         search starts, and its rate and calibration are measured on it."""
         if self.replay is not None or first.wall < STATE_MIN_SECONDS or self.out_of_time():
-            return
+            return False
         initial = self.program.initial()
         with self.new_runner(Isolation.FRESH) as fresh:
             fresh.start()
-            for prepare, cut, what in START_CUTS:
-                cand = cut_with(initial, prepare, cut)
+            for prepare, cut, what in cuts:
+                cand = None if what in self.cuts_tried else cut_with(initial, prepare, cut)
+                self.cuts_tried.add(what)
                 if cand is None:
                     continue
                 self.emit(Stage(f"checking in a fresh interpreter whether {what} fails the same way"))
@@ -983,7 +989,8 @@ class Reduction:
                     facts_of(obs), loops=self.loops, cut=self.cut, hot_loops=self.hot,
                     saved_objects=self.saved_objects,
                 ))
-                return
+                return True
+        return False
 
     def kept_extraction(self, first: Observation) -> Extracted | None:
         """--resume: the extracted call an earlier run of this reduction wrote, when it

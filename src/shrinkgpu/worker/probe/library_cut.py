@@ -36,6 +36,24 @@ def _library_entry(frames: list[tuple[Any, int]], roots: tuple[str, ...]) -> int
     return None
 
 
+def _plain_function(frames: list[tuple[Any, int]], scope: dict[str, Any], roots: tuple[str, ...]):
+    """The first of the user's functions the library called that the user's frame has by
+    name (``collate`` handed to a ``DataLoader`` as ``collate_fn``, a loss or a ``map``
+    function): (its frame, that name), or None.  Its arguments are all of its inputs, so
+    the call made directly needs none of the library's loop before it.  The first, not
+    the deepest: what the user's own function calls next is the user's code, for the
+    passes to reduce."""
+    for frame, _line in frames:
+        code = frame.f_code
+        if not is_user_file(code.co_filename, roots):
+            continue
+        for key, value in scope.items():
+            if not key.startswith("__") and getattr(value, "__code__", None) is code:
+                return frame, key
+        return None
+    return None
+
+
 def library_cut(exc: BaseException, roots: tuple[str, ...], path: str) -> dict[str, Any] | None:
     """Where the user's code handed control to a library that called back into an object
     of the user's: the statement (``trainer.fit(model, dm)``), the name that object has
@@ -101,18 +119,21 @@ def library_cut(exc: BaseException, roots: tuple[str, ...], path: str) -> dict[s
         if getattr(bound, "__code__", None) is not code:
             continue  # not the method the object has under that name (a hook, a wrapper)
         chosen = (frame, names[id(first)])
+    receiver = chosen is not None
+    if chosen is None:
+        chosen = _plain_function(frames[outer + 1 :], scope, roots)
     if chosen is None:
         return None
     frame, name = chosen
     info = inspect.getargvalues(frame)
-    args = [info.locals[a] for a in info.args[1:]]
+    args = [info.locals[a] for a in info.args[1 if receiver else 0 :]]
     if info.varargs:
         args += list(info.locals.get(info.varargs, ()))
     kwargs = dict(info.locals.get(info.keywords, {})) if info.keywords else {}
     import torch
 
     torch.save({"args": args, "kwargs": kwargs}, path)
-    method = None if frame.f_code.co_name in _CALL_METHODS else frame.f_code.co_name
+    method = None if not receiver or frame.f_code.co_name in _CALL_METHODS else frame.f_code.co_name
     return {
         "file": os.path.relpath(os.path.abspath(user_frame.f_code.co_filename), roots[0]),
         "line": user_line,
