@@ -972,8 +972,12 @@ class Reduction:
                 if cand is None:
                     continue
                 self.emit(Stage(f"checking in a fresh interpreter whether {what} fails the same way"))
-                obs = self.wait(fresh.submit(cand.files, timeout=self.fresh_limit(first),
-                                             env=self.plan.first_device), f"the original with {what} is still running")
+                # A cut that runs longer is refused anyway (SLOWER_REPLAY): one that does
+                # not fail at the call goes on with the rest of the program, and must not
+                # cost a whole run of the original.
+                limit = min(self.fresh_limit(first), SLOWER_REPLAY * first.wall)
+                obs = self.wait(fresh.submit(cand.files, timeout=limit, env=self.plan.first_device),
+                                f"the original with {what} is still running")
                 if not self.target.matches(obs.signature):
                     self.note(f"the original with {what} does not fail the same way ({obs.describe()})", show=False)
                     continue
