@@ -50,6 +50,25 @@ for step in range(4000):
 print("done")
 """
 
+# TRAINED with its rows drawn by a data class of the user's, 64 KiB of them: a candidate
+# from the state still builds it before the restore, unless it loads the saved object.
+DRAWN = TRAINED.replace(
+    "x = torch.randn(64, 4)\n",
+    "import numpy as np\n\n\n"
+    "class Points:\n"
+    "    def __init__(self, n, seed):\n"
+    "        self.x = np.random.default_rng(seed).normal(size=(n, 4)).astype(np.float32)\n\n"
+    "    def rows(self):\n"
+    "        return torch.from_numpy(self.x[:64])\n\n\n"
+    "data = Points(4096, seed=3)\n"
+    "x = data.rows()\n",
+).replace(
+    # the failing step reads the rows too (a normal draw is never above 9: the index is
+    # the original's)
+    "code = torch.tensor([3 * (trained + moving + late)])\n",
+    "code = torch.tensor([3 * (trained + moving + late)]) + int(x[0, 0] > 9)\n",
+)
+
 # The count the bug needs lives in a global a function changes: not a value the loop
 # binds, so the state does not hold it, and the replay starts from 0.
 HIDDEN = """\
@@ -317,3 +336,22 @@ def test_a_library_call_into_the_users_function_that_fails_alone_needs_no_saved_
     assert result.verified == (1, 1)
     plain = subprocess.run([sys.executable, out.name], cwd=out.parent, capture_output=True, text=True, timeout=120)
     assert plain.returncode == 1 and "stack expects each tensor to be equal size" in plain.stderr, plain.stderr
+
+
+@pytest.mark.slow
+def test_started_from_the_state_the_data_the_step_reads_is_loaded_first(tmp_path, monkeypatch):
+    # Four candidates: with the passes' usual order they would go to cutting loops and
+    # slicing, and the data object would be loaded last of all.
+    result, events, out = reduce_script(tmp_path, monkeypatch, DRAWN, max_tests=4)
+
+    assert any(n.startswith("the search starts at the failing step") for n in result.notes), result.notes
+    assert any(n.startswith("started from the saved state: the data objects the first run saved are loaded first")
+               for n in result.notes), result.notes
+    assert result.passes["load-saved-objects"]["tests"] == result.passes["load-saved-objects"]["reproduced"] == 1
+    text = out.read_text()
+    assert "pickle.loads(pathlib.Path(__file__).with_name('train.min.data.pkl').read_bytes())" in text, text
+    assert "Points(4096" not in text and "default_rng" not in text, text
+    assert [o[1] for o in result.loaded_objects] == ["data"]
+    assert result.verified == (1, 1)
+    plain = subprocess.run([sys.executable, out.name], cwd=out.parent, capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 1 and "IndexError: index out of range in self" in plain.stderr, plain.stderr

@@ -206,6 +206,22 @@ def test_the_users_data_objects_alive_at_the_error_are_saved_and_models_and_conf
     assert b"__main__" in data and b"Clouds" in data and b"clouds" in data
 
 
+def test_an_object_holding_one_large_array_is_saved_whole(runner, tmp_path):
+    # pickle's protocol 5 writes a large array's memory as a PickleBuffer, not bytes
+    obs = run(runner, """\
+        import numpy as np
+        class Points:
+            def __init__(self, n):
+                self.x = np.random.default_rng(3).normal(size=(n, 4)).astype(np.float32)
+        points = Points(4096)
+        points.x[4096]
+        """, save_objects=str(tmp_path / "objects"))
+    assert obs.signature.type == "IndexError"
+    [saved] = obs.saved_objects
+    assert (saved["name"], saved["class"]) == ("points", "Points")
+    assert Path(saved["path"]).stat().st_size == saved["bytes"] > 4096 * 4 * 4
+
+
 def test_no_object_is_saved_unless_asked(runner):
     obs = run(runner, """\
         class Rows:

@@ -57,7 +57,7 @@ from shrinkgpu.extract import (
 from shrinkgpu.families import Family
 from shrinkgpu.layout import OutputLayout
 from shrinkgpu.oracle import Oracle
-from shrinkgpu.passes import PASSES, CallPastTheLibrary, CutHotLoops, DeleteNeverRan, ReplayFromState
+from shrinkgpu.passes import LOADING, PASSES, CallPastTheLibrary, CutHotLoops, DeleteNeverRan, ReplayFromState
 from shrinkgpu.reducer.budget import HOT_MIN_SECONDS, RECOUNT_MAX_SECONDS, checks_reserve, hot_loops
 from shrinkgpu.reducer.config import ReduceConfig, ReduceError, NotReproduced, compile_pattern, with_hash_seed
 from shrinkgpu.reducer.facts import facts_of, library_cut, local_files, loop_around_failure, saved_objects
@@ -649,8 +649,17 @@ class Reduction:
         self.emit(Stage(f"reducing {initial.size} tokens (timeout {self.oracle.timeout:.1f}s per candidate)"))
         self.emit(Reducing(dict(initial.files), self.program.main, initial.size))
         self.trace.append((round(time.monotonic() - self.started, 3), initial.size))
+        tiers = PASSES
+        if self.state is not None and self.replay is not None and self.saved_objects:
+            # Started at the failing step, a candidate still builds the data the step
+            # reads before it restores the state (a synthesised dataset, a click log),
+            # and that is most of its run: loading them goes first.  The result loads
+            # the state's file already; a pickled dataset beside it hides no more.
+            tiers = (LOADING, *(t for t in PASSES if t is not LOADING))
+            self.note("started from the saved state: the data objects the first run saved are loaded first, "
+                      "instead of built", show=False)
         return reduce_to_fixpoint(
-            initial, PASSES, self.test, lambda c: c.order, budget=self.budget, on_event=self.emit,
+            initial, tiers, self.test, lambda c: c.order, budget=self.budget, on_event=self.emit,
             normalize=self.rebase, test_many=self.test_many, jobs=self.plan.jobs, search=self.config.search,
         )
 

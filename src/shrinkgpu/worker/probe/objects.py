@@ -30,7 +30,9 @@ class _CappedFile:
         self.fh, self.cap, self.written = fh, cap, 0
 
     def write(self, data) -> int:
-        self.written += len(data)
+        # Protocol 5 hands a large array's memory over as a ``PickleBuffer``, which has
+        # no ``len``: its size is its memoryview's.
+        self.written += memoryview(data).nbytes
         if self.written > self.cap:
             raise _TooLarge
         return self.fh.write(data)
