@@ -206,6 +206,25 @@ def test_the_users_data_objects_alive_at_the_error_are_saved_and_models_and_conf
     assert b"__main__" in data and b"Clouds" in data and b"clouds" in data
 
 
+def test_the_librarys_own_function_that_a_users_object_holds_is_cut_there(runner, tmp_path):
+    # the loader's default collate function stacks rows of two lengths: it is reached as
+    # ``loader.collate_fn``, and its argument is the batch of rows
+    obs = run(runner, """\
+        import torch
+        from torch.utils.data import DataLoader
+        rows = [torch.zeros(3)] * 5 + [torch.zeros(2)]
+        loader = DataLoader(rows, batch_size=3)
+        for batch in loader:
+            pass
+        """, cut=str(tmp_path / "call.pt"))
+    assert obs.signature.type == "RuntimeError"
+    assert obs.cut is not None and obs.cut["object"] == "loader.collate_fn" and obs.cut["method"] is None
+    import torch
+
+    saved = torch.load(tmp_path / "call.pt", weights_only=False)
+    assert [[r.shape[0] for r in rows] for rows in saved["args"]] == [[3, 3, 2]]
+
+
 def test_an_object_holding_one_large_array_is_saved_whole(runner, tmp_path):
     # pickle's protocol 5 writes a large array's memory as a PickleBuffer, not bytes
     obs = run(runner, """\

@@ -36,21 +36,26 @@ def _library_entry(frames: list[tuple[Any, int]], roots: tuple[str, ...]) -> int
     return None
 
 
-def _plain_function(frames: list[tuple[Any, int]], scope: dict[str, Any], roots: tuple[str, ...]):
-    """The first of the user's functions the library called that the user's frame has by
-    name (``collate`` handed to a ``DataLoader`` as ``collate_fn``, a loss or a ``map``
-    function): (its frame, that name), or None.  Its arguments are all of its inputs, so
-    the call made directly needs none of the library's loop before it.  The first, not
-    the deepest: what the user's own function calls next is the user's code, for the
-    passes to reduce."""
+def _code_of(value):
+    """The code of a plain function (not a method, a class or a builtin), else None."""
+    code = getattr(value, "__code__", None)
+    return code if type(value).__name__ == "function" else None
+
+
+def _plain_function(frames: list[tuple[Any, int]], functions: dict[Any, str], roots: tuple[str, ...]):
+    """The first function the library called that the user's frame reaches by name
+    (``collate`` handed to a ``DataLoader`` as ``collate_fn``, a loss or a ``map``
+    function; ``loader.collate_fn`` when the loader calls its default one): (its frame,
+    that name), or None.  A plain function's arguments are all of its inputs, so the call
+    made directly needs none of the library's loop before it.  The first of the user's
+    own frames ends the search: what the user's function calls next is the user's code,
+    for the passes to reduce."""
     for frame, _line in frames:
-        code = frame.f_code
-        if not is_user_file(code.co_filename, roots):
-            continue
-        for key, value in scope.items():
-            if not key.startswith("__") and getattr(value, "__code__", None) is code:
-                return frame, key
-        return None
+        name = functions.get(frame.f_code)
+        if name is not None:
+            return frame, name
+        if is_user_file(frame.f_code.co_filename, roots):
+            return None
     return None
 
 
@@ -76,6 +81,9 @@ def library_cut(exc: BaseException, roots: tuple[str, ...], path: str) -> dict[s
     user_frame, user_line = frames[outer]
     scope = {**user_frame.f_globals, **user_frame.f_locals}
     names = {id(v): k for k, v in scope.items() if not k.startswith("__")}
+    # The functions the user's frame reaches by name, the same way (``collate``, and a
+    # library's function a user's object holds: ``loader.collate_fn``).
+    functions = {v.__code__: k for k, v in scope.items() if not k.startswith("__") and _code_of(v) is not None}
     entry = frames[outer + 1][0]
     entered = entry.f_locals.get("self")  # the object the user called
     # One attribute down from a name the user has (``trainer.model``): what a framework
@@ -90,6 +98,8 @@ def library_cut(exc: BaseException, roots: tuple[str, ...], path: str) -> dict[s
         for attr, value in list(attributes.items())[:256]:
             if not attr.startswith("_") and id(value) not in names and value is not entered:
                 names[id(value)] = f"{key}.{attr}"
+            if not attr.startswith("_") and _code_of(value) is not None:
+                functions.setdefault(value.__code__, f"{key}.{attr}")
     # An object the user passed without naming it (``trainer.fit(Net(), loader)``) is
     # found as a parameter of the library's entry function: "arg:<position>" or
     # "kw:<name>" of the user's call, resolved against its text by the reducer.
@@ -121,7 +131,7 @@ def library_cut(exc: BaseException, roots: tuple[str, ...], path: str) -> dict[s
         chosen = (frame, names[id(first)])
     receiver = chosen is not None
     if chosen is None:
-        chosen = _plain_function(frames[outer + 1 :], scope, roots)
+        chosen = _plain_function(frames[outer + 1 :], functions, roots)
     if chosen is None:
         return None
     frame, name = chosen
