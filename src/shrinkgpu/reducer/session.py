@@ -124,6 +124,9 @@ START_CUTS = (
     (DeleteNeverRan(), CallPastTheLibrary(), "the library's call into your code made directly"),
     (None, CutHotLoops(), "the loops that took its time cut"),
 )
+# The first of them, the only one that needs no step before the failure: tried before
+# the run that would save the state (before_search).
+LIBRARY_START = START_CUTS[:1]
 EXTRACT_CHECK_MAX = 300.0  # seconds an extracted call's check may take (an import and one call)
 
 
@@ -917,7 +920,7 @@ class Reduction:
             extracted = self.extract_from(record, first)
         point = self.state_point(first)
         resumed = self.kept_state(point) if point is not None and config.resume else None
-        if point is not None and resumed is None and self.cut is not None and self.cut_start(first, START_CUTS[:1]):
+        if point is not None and resumed is None and self.cut is not None and self.cut_start(first, LIBRARY_START):
             # The library's call into the user's code, made directly, needs none of the
             # steps before the failure: no state to save, and no run of the original for it.
             self.note(f"no state is saved at {point_text(point)}: the search starts from {self.start_what}", show=False)

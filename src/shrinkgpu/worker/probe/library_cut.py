@@ -36,12 +36,6 @@ def _library_entry(frames: list[tuple[Any, int]], roots: tuple[str, ...]) -> int
     return None
 
 
-def _code_of(value):
-    """The code of a plain function (not a method, a class or a builtin), else None."""
-    code = getattr(value, "__code__", None)
-    return code if type(value).__name__ == "function" else None
-
-
 def _plain_function(frames: list[tuple[Any, int]], functions: dict[Any, str], roots: tuple[str, ...]):
     """The first function the library called that the user's frame reaches by name
     (``collate`` handed to a ``DataLoader`` as ``collate_fn``, a loss or a ``map``
@@ -83,7 +77,8 @@ def library_cut(exc: BaseException, roots: tuple[str, ...], path: str) -> dict[s
     names = {id(v): k for k, v in scope.items() if not k.startswith("__")}
     # The functions the user's frame reaches by name, the same way (``collate``, and a
     # library's function a user's object holds: ``loader.collate_fn``).
-    functions = {v.__code__: k for k, v in scope.items() if not k.startswith("__") and _code_of(v) is not None}
+    # (plain functions only: a method's call needs its object, found above)
+    functions = {v.__code__: k for k, v in scope.items() if not k.startswith("__") and inspect.isfunction(v)}
     entry = frames[outer + 1][0]
     entered = entry.f_locals.get("self")  # the object the user called
     # One attribute down from a name the user has (``trainer.model``): what a framework
@@ -98,7 +93,7 @@ def library_cut(exc: BaseException, roots: tuple[str, ...], path: str) -> dict[s
         for attr, value in list(attributes.items())[:256]:
             if not attr.startswith("_") and id(value) not in names and value is not entered:
                 names[id(value)] = f"{key}.{attr}"
-            if not attr.startswith("_") and _code_of(value) is not None:
+            if not attr.startswith("_") and inspect.isfunction(value):
                 functions.setdefault(value.__code__, f"{key}.{attr}")
     # An object the user passed without naming it (``trainer.fit(Net(), loader)``) is
     # found as a parameter of the library's entry function: "arg:<position>" or
