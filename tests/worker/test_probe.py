@@ -290,22 +290,86 @@ def test_a_librarys_method_that_calls_back_into_the_users_override_is_cut_at_the
     assert obs.cut["source"] == "sched.step()"
 
 
-def test_only_the_frames_whose_code_holds_a_loop_are_traced(tmp_path):
-    import sys
+def test_loops_are_counted_in_the_users_modules_with_no_tracer_on(runner):
+    files = {
+        "s.py": "import sys\nimport helper\ntracer = sys.gettrace()\nfor epoch in range(4):\n"
+                "    helper.walk(epoch, tracer)\n",
+        "helper.py": '"""Walks."""\nfrom __future__ import annotations\n\n\ndef walk(epoch, tracer):\n'
+                     '    """Walks once."""\n    for i in range(3):\n        if epoch == 2 and i == 1:\n'
+                     '            raise RuntimeError(f"{tracer} {__doc__} {walk.__doc__}")\n',
+    }
+    obs = runner.run(files, timeout=60, watch=Watch(count_loops=True))
+    # no tracer slows the run; docstrings and the __future__ import are where they were
+    assert obs.signature.message == "None Walks. Walks once."
+    assert obs.loops == (("helper.py", 7, 1), ("s.py", 4, 2))
+    assert obs.loop_calls == (("helper.py", 7, 3), ("s.py", 4, 1))  # walk's third call
 
-    from shrinkgpu.worker.probe.loops import LoopCounter
 
-    src = tmp_path / "m.py"
-    src.write_text("def step(x):\n    return x + 1\n\n\ndef train():\n    t = 0\n    for i in range(3):\n"
-                   "        t = step(t)\n    return t\n")
-    namespace: dict = {}
-    exec(compile(src.read_text(), str(src), "exec"), namespace)
-    counter = LoopCounter((str(tmp_path),))
-    sys.settrace(counter._call)
-    try:
-        assert namespace["train"]() == 3
-    finally:
-        sys.settrace(None)
-    # ``step`` (no loop), called from the loop, runs untraced
-    assert {code.co_name: holds for code, holds in counter._headers.items()
-            if code.co_filename == str(src)} == {"train": True, "step": False}
+def test_a_loop_torch_compile_traces_is_counted_without_a_graph_break(runner):
+    # Dynamo traces the counting calls of ``forward``'s loop; they must not break a
+    # ``fullgraph`` compile (that would be another first error than the user's)
+    obs = run(runner, """\
+        import torch
+        class Block(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layers = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(3))
+            def forward(self, x):
+                for layer in self.layers:
+                    x = layer(x)
+                return x
+        model = torch.compile(Block(), fullgraph=True, backend="eager")
+        for step in range(3):
+            y = model(torch.ones(2, 4))
+            if step == 2:
+                y.view(3)
+        """, count_loops=True)
+    assert (obs.signature.type, obs.signature.op.name) == ("RuntimeError", "Tensor.view")
+    assert obs.loops == (("s.py", 11, 2),)
+
+
+def test_the_counting_calls_sit_at_each_loops_body_and_each_scope_that_holds_one():
+    import ast
+
+    from shrinkgpu.worker.probe.loops import ENTER, START, TICK, _Instrument
+
+    tree = _Instrument().visit(ast.parse(textwrap.dedent('''\
+        """doc"""
+        from __future__ import annotations
+        def plain(x):
+            return x
+        class C:
+            for k in range(2):
+                pass
+            def f(self, rows):
+                """f's doc"""
+                for r in rows:
+                    for c in r:
+                        pass
+                return [c for c in rows]
+        ''')))
+    assert ast.unparse(tree) == textwrap.dedent(f'''\
+        """doc"""
+        from __future__ import annotations
+
+        def plain(x):
+            return x
+
+        class C:
+            {ENTER}()
+            {START}(6)
+            for k in range(2):
+                {TICK}(6)
+                pass
+
+            def f(self, rows):
+                """f's doc"""
+                {ENTER}()
+                {START}(10)
+                for r in rows:
+                    {TICK}(10)
+                    {START}(11)
+                    for c in r:
+                        {TICK}(11)
+                        pass
+                return [c for c in rows]''')

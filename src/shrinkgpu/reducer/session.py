@@ -318,7 +318,7 @@ class Reduction:
         for note in input_notes:
             self.note(note)
         self.saved_call = self.sandbox.session / "call.pt"
-        # The first run also counts loop iterations (a line tracer: this run only).
+        # The first run also counts loop iterations (the user's files compiled with a counter).
         watch = Watch(
             collect_modules=True, collect_env=True, count_loops=True, op_shapes=True,
             cut=str(self.saved_call) if config.cut_library else None,
@@ -721,8 +721,8 @@ class Reduction:
         save = short and self.saved_objects and not all(
             any(o.file in t for t in files.values()) for o in self.saved_objects
         )
-        # Shrinking the data moves the failing item: count again, on this program (a
-        # traced run: only while runs are short, or it costs more than it saves).
+        # Shrinking the data moves the failing item: count again, on this program (one
+        # more run: only while runs are short, or it costs more than it saves).
         count = quick and rebased.loop_iterations and loop_around_failure(rebased)
         if (save or count) and self.budget_left():
             # One run for both: the same program, observed once.

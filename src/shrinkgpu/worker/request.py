@@ -66,7 +66,7 @@ class Watch:
     collect_modules: bool = False  # every module the run imported (what to preload)
     collect_env: bool = False  # versions, backend and thread pools, for the report
     # which iteration each loop around the failure was in, and where the time went (a
-    # line tracer and a sampling thread: slow, the original's first run only)
+    # counter compiled into each loop of the user's files and a sampling thread)
     count_loops: bool = False
     # the shapes of every torch call's tensor arguments, for the operators that raised:
     # which dimensions the program varies (the first run only)

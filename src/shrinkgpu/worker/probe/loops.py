@@ -1,8 +1,10 @@
-"""Loops around the failure: which iteration each was in (a line tracer), and where
-the run's time went (a sampling thread).  Only in runs that ask (``Watch.count_loops``)."""
+"""Loops around the failure: which iteration each was in (the user's files compiled with
+a counter in each loop), and where the run's time went (a sampling thread).  Only in runs
+that ask (``Watch.count_loops``, ``Watch.state``)."""
 
 from __future__ import annotations
 
+import ast
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,8 +18,6 @@ def loop_spans(filename: str, roots, *, whiles: bool) -> list[tuple[int, int, in
     file."""
     if not is_user_file(filename, roots):
         return []
-    import ast
-
     try:
         tree = ast.parse(Path(filename).read_text(encoding="utf-8"))
     except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
@@ -29,22 +29,100 @@ def loop_spans(filename: str, roots, *, whiles: bool) -> list[tuple[int, int, in
     ]
 
 
-class LoopCounter:
-    """Which iteration each ``for`` loop of the user's code is in, per frame.
+# The names the instrumented code calls, in ``builtins`` so that every module of the
+# user's finds them without a global of its own (a name of the ``__x__`` form is never
+# mangled in a class body, and ``from m import *`` does not carry it).
+ENTER, START, TICK = "__shrinkgpu_enter__", "__shrinkgpu_loop__", "__shrinkgpu_tick__"
+# Frames whose state is kept at once; past it, the entries of frames no longer on the
+# stack are dropped (a suspended generator's are kept: it may resume and fail).
+STATE_PRUNE_AT = 1 << 16
 
-    A line tracer, on for the original's first run only (``count_loops``): it costs a
-    Python call per line of user code.  A loop's header line gets a line event when the
-    loop is entered and again at each jump back from its body, so the iteration is the
-    number of jumps back since the last entry (a header spread over several lines gets
-    events for its other lines too; those are neither)."""
+
+class _Instrument(ast.NodeTransformer):
+    """Each ``for`` of a scope gets ``START(header)`` before it and ``TICK(header)`` as
+    the first statement of its body; a scope (module, class body, function) that holds
+    one begins with ``ENTER()``.  The inserted statements take the line of what they
+    precede, so tracebacks, ``inspect`` and the loop spans read the user's lines."""
+
+    def __init__(self):
+        self.found = False
+
+    def _scope(self, node):
+        outer, self.found = self.found, False
+        self.generic_visit(node)
+        if self.found:
+            body = node.body
+            at = 0
+            if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                at = 1  # the docstring stays the docstring
+            if isinstance(node, ast.Module):
+                while at < len(body) and isinstance(body[at], ast.ImportFrom) and body[at].module == "__future__":
+                    at += 1
+            anchor = body[at] if at < len(body) else body[-1]
+            body.insert(at, _call(ENTER, (), anchor))
+        self.found = outer
+        return node
+
+    visit_Module = visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _scope
+
+    def visit_For(self, node):
+        self.generic_visit(node)
+        self.found = True
+        node.body.insert(0, _call(TICK, (node.lineno,), node.body[0]))
+        return [_call(START, (node.lineno,), node), node]
+
+
+def _call(name: str, args: tuple[int, ...], where) -> ast.stmt:
+    stmt = ast.Expr(ast.Call(ast.Name(name, ast.Load()), [ast.Constant(a) for a in args], []))
+    for node in ast.walk(stmt):
+        ast.copy_location(node, where)
+        node.end_lineno, node.end_col_offset = where.lineno, where.col_offset
+    return stmt
+
+
+def instrumented(source: bytes | str, filename: str):
+    """The code of ``source`` with its ``for`` loops counted (``LoopCounter``), or None
+    when it cannot be parsed (Python's own compile then says why)."""
+    try:
+        tree = ast.parse(source, filename)
+    except (SyntaxError, ValueError):
+        return None
+    tree = _Instrument().visit(tree)
+    return compile(tree, filename, "exec", dont_inherit=True)
+
+
+class LoopCounter:
+    """Which iteration each ``for`` loop of the user's code is in, per frame, and which
+    call of its function (or module) that frame is.
+
+    Not a tracer: on Python 3.11, ``sys.settrace`` slows every Python frame, torch's own
+    too, even where the trace function declines it (about 2x on a reinforcement-learning
+    loop, 3x on plain Python).  The user's files are compiled with a call at the start of
+    each loop's body instead (``instrumented``), which costs one Python call per
+    iteration: the main script by the probe, the user's modules by the import system's
+    loader (``install``).  A loop that is iterating at the failure has had its body
+    started ``iteration + 1`` times since the loop was last entered.
+
+    Under ``torch.compile`` the calls return at once (``torch.compiler.is_compiling``
+    is a constant there), so Dynamo traces nothing of them: no graph break, no guard."""
 
     def __init__(self, roots: tuple[str, ...]):
         self.roots = roots
         self.loops: dict[str, dict[int, tuple[int, int]]] = {}  # file -> header line -> (body start, end)
-        self.state: dict[int, list[Any]] = {}  # id(frame) -> [previous line, {header: iteration}]
-        self.raising: set[int] = set()
-        self._headers: dict[Any, bool] = {}  # code object -> whether a loop's header is its own line
+        self.state: dict[int, list[Any]] = {}  # id(frame) -> [code, {header: iteration}, call]
         self.calls: dict[Any, int] = {}  # code object -> how many frames of it were entered
+        self._compiling = self._compiling_once_torch_is_here
+
+    # -- compiling the user's files ----------------------------------------------------------
+    def compile(self, source: bytes | str, filename: str):
+        """The code of one of the user's files, counted; plain for any other file."""
+        if is_user_file(filename, self.roots):
+            code = instrumented(source, filename)
+            if code is not None:
+                self._loops_of(filename)
+                return code
+        return compile(source, filename, "exec", dont_inherit=True)
 
     def _loops_of(self, filename: str) -> dict[int, tuple[int, int]]:
         found = self.loops.get(filename)
@@ -54,65 +132,105 @@ class LoopCounter:
         return found
 
     def install(self) -> None:
-        sys.settrace(self._call)
+        """The hooks in ``builtins``, and the user's modules compiled counted when they are
+        imported (``SourceFileLoader.get_code``: what ``import``, ``runpy.run_module`` and
+        ``spec_from_file_location`` all use).  For this process's life: a run's process
+        ends with it."""
+        import builtins
+        import importlib.machinery
 
-    def _call(self, frame, event, arg):
+        self._compiling = self._compiling_once_torch_is_here
+        self._compiling_once_torch_is_here()
+        setattr(builtins, ENTER, self.enter)
+        setattr(builtins, START, self.start)
+        setattr(builtins, TICK, self.tick)
+        loader = importlib.machinery.SourceFileLoader
+        plain = loader.get_code
+        counter = self
+
+        def get_code(self, fullname):
+            path = self.get_filename(fullname)
+            if not is_user_file(path, counter.roots):
+                return plain(self, fullname)
+            # (no bytecode cache: neither read, which would skip the counting, nor written)
+            return counter.compile(self.get_data(path), path)
+
+        loader.get_code = get_code
+
+    def _compiling_once_torch_is_here(self) -> bool:
+        # (the probe has imported torch before the script runs whenever it watches torch
+        # calls; otherwise the script's own import is found at the next hook)
+        torch = sys.modules.get("torch")
+        compiler = getattr(torch, "compiler", None) if torch is not None else None
+        if callable(getattr(compiler, "is_compiling", None)):
+            self._compiling = compiler.is_compiling
+            return compiler.is_compiling()
+        return False
+
+    # -- the hooks (called from the user's code) -----------------------------------------------
+    def enter(self) -> None:
+        if self._compiling():
+            return
+        frame = sys._getframe(1)
         code = frame.f_code
-        holds = self._headers.get(code)
-        if holds is None:
-            # Only the frames of code whose own lines hold a loop's header are traced: a
-            # model's ``forward`` without a loop, called thousands of times from the
-            # training loop in the same file, runs untraced (each traced line costs a
-            # Python call).
-            loops = self._loops_of(code.co_filename)
-            holds = self._headers[code] = bool(loops) and any(
-                line in loops for _start, _end, line in code.co_lines() if line is not None)
-        if not holds:
-            return None
-        # (a generator's frame is entered again at each resume, and counted again: the
-        # state tracer counts the same way)
         n = self.calls[code] = self.calls.get(code, 0) + 1
-        self.state[id(frame)] = [0, {}, n]  # a new frame (ids of dead ones get reused)
-        return self._local
-
-    def _local(self, frame, event, arg):
         key = id(frame)
-        if event == "line":
-            self.raising.discard(key)
-            state = self.state.get(key)
-            if state is None:
-                return self._local
-            line = frame.f_lineno
-            loops = self.loops.get(frame.f_code.co_filename, {})
-            span = loops.get(line)
-            if span is not None:
-                prev = state[0]
-                body_start, end = span
-                if body_start <= prev <= end:
-                    state[1][line] = state[1].get(line, 0) + 1  # back from the body
-                elif not (line <= prev < body_start):
-                    state[1][line] = 0  # entered
-            state[0] = line
-        elif event == "exception":
-            self.raising.add(key)
-        elif event == "return":
-            if key not in self.raising:
-                self.state.pop(key, None)
-        return self._local
+        self.state.pop(key, None)  # a new frame at a dead one's address: last in the order
+        self.state[key] = [code, {}, n]
+        if len(self.state) > STATE_PRUNE_AT:
+            self._prune(frame)
 
+    def start(self, header: int) -> None:
+        if self._compiling():
+            return
+        self._frame_state(sys._getframe(1))[1][header] = -1
+
+    def tick(self, header: int) -> None:
+        if self._compiling():
+            return
+        frame = sys._getframe(1)
+        state = self._frame_state(frame)
+        counts = state[1]
+        counts[header] = counts.get(header, -1) + 1
+        self.ticked(frame, header, state)
+
+    def ticked(self, frame, header: int, state: list[Any]) -> None:
+        """After the body of loop ``header`` started in ``frame`` (``state``: that frame's);
+        for a subclass that acts there."""
+
+    def _frame_state(self, frame) -> list[Any]:
+        state = self.state.get(id(frame))
+        if state is None or state[0] is not frame.f_code:
+            # (a frame whose ``ENTER`` was not seen: code compiled while compiling)
+            n = self.calls[frame.f_code] = self.calls.get(frame.f_code, 0) + 1
+            state = self.state[id(frame)] = [frame.f_code, {}, n]
+        return state
+
+    def _prune(self, frame) -> None:
+        import inspect
+
+        live = set()
+        while frame is not None:
+            live.add(id(frame))
+            frame = frame.f_back
+        generators = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+        self.state = {key: state for key, state in self.state.items()
+                      if key in live or state[0].co_flags & generators}
+
+    # -- what the failure was in -----------------------------------------------------------------
     def at(self, frames: list[tuple[Any, int]], rel) -> list[list[Any]]:
         """[file, header line, iteration, call] for the loops around each (frame, line);
         ``call``: which frame of its function (or module) it was, counting from 1."""
         out = []
         for frame, line in frames:
             state = self.state.get(id(frame))
-            if state is None:
+            if state is None or state[0] is not frame.f_code:
                 continue
             filename = frame.f_code.co_filename
             loops = self.loops.get(filename, {})
             for header, iteration in sorted(state[1].items()):
                 body_start, end = loops.get(header, (0, -1))
-                if body_start <= line <= end:
+                if iteration >= 0 and body_start <= line <= end:
                     out.append([rel(filename), header, iteration, state[2]])
         return out
 
@@ -121,8 +239,7 @@ class LoopClock:
     """Where the run's time goes, by loop: a thread that looks at the main thread's stack
     every few milliseconds and counts, for each ``for``/``while`` of the user's code that
     a frame is inside, one sample.  On with ``count_loops`` only (the original's first
-    run), beside the line tracer: the shares are of a traced run, which slows Python-heavy
-    loops more than tensor-heavy ones; they rank loops, they are not timings.
+    run), beside the loop counter: they rank loops, they are not timings.
 
     A sampling thread rather than a profiling signal: a signal interrupts the script's own
     system calls, which some C extensions do not retry."""

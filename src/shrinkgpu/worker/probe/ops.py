@@ -433,23 +433,36 @@ class ShapeLog:
     so that they do not identify the bug.  One run only (``Watch.op_shapes``)."""
 
     def __init__(self):
-        self.by_func: dict[int, tuple[Any, dict[str, set[tuple[int, ...]]]]] = {}
-
-    def add(self, func, args, kwargs) -> None:
         import torch
 
+        self._tensor = torch.Tensor
+        # id(func) -> (func, {argument: shapes}); an argument is its position, or its
+        # keyword's name (named at ``of``: this runs at every torch call of the run)
+        self.by_func: dict[int, tuple[Any, dict[int | str, set[tuple[int, ...]]]]] = {}
+
+    def add(self, func, args, kwargs) -> None:
         entry = self.by_func.get(id(func))
         if entry is None:
             if len(self.by_func) >= SHAPED_OPERATORS:
                 return
             entry = self.by_func[id(func)] = (func, {})
         seen = entry[1]
-        for where, value in [*((f"args[{i}]", a) for i, a in enumerate(args)),
-                             *((f"kwargs[{k!r}]", v) for k, v in kwargs.items())]:
-            if isinstance(value, torch.Tensor):
-                shapes = seen.setdefault(where, set())
+        tensor = self._tensor
+        for where, value in enumerate(args):
+            if isinstance(value, tensor):
+                shapes = seen.get(where)
+                if shapes is None:
+                    shapes = seen[where] = set()
                 if len(shapes) < SHAPES_PER_ARGUMENT:
-                    shapes.add(tuple(value.shape))
+                    shapes.add(value.shape)
+        if kwargs:
+            for where, value in kwargs.items():
+                if isinstance(value, tensor):
+                    shapes = seen.get(where)
+                    if shapes is None:
+                        shapes = seen[where] = set()
+                    if len(shapes) < SHAPES_PER_ARGUMENT:
+                        shapes.add(value.shape)
 
     def of(self, names: set[str]) -> dict[str, dict[str, list[list[int]]]]:
         """{operator: {argument: [shape, ...]}} for the operators named."""
@@ -458,8 +471,9 @@ class ShapeLog:
             name = op_name(func)
             if name in names:
                 merged = out.setdefault(name, {})
-                for where, shapes in seen.items():
-                    merged[where] = sorted({*map(tuple, merged.get(where, [])), *shapes})
+                for key, shapes in seen.items():
+                    where = f"args[{key}]" if isinstance(key, int) else f"kwargs[{key!r}]"
+                    merged[where] = sorted({*map(tuple, merged.get(where, [])), *map(tuple, shapes)})
         return {n: {w: [list(s) for s in shapes] for w, shapes in m.items()} for n, m in out.items()}
 
 

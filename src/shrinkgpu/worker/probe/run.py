@@ -65,16 +65,19 @@ def run(request: RunRequest, *, forked: bool) -> int:
         watch_config_loads(recorder, loads)
         watch_seeding(recorder, seed_sites)
         clock = None
+        counter: LoopCounter | None = None
         if watch.count_loops:
-            recorder.loops = LoopCounter(roots)
-            recorder.loops.install()
+            counter = recorder.loops = LoopCounter(roots)
             clock = LoopClock(roots, recorder.rel)
-            clock.start()
         elif watch.state is not None:
-            # (one tracer at a time: a run that counts loops saves no state)
+            # (one counter at a time: a run that counts loops saves no state)
             # what the working directory held before the script ran: the files written
             # before the failing iteration are saved with the state
-            StateTracer(roots, recorder.rel, watch.state, state_saved, file_stamps()).install()
+            counter = StateTracer(roots, recorder.rel, watch.state, state_saved, file_stamps())
+        if counter is not None:
+            counter.install()
+        if clock is not None:
+            clock.start()
     except BaseException as exc:  # the probe failed before the script ran
         traceback.print_exc()
         obs.update(status="probe-error", exit_code=EXIT_PROBE_FAILURE, chain=[])
@@ -89,9 +92,9 @@ def run(request: RunRequest, *, forked: bool) -> int:
     try:
         if mode is not None:
             with mode:
-                _run_main(script, module)
+                _run_main(script, module, counter)
         else:
-            _run_main(script, module)
+            _run_main(script, module, counter)
     except SystemExit as exc:
         code = _exit_code(exc)
         if code != 0:
@@ -119,8 +122,6 @@ def run(request: RunRequest, *, forked: bool) -> int:
                 obs["saved_objects"] = saved_objects(exc, roots, watch.save_objects)
             except Exception:  # an offer too
                 obs["saved_objects"] = []
-    if recorder.loops is not None or watch.state is not None:
-        sys.settrace(None)
     if clock is not None:
         obs["loop_time"] = clock.stop()
     obs["exit_code"] = code
@@ -146,9 +147,10 @@ def run(request: RunRequest, *, forked: bool) -> int:
     return code
 
 
-def _run_main(path: str, module: str | None = None) -> None:
+def _run_main(path: str, module: str | None = None, counter: LoopCounter | None = None) -> None:
     """Execute ``path`` as ``__main__`` the way ``python path`` does (or, with
-    ``module``, the way ``python -m module`` does: package-relative imports work).
+    ``module``, the way ``python -m module`` does: package-relative imports work);
+    with ``counter``, its loops counted (the import system compiles the modules).
 
     Not ``runpy.run_path``: it rewrites ``sys.argv[0]`` to the path it is given, while
     Python keeps argv[0] as typed and makes only ``__file__`` absolute.
@@ -164,7 +166,7 @@ def _run_main(path: str, module: str | None = None) -> None:
 
     with open(path, "rb") as fh:
         source = fh.read()
-    code = compile(source, path, "exec", dont_inherit=True)
+    code = counter.compile(source, path) if counter is not None else compile(source, path, "exec", dont_inherit=True)
     module = types.ModuleType("__main__")
     module.__file__ = path
     module.__cached__ = None

@@ -30,9 +30,9 @@ PLAIN_MAX_ITEMS = 100_000
 
 
 class StateTracer(LoopCounter):
-    """The loop counter of ``probe.loops``, on the one file the state is wanted in, that
-    saves the state once, at the first line of the wanted iteration's body, and stops
-    tracing.  ``out`` receives what was saved (``save_state``)."""
+    """The loop counter of ``probe.loops`` that saves the state once, as the wanted
+    iteration's body starts in the wanted frame.
+    ``out`` receives what was saved (``save_state``)."""
 
     def __init__(self, roots: tuple[str, ...], rel, at: StateAt, out: dict[str, Any],
                  stamps: dict[str, tuple[int, int]] | None = None):
@@ -41,65 +41,31 @@ class StateTracer(LoopCounter):
         # the working directory's files as the run started (``file_stamps``)
         self.stamps = stamps
         self.done = False
-        self._names: dict[str, bool] = {}
-        self._codes: dict[Any, bool] = {}
-        self._calls: dict[Any, int] = {}
+        self._ours: dict[Any, bool] = {}
         self._told = 0.0
 
-    def _ours(self, filename: str) -> bool:
-        found = self._names.get(filename)
-        if found is None:
-            found = self._names[filename] = self.rel(filename) == self.at.file
-        return found
-
-    def _holds_loop(self, code) -> bool:
-        """Whether ``code`` is the function (or module) whose body has the loop: only its
-        frames are traced, so the model's ``forward`` and the environment's ``step`` in
-        the same file run at full speed (a traced line costs a Python call)."""
-        found = self._codes.get(code)
-        if found is None:
-            found = self._codes[code] = any(line == self.at.header for _s, _e, line in code.co_lines())
-        return found
-
-    def _call(self, frame, event, arg):
-        if self.done or not self._ours(frame.f_code.co_filename) or not self._holds_loop(frame.f_code):
-            return None
-        if self.at.call:
-            # only the call the failure came in is traced: the same function's earlier
-            # calls (a validation during training) run at full speed and save nothing
-            n = self._calls[frame.f_code] = self._calls.get(frame.f_code, 0) + 1
-            if n != self.at.call:
-                return None
-        return super()._call(frame, event, arg)
-
-    def _local(self, frame, event, arg):
-        if self.done:
-            return None
-        state = self.state.get(id(frame))
-        prev = state[0] if state is not None else 0
-        result = super()._local(frame, event, arg)
-        if event != "line" or state is None:
-            return result
-        span = self.loops.get(frame.f_code.co_filename, {}).get(self.at.header)
-        if span is None:
-            return result
-        body_start, end = span
-        line = frame.f_lineno
-        if line == self.at.header and self.at.progress:
-            self._tell(state[1])
-        entering = body_start <= line <= end and self.at.header <= prev < body_start
-        if entering and all(state[1].get(h) == it for h, it in self.at.iterations):
+    def ticked(self, frame, header: int, state: list[Any]) -> None:
+        if self.done or header != self.at.header:
+            return
+        code = frame.f_code
+        ours = self._ours.get(code)
+        if ours is None:
+            ours = self._ours[code] = self.rel(code.co_filename) == self.at.file
+        # only the call the failure came in: the same function's earlier calls (a
+        # validation during training) save nothing
+        if not ours or (self.at.call and state[2] != self.at.call):
+            return
+        counts = state[1]
+        if self.at.progress:
+            self._tell(counts)
+        if all(counts.get(h) == it for h, it in self.at.iterations):
             self.done = True
-            sys.settrace(None)
             try:
                 self.out.update(save_state(frame, self.at, self.roots))
                 if self.stamps is not None:
                     self.out.update(save_written_files(self.stamps, self.at.path + ".files"))
             except Exception as exc:  # an offer: the run goes on as the script wrote it
                 self.out.update(error=f"{type(exc).__name__}: {exc}", path=None)
-            return None
-        return result
-
 
     def _tell(self, counts: dict[int, int]) -> None:
         """The iterations the loops are in (those of ``at.iterations``, outermost first),
