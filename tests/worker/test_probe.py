@@ -329,6 +329,7 @@ def test_a_loop_torch_compile_traces_is_counted_without_a_graph_break(runner):
 
 
 def test_the_counting_calls_sit_at_each_loops_body_and_each_scope_that_holds_one():
+    # (never in a function numba compiles from its bytecode: it could not type the call)
     import ast
 
     from shrinkgpu.worker.probe.loops import ENTER, START, TICK, _Instrument
@@ -347,6 +348,10 @@ def test_the_counting_calls_sit_at_each_loops_body_and_each_scope_that_holds_one
                     for c in r:
                         pass
                 return [c for c in rows]
+        @numba.njit(cache=True)
+        def compiled_from_its_bytecode(n):
+            for i in range(n):
+                pass
         ''')))
     assert ast.unparse(tree) == textwrap.dedent(f'''\
         """doc"""
@@ -372,4 +377,9 @@ def test_the_counting_calls_sit_at_each_loops_body_and_each_scope_that_holds_one
                     for c in r:
                         {TICK}(11)
                         pass
-                return [c for c in rows]''')
+                return [c for c in rows]
+
+        @numba.njit(cache=True)
+        def compiled_from_its_bytecode(n):
+            for i in range(n):
+                pass''')

@@ -48,6 +48,8 @@ class _Instrument(ast.NodeTransformer):
         self.found = False
 
     def _scope(self, node):
+        if any(_decorator_name(d) in BYTECODE_COMPILERS for d in getattr(node, "decorator_list", ())):
+            return node  # its bytecode is compiled again, where a call of ours would not type
         outer, self.found = self.found, False
         self.generic_visit(node)
         if self.found:
@@ -71,6 +73,24 @@ class _Instrument(ast.NodeTransformer):
         self.found = True
         node.body.insert(0, _call(TICK, (node.lineno,), node.body[0]))
         return [_call(START, (node.lineno,), node), node]
+
+
+# Decorators that compile a function from its bytecode (numba's): a counting call in it
+# would be a name their compiler cannot type, a first error of ours.  Compilers that read
+# the source (``torch.jit.script``, ``triton.jit``) or trace the calls
+# (``torch.compile``) need nothing.
+BYTECODE_COMPILERS = frozenset({"jit", "njit", "vectorize", "guvectorize", "cfunc", "generated_jit", "stencil"})
+
+
+def _decorator_name(node) -> str | None:
+    if isinstance(node, ast.Call):
+        node = node.func
+    if isinstance(node, ast.Attribute):
+        if isinstance(node.value, ast.Attribute) and node.value.attr == "jit" or \
+                isinstance(node.value, ast.Name) and node.value.id == "torch":
+            return None  # torch.jit.script, torch.jit.ignore...: from the source
+        return node.attr
+    return node.id if isinstance(node, ast.Name) else None
 
 
 def _call(name: str, args: tuple[int, ...], where) -> ast.stmt:
