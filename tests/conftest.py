@@ -79,6 +79,10 @@ def _shares_fixtures(item) -> bool:
     return any(defs and defs[-1].scope in ("module", "class", "package") for defs in info.name2fixturedefs.values())
 
 
+# First: xdist's own hook (in each test process) reads the ``xdist_group`` marks into the
+# test ids; added after it, they group nothing and a module's shared fixture (a fork
+# server, a whole reduction) is made again in each process.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     # Under xdist's loadgroup, a test with a group runs on the process that runs its
     # group.  A module's tests are one group, so what they share is made once, except

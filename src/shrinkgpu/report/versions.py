@@ -34,15 +34,65 @@ def git_revision(directory: Path) -> str:
         return "unknown"
 
 
+# How long a ``collect_env`` text is reused for the same interpreter and packages: a
+# reduction after another (or a test suite's dozens) need not spend 3 s of CPU on it
+# again; a driver or device change within that time is what it could miss.
+COLLECT_ENV_REUSE_SECONDS = 3600.0
+# What changes what ``collect_env`` reports besides the installed packages.
+_DEVICE_VARIABLES = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "LD_LIBRARY_PATH",
+                     "PATH", "CONDA_PREFIX", "VIRTUAL_ENV")
+
+
+def collect_env_cache_dir() -> Path:
+    """Where the ``collect_env`` texts are kept (``$XDG_CACHE_HOME/shrinkgpu``)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "shrinkgpu" / "collect-env"
+
+
+def _cache_key(python: str, env: dict) -> str | None:
+    """The interpreter, the directories its packages are installed in (a ``pip install``
+    changes their modification time) and the variables that select devices and
+    libraries; None when the interpreter cannot be looked at."""
+    import hashlib
+    import json
+    import sysconfig
+
+    try:
+        parts: list = [os.path.realpath(python), os.stat(python).st_mtime_ns]
+        paths = sysconfig.get_paths()
+        for where in sorted({paths.get("purelib"), paths.get("platlib")} - {None}):
+            parts.append([where, os.stat(where).st_mtime_ns if os.path.isdir(where) else None])
+    except OSError:
+        return None
+    parts.append([env.get(name) for name in _DEVICE_VARIABLES])
+    return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:24]
+
+
 class CollectEnv:
     """``torch.utils.collect_env`` in a fresh process of the user's Python, started at the
-    beginning of a reduction and read at its end, for the report's *Versions*."""
+    beginning of a reduction and read at its end, for the report's *Versions*; the text
+    of an earlier reduction with the same interpreter, packages and device variables
+    when it is less than an hour old (``COLLECT_ENV_REUSE_SECONDS``)."""
 
-    def __init__(self, python: str, env: dict | None):
+    def __init__(self, python: str, env: dict | None, cache_dir: Path | None = None):
         env = {k: v for k, v in (env if env is not None else os.environ).items()
                if k not in ("CUDA_LAUNCH_BLOCKING", "AMD_SERIALIZE_KERNEL")}
+        self.proc: subprocess.Popen | None = None
+        self.cached: str | None = None
+        key = _cache_key(python, env)
+        self.cache_file = (cache_dir or collect_env_cache_dir()) / f"{key}.txt" if key else None
+        if self.cache_file is not None:
+            import time
+
+            try:
+                if time.time() - self.cache_file.stat().st_mtime < COLLECT_ENV_REUSE_SECONDS:
+                    self.cached = self.cache_file.read_text(encoding="utf-8") or None
+            except (OSError, UnicodeDecodeError):
+                self.cached = None
+        if self.cached is not None:
+            return
         try:
-            self.proc: subprocess.Popen | None = subprocess.Popen(
+            self.proc = subprocess.Popen(
                 [python, "-c", "from torch.utils.collect_env import main; main()"],
                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True, env=env,
             )
@@ -50,6 +100,8 @@ class CollectEnv:
             self.proc = None
 
     def result(self, timeout: float = 120.0) -> str | None:
+        if self.cached is not None:
+            return self.cached
         if self.proc is None:
             return None
         try:
@@ -58,6 +110,14 @@ class CollectEnv:
             self.close()
             return None
         text = out.replace("Collecting environment information...\n", "").strip()
+        if text and self.proc.returncode == 0 and self.cache_file is not None:
+            try:  # written whole, then renamed: a reader never sees half a text
+                self.cache_file.parent.mkdir(parents=True, exist_ok=True)
+                tmp = self.cache_file.with_name(f"{self.cache_file.name}.{os.getpid()}.tmp")
+                tmp.write_text(text, encoding="utf-8")
+                os.replace(tmp, self.cache_file)
+            except OSError:
+                pass  # a cache that cannot be written costs the next reduction 3 s, nothing more
         return text or None
 
     def close(self) -> None:

@@ -42,7 +42,8 @@ class _Instrument(ast.NodeTransformer):
     """Each ``for`` of a scope gets ``START(header)`` before it and ``TICK(header)`` as
     the first statement of its body; a scope (module, class body, function) that holds
     one begins with ``ENTER()``.  The inserted statements take the line of what they
-    precede, so tracebacks, ``inspect`` and the loop spans read the user's lines."""
+    precede, so tracebacks, ``inspect`` and the loop spans read the user's lines.
+    (``ast``, not libcst: the tree is compiled, never written back as source.)"""
 
     def __init__(self):
         self.found = False
