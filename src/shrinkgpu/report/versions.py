@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 
@@ -82,8 +83,6 @@ class CollectEnv:
         key = _cache_key(python, env)
         self.cache_file = (cache_dir or collect_env_cache_dir()) / f"{key}.txt" if key else None
         if self.cache_file is not None:
-            import time
-
             try:
                 if time.time() - self.cache_file.stat().st_mtime < COLLECT_ENV_REUSE_SECONDS:
                     self.cached = self.cache_file.read_text(encoding="utf-8") or None

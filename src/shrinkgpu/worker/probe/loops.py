@@ -12,20 +12,18 @@ from typing import Any
 from shrinkgpu.worker.probe.paths import is_user_file
 
 
-def loop_spans(filename: str, roots, *, whiles: bool) -> list[tuple[int, int, int]]:
-    """(header line, first body line, last line) of each ``for`` loop (and ``while``,
-    with ``whiles``) of one of the user's files; none for a library's or an unreadable
-    file."""
+def loop_spans(filename: str, roots) -> list[tuple[int, int, int]]:
+    """(header line, first body line, last line) of each ``for`` and ``while`` loop of
+    one of the user's files; none for a library's or an unreadable file."""
     if not is_user_file(filename, roots):
         return []
     try:
         tree = ast.parse(Path(filename).read_text(encoding="utf-8"))
     except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
         return []
-    kinds = (ast.For, ast.While) if whiles else (ast.For,)
     return [
         (node.lineno, node.body[0].lineno, node.end_lineno or node.lineno)
-        for node in ast.walk(tree) if isinstance(node, kinds) and node.body
+        for node in ast.walk(tree) if isinstance(node, (ast.For, ast.While)) and node.body
     ]
 
 
@@ -47,6 +45,8 @@ class _Instrument(ast.NodeTransformer):
 
     def __init__(self):
         self.found = False
+        # header line -> (first body line, last line), as written (``loop_spans``'s)
+        self.spans: dict[int, tuple[int, int]] = {}
 
     def _scope(self, node):
         if any(_decorator_name(d) in BYTECODE_COMPILERS for d in getattr(node, "decorator_list", ())):
@@ -70,6 +70,7 @@ class _Instrument(ast.NodeTransformer):
     visit_Module = visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _scope
 
     def visit_For(self, node):
+        self.spans[node.lineno] = (node.body[0].lineno, node.end_lineno or node.lineno)
         self.generic_visit(node)
         self.found = True
         node.body.insert(0, _call(TICK, (node.lineno,), node.body[0]))
@@ -103,14 +104,16 @@ def _call(name: str, args: tuple[int, ...], where) -> ast.stmt:
 
 
 def instrumented(source: bytes | str, filename: str):
-    """The code of ``source`` with its ``for`` loops counted (``LoopCounter``), or None
-    when it cannot be parsed (Python's own compile then says why)."""
+    """The code of ``source`` with its ``for`` loops counted (``LoopCounter``) and the
+    loops' spans (header line -> (first body line, last line)), or None when it cannot
+    be parsed (Python's own compile then says why)."""
     try:
         tree = ast.parse(source, filename)
     except (SyntaxError, ValueError):
         return None
-    tree = _Instrument().visit(tree)
-    return compile(tree, filename, "exec", dont_inherit=True)
+    counted = _Instrument()
+    tree = counted.visit(tree)
+    return compile(tree, filename, "exec", dont_inherit=True), counted.spans
 
 
 class LoopCounter:
@@ -139,18 +142,11 @@ class LoopCounter:
     def compile(self, source: bytes | str, filename: str):
         """The code of one of the user's files, counted; plain for any other file."""
         if is_user_file(filename, self.roots):
-            code = instrumented(source, filename)
-            if code is not None:
-                self._loops_of(filename)
+            counted = instrumented(source, filename)
+            if counted is not None:
+                code, self.loops[filename] = counted
                 return code
         return compile(source, filename, "exec", dont_inherit=True)
-
-    def _loops_of(self, filename: str) -> dict[int, tuple[int, int]]:
-        found = self.loops.get(filename)
-        if found is None:
-            found = {head: (start, end) for head, start, end in loop_spans(filename, self.roots, whiles=False)}
-            self.loops[filename] = found
-        return found
 
     def install(self) -> None:
         """The hooks in ``builtins``, and the user's modules compiled counted when they are
@@ -294,7 +290,7 @@ class LoopClock:
     def _spans_of(self, filename: str) -> list[tuple[int, int, int]]:
         found = self.spans.get(filename)
         if found is None:
-            found = loop_spans(filename, self.roots, whiles=True)
+            found = loop_spans(filename, self.roots)
             self.spans[filename] = found
         return found
 

@@ -5,6 +5,7 @@ non-default arguments, and saves one call's arguments for the extraction."""
 from __future__ import annotations
 
 import json
+from itertools import chain
 from typing import Any, Callable
 
 from shrinkgpu.worker.probe.literals import literal
@@ -448,21 +449,13 @@ class ShapeLog:
             entry = self.by_func[id(func)] = (func, {})
         seen = entry[1]
         tensor = self._tensor
-        for where, value in enumerate(args):
+        for where, value in chain(enumerate(args), kwargs.items() if kwargs else ()):
             if isinstance(value, tensor):
                 shapes = seen.get(where)
                 if shapes is None:
                     shapes = seen[where] = set()
                 if len(shapes) < SHAPES_PER_ARGUMENT:
                     shapes.add(value.shape)
-        if kwargs:
-            for where, value in kwargs.items():
-                if isinstance(value, tensor):
-                    shapes = seen.get(where)
-                    if shapes is None:
-                        shapes = seen[where] = set()
-                    if len(shapes) < SHAPES_PER_ARGUMENT:
-                        shapes.add(value.shape)
 
     def of(self, names: set[str]) -> dict[str, dict[str, list[list[int]]]]:
         """{operator: {argument: [shape, ...]}} for the operators named."""

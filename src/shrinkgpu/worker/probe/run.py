@@ -23,7 +23,7 @@ from shrinkgpu.worker.probe.process import (
     prepare_process,
     run_exit_handlers,
 )
-from shrinkgpu.worker.probe.state import StateTracer, file_stamps
+from shrinkgpu.worker.probe.state import StateSaver, file_stamps
 from shrinkgpu.worker.probe.recorder import Recorder, exception_chain, message_of, record_chain, record_suppressed
 from shrinkgpu.worker.probe.watchers import watch_argparse, watch_config_loads, watch_reads, watch_seeding
 from shrinkgpu.worker.request import RunRequest
@@ -73,7 +73,7 @@ def run(request: RunRequest, *, forked: bool) -> int:
             # (one counter at a time: a run that counts loops saves no state)
             # what the working directory held before the script ran: the files written
             # before the failing iteration are saved with the state
-            counter = StateTracer(roots, recorder.rel, watch.state, state_saved, file_stamps())
+            counter = StateSaver(roots, recorder.rel, watch.state, state_saved, file_stamps())
         if counter is not None:
             counter.install()
         if clock is not None:

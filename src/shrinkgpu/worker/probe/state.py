@@ -29,7 +29,7 @@ STATE_MAX_BYTES = 8 * 2**30
 PLAIN_MAX_ITEMS = 100_000
 
 
-class StateTracer(LoopCounter):
+class StateSaver(LoopCounter):
     """The loop counter of ``probe.loops`` that saves the state once, as the wanted
     iteration's body starts in the wanted frame.
     ``out`` receives what was saved (``save_state``)."""
@@ -356,4 +356,4 @@ def save_state(frame, at: StateAt, roots: tuple[str, ...]) -> dict[str, Any]:
     }
 
 
-__all__ = ["STATE_MAX_BYTES", "StateTracer", "file_stamps", "save_state", "save_written_files"]
+__all__ = ["STATE_MAX_BYTES", "StateSaver", "file_stamps", "save_state", "save_written_files"]
