@@ -288,6 +288,38 @@ def test_a_librarys_method_that_calls_back_into_the_users_override_is_cut_at_the
     assert obs.signature.type == "IndexError"
     assert obs.cut is not None and (obs.cut["object"], obs.cut["method"]) == ("sched", "get_lr")
     assert obs.cut["source"] == "sched.step()"
+    # what the library's loop set on the user's object is saved with the call (a fresh
+    # scheduler would start at epoch 0); the optimizer it holds is no plain data
+    assert "last_epoch" in obs.cut["attributes"] and "optimizer" not in obs.cut["attributes"]
+    import torch
+
+    assert torch.load(tmp_path / "call.pt", weights_only=False)["attributes"]["last_epoch"] == 4
+
+
+def test_the_cut_calls_the_users_function_with_its_arguments_as_they_came_in(runner, tmp_path):
+    # At the failure ``rows`` is a tensor and ``batch`` has lost its labels; the call
+    # made directly needs what the library passed (the HF Trainer's ``compute_loss``
+    # pops its labels the same way).
+    obs = run(runner, """\
+        import functools
+        import torch
+        from torch.utils.data import DataLoader
+        def collate(rows, **options):
+            rows = torch.stack(rows)
+            options.pop("table")
+            return torch.nn.functional.embedding(rows, torch.randn(4, 2))
+        loader = DataLoader([torch.tensor([i]) for i in range(6)], batch_size=3,
+                            collate_fn=functools.partial(collate, table=1))
+        for batch in loader:
+            pass
+        """, cut=str(tmp_path / "call.pt"), count_loops=True)
+    assert obs.signature.type == "IndexError"
+    assert obs.cut is not None and obs.cut["object"] == "collate"
+    import torch
+
+    saved = torch.load(tmp_path / "call.pt", weights_only=False)
+    assert [t.tolist() for t in saved["args"][0]] == [[3], [4], [5]]
+    assert saved["kwargs"] == {"table": 1}
 
 
 def test_loops_are_counted_in_the_users_modules_with_no_tracer_on(runner):
@@ -305,7 +337,7 @@ def test_loops_are_counted_in_the_users_modules_with_no_tracer_on(runner):
     assert obs.loop_calls == (("helper.py", 7, 3), ("s.py", 4, 1))  # walk's third call
 
 
-def test_a_loop_torch_compile_traces_is_counted_without_a_graph_break(runner):
+def test_a_loop_torch_compile_traces_is_counted_without_a_graph_break(runner, tmp_path):
     # Dynamo traces the counting calls of ``forward``'s loop; they must not break a
     # ``fullgraph`` compile (that would be another first error than the user's)
     obs = run(runner, """\
@@ -323,7 +355,7 @@ def test_a_loop_torch_compile_traces_is_counted_without_a_graph_break(runner):
             y = model(torch.ones(2, 4))
             if step == 2:
                 y.view(3)
-        """, count_loops=True)
+        """, count_loops=True, cut=str(tmp_path / "call.pt"))  # (the first run's: arguments kept too)
     assert (obs.signature.type, obs.signature.op.name) == ("RuntimeError", "Tensor.view")
     assert obs.loops == (("s.py", 11, 2),)
 
@@ -383,3 +415,41 @@ def test_the_counting_calls_sit_at_each_loops_body_and_each_scope_that_holds_one
         def compiled_from_its_bytecode(n):
             for i in range(n):
                 pass''')
+
+
+def test_with_arguments_each_function_keeps_what_it_was_called_with_after_its_docstring():
+    import ast
+
+    from shrinkgpu.worker.probe.loops import ARGUMENTS, ARGUMENTS_LOCAL, LoopCounter, _Instrument, entry_arguments, instrumented
+
+    source = textwrap.dedent('''\
+        def step(self, batch, /, scale=2, *rest, labels=None, **options):
+            """doc"""
+            batch = batch.copy()
+            return batch
+        def none():
+            return 1
+        ''')
+    tree = _Instrument(arguments=True).visit(ast.parse(source))
+    assert ast.unparse(tree).splitlines()[:3] == [
+        "def step(self, batch, /, scale=2, *rest, labels=None, **options):",
+        '    """doc"""',
+        f"    {ARGUMENTS_LOCAL} = {ARGUMENTS}(('self', 'batch', 'scale', 'labels', 'rest', 'options'), "
+        "self, batch, scale, labels, rest, options)",
+    ]
+    assert "def none():\n    return 1" in ast.unparse(tree)
+    # what it keeps: a dict emptied in place and a rebound name as they came in
+    import sys
+
+    code, _ = instrumented(textwrap.dedent('''\
+        import sys
+        def emptied(inputs, x):
+            inputs.pop("labels")
+            x = x + 1
+            return sys._getframe()
+        '''), "<test>", arguments=True)
+    scope = {ARGUMENTS: LoopCounter((), arguments=True).keep_arguments}
+    exec(code, scope)
+    frame = scope["emptied"]({"labels": 3, "ids": 1}, 1)
+    assert entry_arguments(frame) == {"inputs": {"labels": 3, "ids": 1}, "x": 1}
+    assert entry_arguments(sys._getframe()) == {}

@@ -99,7 +99,9 @@ def library_cut(first: Observation, spec: ScriptSpec, sandbox: Sandbox, saved: P
         "".join(f"import {m}\n" for m, n in bound.items() if n is None) + setup
         + f"_call = {bound['torch'] or 'torch'}.load({bound['pathlib'] or 'pathlib'}.Path(__file__).with_name({name!r}), "
         "weights_only=False)\n"
-        f"{call}(*_call['args'], **_call['kwargs'])\n"
+        + "".join(f"{obj}.{attr} = _call['attributes'][{attr!r}]\n" for attr in cut.get("attributes") or ()
+                  if isinstance(attr, str) and attr.isidentifier())
+        + f"{call}(*_call['args'], **_call['kwargs'])\n"
     )
     return CutRecord(cut["file"], cut["source"], replacement, cut.get("library", "")), {name: saved}
 

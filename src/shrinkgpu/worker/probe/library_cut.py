@@ -7,10 +7,85 @@ import linecache
 import os
 from typing import Any
 
+from shrinkgpu.worker.probe.loops import entry_arguments
 from shrinkgpu.worker.probe.paths import is_user_file
 
 
 _CALL_METHODS = ("__call__", "_call_impl", "_wrapped_call_impl")
+# What the receiver's attributes may take in the saved call, all together.
+ATTRIBUTES_MAX_BYTES = 64 << 20
+# nn.Module's own flag: set on the top module alone it would disagree with its submodules.
+_NOT_RESTORED = frozenset({"training"})
+
+
+def _plain(value, depth: int = 0) -> int | None:
+    """The bytes ``value`` takes when it is plain data (numbers, strings, tensors that are
+    not parameters, arrays, and lists, dicts and dataclasses of those), else None: what
+    a library's loop set on an object (a ``TrainerState``'s epoch, weights a callback
+    computed), not a model, an optimizer or a handle."""
+    import dataclasses
+    import sys
+
+    if value is None or isinstance(value, (bool, int, float, complex)):
+        return 8
+    if isinstance(value, (str, bytes)):
+        return len(value)
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):
+        return None if isinstance(value, torch.nn.Parameter) else value.numel() * value.element_size()
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and isinstance(value, numpy.ndarray):
+        return None if value.dtype == object else int(value.nbytes)
+    if depth >= 4:
+        return None
+    if isinstance(value, (list, tuple)) and type(value) in (list, tuple):
+        items = list(value)
+    elif type(value) is dict:
+        if not all(isinstance(k, (str, int)) for k in value):
+            return None
+        items = list(value.values())
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        items = [getattr(value, f.name, None) for f in dataclasses.fields(value)]
+    else:
+        return None
+    if len(items) > 1024:
+        return None
+    total = 0
+    for item in items:
+        size = _plain(item, depth + 1)
+        if size is None:
+            return None
+        total += size
+    return total
+
+
+def _receiver_attributes(obj, roots: tuple[str, ...]) -> dict[str, Any]:
+    """The public plain attributes of a receiver whose class the user wrote (a
+    ``Trainer`` subclass, a ``LightningModule``), as they were at the failure: the
+    object the cut calls is built afresh, and what the library's loop set on it before
+    the failing call (the epoch, weights a callback computed) would be missing.  Each is
+    one statement of the cut, for deletion to drop when the bug does not need it."""
+    import sys
+
+    module = sys.modules.get(type(obj).__module__)
+    path = getattr(module, "__file__", None)
+    if obj is None or not path or not is_user_file(path, roots):
+        return {}
+    try:
+        attributes = vars(obj)
+    except TypeError:
+        return {}
+    out: dict[str, Any] = {}
+    total = 0
+    for name, value in list(attributes.items())[:256]:
+        if name.startswith("_") or name in _NOT_RESTORED or not name.isidentifier():
+            continue
+        size = _plain(value)
+        if size is None or total + size > ATTRIBUTES_MAX_BYTES:
+            continue
+        total += size
+        out[name] = value
+    return out
 
 
 def _library_entry(frames: list[tuple[Any, int]], roots: tuple[str, ...]) -> int | None:
@@ -131,15 +206,21 @@ def library_cut(exc: BaseException, roots: tuple[str, ...], path: str) -> dict[s
         return None
     frame, name = chosen
     info = inspect.getargvalues(frame)
-    args = [info.locals[a] for a in info.args[1 if receiver else 0 :]]
+    # The arguments as the library passed them: at the failure a parameter may have been
+    # rebound or emptied (``labels = inputs.pop("labels")``), and the call made directly
+    # with that would fail otherwise.
+    came_in = {**info.locals, **entry_arguments(frame)}
+    args = [came_in[a] for a in info.args[1 if receiver else 0 :]]
     if info.varargs:
-        args += list(info.locals.get(info.varargs, ()))
-    kwargs = dict(info.locals.get(info.keywords, {})) if info.keywords else {}
+        args += list(came_in.get(info.varargs, ()))
+    kwargs = dict(came_in.get(info.keywords, {})) if info.keywords else {}
     import torch
 
-    torch.save({"args": args, "kwargs": kwargs}, path)
+    attributes = _receiver_attributes(frame.f_locals.get(frame.f_code.co_varnames[0]), roots) if receiver else {}
+    torch.save({"args": args, "kwargs": kwargs, "attributes": attributes}, path)
     method = None if not receiver or frame.f_code.co_name in _CALL_METHODS else frame.f_code.co_name
     return {
+        "attributes": sorted(attributes),
         "file": os.path.relpath(os.path.abspath(user_frame.f_code.co_filename), roots[0]),
         "line": user_line,
         "source": linecache.getline(user_frame.f_code.co_filename, user_line).strip(),

@@ -31,6 +31,12 @@ def loop_spans(filename: str, roots) -> list[tuple[int, int, int]]:
 # user's finds them without a global of its own (a name of the ``__x__`` form is never
 # mangled in a class body, and ``from m import *`` does not carry it).
 ENTER, START, TICK = "__shrinkgpu_enter__", "__shrinkgpu_loop__", "__shrinkgpu_tick__"
+# With ``arguments``: each function's arguments as they were when it was called, in a
+# local of that name (``entry_arguments`` reads it back).
+ARGUMENTS, ARGUMENTS_LOCAL = "__shrinkgpu_arguments__", "__shrinkgpu_entry_arguments__"
+# A container argument longer than this is kept as it is, not copied: a copy per call of
+# a large list would make the run quadratic.
+ARGUMENT_COPY_MAX = 4096
 # Frames whose state is kept at once; past it, the entries of frames no longer on the
 # stack are dropped (a suspended generator's are kept: it may resume and fail).
 STATE_PRUNE_AT = 1 << 16
@@ -39,12 +45,15 @@ STATE_PRUNE_AT = 1 << 16
 class _Instrument(ast.NodeTransformer):
     """Each ``for`` of a scope gets ``START(header)`` before it and ``TICK(header)`` as
     the first statement of its body; a scope (module, class body, function) that holds
-    one begins with ``ENTER()``.  The inserted statements take the line of what they
-    precede, so tracebacks, ``inspect`` and the loop spans read the user's lines.
-    (``ast``, not libcst: the tree is compiled, never written back as source.)"""
+    one begins with ``ENTER()``.  With ``arguments``, a function with parameters begins
+    with ``ARGUMENTS_LOCAL = ARGUMENTS(names, *values)``.  The inserted statements take
+    the line of what they precede, so tracebacks, ``inspect`` and the loop spans read the
+    user's lines.  (``ast``, not libcst: the tree is compiled, never written back as
+    source.)"""
 
-    def __init__(self):
+    def __init__(self, arguments: bool = False):
         self.found = False
+        self.arguments = arguments
         # header line -> (first body line, last line), as written (``loop_spans``'s)
         self.spans: dict[int, tuple[int, int]] = {}
 
@@ -55,15 +64,18 @@ class _Instrument(ast.NodeTransformer):
         self.generic_visit(node)
         if self.found:
             body = node.body
-            at = 0
-            if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
-                    and isinstance(body[0].value.value, str):
-                at = 1  # the docstring stays the docstring
+            at = 1 if _docstring(body) else 0  # the docstring stays the docstring
             if isinstance(node, ast.Module):
                 while at < len(body) and isinstance(body[at], ast.ImportFrom) and body[at].module == "__future__":
                     at += 1
             anchor = body[at] if at < len(body) else body[-1]
             body.insert(at, _call(ENTER, (), anchor))
+        if self.arguments and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names = _parameters(node.args)
+            if names:
+                at = 1 if _docstring(node.body) else 0
+                anchor = node.body[at] if at < len(node.body) else node.body[-1]
+                node.body.insert(at, _keep_arguments(names, anchor))
         self.found = outer
         return node
 
@@ -95,6 +107,36 @@ def _decorator_name(node) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
+def _docstring(body: list) -> bool:
+    return bool(body) and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
+        and isinstance(body[0].value.value, str)
+
+
+def _parameters(args: ast.arguments) -> list[str]:
+    """A function's parameter names in the order ``inspect.getargvalues`` knows them."""
+    names = [a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)]
+    names += [a.arg for a in (args.vararg, args.kwarg) if a is not None]
+    return names
+
+
+def _keep_arguments(names: list[str], where) -> ast.stmt:
+    call = ast.Call(ast.Name(ARGUMENTS, ast.Load()),
+                    [ast.Constant(tuple(names)), *(ast.Name(n, ast.Load()) for n in names)], [])
+    stmt = ast.Assign([ast.Name(ARGUMENTS_LOCAL, ast.Store())], call)
+    for node in ast.walk(stmt):
+        ast.copy_location(node, where)
+        node.end_lineno, node.end_col_offset = where.lineno, where.col_offset
+    return stmt
+
+
+def entry_arguments(frame) -> dict[str, Any]:
+    """``frame``'s arguments as its function was called (``LoopCounter(arguments=True)``):
+    a parameter the function rebound (``x = self.embed(x)``) or a dict it emptied
+    (``labels = inputs.pop("labels")``) as it came in; empty when that was not kept."""
+    kept = frame.f_locals.get(ARGUMENTS_LOCAL)
+    return kept if isinstance(kept, dict) else {}
+
+
 def _call(name: str, args: tuple[int, ...], where) -> ast.stmt:
     stmt = ast.Expr(ast.Call(ast.Name(name, ast.Load()), [ast.Constant(a) for a in args], []))
     for node in ast.walk(stmt):
@@ -103,15 +145,16 @@ def _call(name: str, args: tuple[int, ...], where) -> ast.stmt:
     return stmt
 
 
-def instrumented(source: bytes | str, filename: str):
+def instrumented(source: bytes | str, filename: str, arguments: bool = False):
     """The code of ``source`` with its ``for`` loops counted (``LoopCounter``) and the
     loops' spans (header line -> (first body line, last line)), or None when it cannot
-    be parsed (Python's own compile then says why)."""
+    be parsed (Python's own compile then says why); with ``arguments``, each function
+    keeps its arguments as they came in."""
     try:
         tree = ast.parse(source, filename)
     except (SyntaxError, ValueError):
         return None
-    counted = _Instrument()
+    counted = _Instrument(arguments)
     tree = counted.visit(tree)
     return compile(tree, filename, "exec", dont_inherit=True), counted.spans
 
@@ -129,10 +172,17 @@ class LoopCounter:
     started ``iteration + 1`` times since the loop was last entered.
 
     Under ``torch.compile`` the calls return at once (``torch.compiler.is_compiling``
-    is a constant there), so Dynamo traces nothing of them: no graph break, no guard."""
+    is a constant there), so Dynamo traces nothing of them: no graph break, no guard.
 
-    def __init__(self, roots: tuple[str, ...]):
+    With ``arguments``, each of the user's functions also keeps its arguments as they
+    came in (``entry_arguments``): the library cut calls the user's function directly
+    with them, and at the failure a parameter may hold something else.  One more Python
+    call per call of a user's function, and a shallow copy of its dict and list
+    arguments; only the first run of the original asks for it."""
+
+    def __init__(self, roots: tuple[str, ...], arguments: bool = False):
         self.roots = roots
+        self.arguments = arguments
         self.loops: dict[str, dict[int, tuple[int, int]]] = {}  # file -> header line -> (body start, end)
         self.state: dict[int, list[Any]] = {}  # id(frame) -> [code, {header: iteration}, call]
         self.calls: dict[Any, int] = {}  # code object -> how many frames of it were entered
@@ -142,7 +192,7 @@ class LoopCounter:
     def compile(self, source: bytes | str, filename: str):
         """The code of one of the user's files, counted; plain for any other file."""
         if is_user_file(filename, self.roots):
-            counted = instrumented(source, filename)
+            counted = instrumented(source, filename, self.arguments)
             if counted is not None:
                 code, self.loops[filename] = counted
                 return code
@@ -161,6 +211,7 @@ class LoopCounter:
         setattr(builtins, ENTER, self.enter)
         setattr(builtins, START, self.start)
         setattr(builtins, TICK, self.tick)
+        setattr(builtins, ARGUMENTS, self.keep_arguments)
         loader = importlib.machinery.SourceFileLoader
         plain = loader.get_code
         counter = self
@@ -211,6 +262,11 @@ class LoopCounter:
         counts[header] = counts.get(header, -1) + 1
         self.ticked(frame, header, state)
 
+    def keep_arguments(self, names: tuple[str, ...], *values) -> dict[str, Any] | None:
+        if self._compiling():
+            return None
+        return {name: _entry_copy(value) for name, value in zip(names, values)}
+
     def ticked(self, frame, header: int, state: list[Any]) -> None:
         """After the body of loop ``header`` started in ``frame`` (``state``: that frame's);
         for a subclass that acts there."""
@@ -250,6 +306,26 @@ class LoopCounter:
                 if iteration >= 0 and body_start <= line <= end:
                     out.append([rel(filename), header, iteration, state[2]])
         return out
+
+
+_COPIED = (dict, list, set, bytearray)
+
+
+def _entry_copy(value):
+    """A shallow copy of a builtin container (what a function empties or fills in place
+    is what it came in with); anything else as it is (a tensor changed in place, an
+    object's attributes, are not undone)."""
+    if type(value) in _COPIED:
+        return value.copy() if len(value) <= ARGUMENT_COPY_MAX else value
+    if isinstance(value, _COPIED) and len(value) <= ARGUMENT_COPY_MAX:
+        import copy
+
+        try:  # (``copy.copy`` keeps a subclass's type, where ``dict.copy`` makes a dict)
+            copied = copy.copy(value)
+        except Exception:  # a subclass whose copy needs more than itself
+            return value
+        return copied if type(copied) is type(value) else value
+    return value
 
 
 class LoopClock:

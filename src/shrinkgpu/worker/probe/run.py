@@ -67,7 +67,7 @@ def run(request: RunRequest, *, forked: bool) -> int:
         clock = None
         counter: LoopCounter | None = None
         if watch.count_loops:
-            counter = recorder.loops = LoopCounter(roots)
+            counter = recorder.loops = LoopCounter(roots, arguments=bool(watch.cut))
             clock = LoopClock(roots, recorder.rel)
         elif watch.state is not None:
             # (one counter at a time: a run that counts loops saves no state)
