@@ -429,8 +429,12 @@ def test_with_arguments_each_function_keeps_what_it_was_called_with_after_its_do
             return batch
         def none():
             return 1
+        def listed(a, b):
+            return dict(locals())
         ''')
     tree = _Instrument(arguments=True).visit(ast.parse(source))
+    # (a function that lists its locals is left as written: ours would be among them)
+    assert "def listed(a, b):\n    return dict(locals())" in ast.unparse(tree)
     assert ast.unparse(tree).splitlines()[:3] == [
         "def step(self, batch, /, scale=2, *rest, labels=None, **options):",
         '    """doc"""',

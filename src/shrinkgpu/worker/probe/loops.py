@@ -70,7 +70,8 @@ class _Instrument(ast.NodeTransformer):
                     at += 1
             anchor = body[at] if at < len(body) else body[-1]
             body.insert(at, _call(ENTER, (), anchor))
-        if self.arguments and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        if self.arguments and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                and not _lists_its_locals(node):
             names = _parameters(node.args)
             if names:
                 at = 1 if _docstring(node.body) else 0
@@ -110,6 +111,13 @@ def _decorator_name(node) -> str | None:
 def _docstring(body: list) -> bool:
     return bool(body) and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
         and isinstance(body[0].value.value, str)
+
+
+def _lists_its_locals(node) -> bool:
+    """Whether a function calls ``locals()`` or ``vars()`` (``config = dict(locals())``,
+    ``json.dump(locals(), fh)``): a local of ours would be among what it lists."""
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("locals", "vars")
+               and not n.args for n in ast.walk(node))
 
 
 def _parameters(args: ast.arguments) -> list[str]:
