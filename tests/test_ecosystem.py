@@ -20,11 +20,11 @@ from shrinkgpu.worker import Isolation
 DATA = Path(__file__).parent / "data" / "ecosystem"
 
 
-def reduce_copy(name: str, tmp_path: Path, max_tests: int):
+def reduce_copy(name: str, tmp_path: Path, max_tests: int, keep_error: str = "out of bounds"):
     shutil.copy(DATA / name, tmp_path / name)
     return reduce(
         ReduceConfig(
-            script=tmp_path / name, cwd=tmp_path, keep_error="out of bounds", max_tests=max_tests, verify_runs=1,
+            script=tmp_path / name, cwd=tmp_path, keep_error=keep_error, max_tests=max_tests, verify_runs=1,
         )
     )
 
@@ -72,3 +72,26 @@ def test_a_transformers_models_own_loss_reduces_in_the_fork_server(tmp_path):
     assert_forked_with_everything_preloaded(result)
     assert result.signature.type == "IndexError"
     assert result.signature.message == "Target 3 is out of bounds."
+
+
+@pytest.mark.slow
+def test_a_trainers_compute_loss_override_is_called_directly_as_the_trainer_called_it(tmp_path, monkeypatch):
+    # The override pops the labels from the batch the Trainer passed, and reads weights a
+    # callback set and the epoch the Trainer's loop set: the direct call needs the batch
+    # as it came in and those attributes of the trainer, or it fails otherwise (KeyError)
+    # or not at all (no weights at epoch 0).  The search starts from that call as it
+    # would for a job of hours (this one trains for seconds, under the 10 s from which a
+    # start past the library is tried, and a start of torch is most of its run).
+    pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    from shrinkgpu.reducer import session
+
+    monkeypatch.setattr(session, "STATE_MIN_SECONDS", 0.0)
+    monkeypatch.setattr(session, "SLOWER_REPLAY", 10.0)
+    result = reduce_copy("hf_reweight.py", tmp_path, max_tests=80, keep_error="weight tensor should be defined")
+    assert_forked_with_everything_preloaded(result)
+    assert result.signature.op.name == "torch.nn.functional.cross_entropy"
+    text = result.output.read_text()
+    assert ".compute_loss(" in text and ".train(" not in text, text
+    assert "class_weights = _call['attributes']['class_weights']" in text, text
+    assert result.final_signature is not None and result.signature.same_bug(result.final_signature, free=frozenset(result.varying))

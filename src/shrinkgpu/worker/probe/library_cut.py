@@ -59,12 +59,33 @@ def _plain(value, depth: int = 0) -> int | None:
     return total
 
 
+def _named_attributes(roots: tuple[str, ...]) -> set[str]:
+    """The attribute names the user's loaded files write (``.class_weights``, ``.state``)."""
+    import re
+    import sys
+
+    named: set[str] = set()
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if not path or not path.endswith(".py") or not is_user_file(path, roots):
+            continue
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                named.update(re.findall(r"\.\s*([A-Za-z_]\w*)", fh.read()))
+        except OSError:
+            continue
+    return named
+
+
 def _receiver_attributes(obj, roots: tuple[str, ...]) -> dict[str, Any]:
     """The public plain attributes of a receiver whose class the user wrote (a
-    ``Trainer`` subclass, a ``LightningModule``), as they were at the failure: the
-    object the cut calls is built afresh, and what the library's loop set on it before
-    the failing call (the epoch, weights a callback computed) would be missing.  Each is
-    one statement of the cut, for deletion to drop when the bug does not need it."""
+    ``Trainer`` subclass, a ``LightningModule``), as they were at the failure, that the
+    user's own code names: the object the cut calls is built afresh, and what the
+    library's loop set on it before the failing call (the epoch, weights a callback
+    computed) would be missing.  Only what the user's code names: a library's own flags
+    (a ``Trainer`` has thirty) would make the cut larger than what it replaces, and a
+    cut that grows the program is never tried.  Each is one statement of the cut, for
+    deletion to drop when the bug does not need it."""
     import sys
 
     module = sys.modules.get(type(obj).__module__)
@@ -75,10 +96,11 @@ def _receiver_attributes(obj, roots: tuple[str, ...]) -> dict[str, Any]:
         attributes = vars(obj)
     except TypeError:
         return {}
+    named = _named_attributes(roots)
     out: dict[str, Any] = {}
     total = 0
     for name, value in list(attributes.items())[:256]:
-        if name.startswith("_") or name in _NOT_RESTORED or not name.isidentifier():
+        if name.startswith("_") or name in _NOT_RESTORED or name not in named:
             continue
         size = _plain(value)
         if size is None or total + size > ATTRIBUTES_MAX_BYTES:
