@@ -1035,6 +1035,30 @@ def test_a_session_whose_owner_died_is_swept_and_no_other(tmp_path, monkeypatch)
     assert not live.session.exists()
 
 
+def test_a_live_session_is_not_swept_when_the_clock_is_stepped(tmp_path, monkeypatch):
+    # psutil's create_time is the boot's wall-clock time plus the process's ticks: a
+    # stepped clock (NTP, a resumed virtual machine) moves it, and a live reduction's
+    # session was swept by another's start (its files vanished mid-run)
+    import sys
+    import tempfile
+
+    import psutil
+
+    from shrinkgpu.worker import Sandbox, sweep_stale_sessions
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the start in clock ticks is Linux's")
+    (tmp_path / "root").mkdir()
+    (tmp_path / "root" / "s.py").write_text("pass\n")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    live = Sandbox(tmp_path / "root")
+    stepped = psutil.Process.create_time
+    monkeypatch.setattr(psutil.Process, "create_time", lambda self: stepped(self) + 3.0)
+    assert sweep_stale_sessions(tmp_path) == []
+    assert (live.template).is_dir()
+    live.close()
+
+
 def test_the_arguments_of_a_call_that_raised_are_kept_as_it_raised(fork_runner, tmp_path):
     from shrinkgpu.extract import raised_record
 

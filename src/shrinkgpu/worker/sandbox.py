@@ -113,8 +113,28 @@ OWNER_FILE = "owner"
 
 
 def _identity(pid: int) -> str | None:
-    """``pid`` and its start time, which tell a process from a later one given its pid;
-    None when no such process runs."""
+    """``pid`` and its start, which tell a process from a later one given its pid; None
+    when no such process runs.
+
+    On Linux the start is the kernel's count of clock ticks since boot
+    (``/proc/<pid>/stat``), not psutil's ``create_time``: that one is the boot's wall-clock
+    time plus the ticks, and the boot's wall-clock time moves when the clock is stepped
+    (NTP, a virtual machine resumed), so a live reduction's session looked like a dead
+    one's and another reduction's sweep removed it under it."""
+    stat = Path(f"/proc/{pid}/stat")
+    if Path("/proc/self/stat").is_file():
+        try:
+            fields = stat.read_bytes().rsplit(b")", 1)[1].split()
+        except FileNotFoundError:
+            return None
+        except (OSError, IndexError):
+            return "unknown"
+        if fields[:1] == [b"Z"]:
+            return None  # ended; its parent has not collected it yet
+        try:
+            return f"{pid} ticks {int(fields[19])}"  # field 22, counted after the name's ")"
+        except (IndexError, ValueError):
+            return "unknown"
     import psutil
 
     try:
