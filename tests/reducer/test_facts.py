@@ -17,17 +17,23 @@ def main():
 """
 
 
-def test_the_cut_loads_its_call_through_the_names_the_file_imports(tmp_path):
+def cut_of(tmp_path, **recorded):
+    """The cut fact of a first run that cut ``trainer.fit(model)`` (``recorded``: more of
+    the probe's record), and the files it needs."""
     (tmp_path / "train.py").write_text(MAIN)
     saved = tmp_path / "call.pt"
     saved.write_bytes(b"x")
     obs = Observation(1, None, False, 1.0, "exception", None, cut={
         "file": "train.py", "line": 8, "source": "trainer.fit(model)", "object": "model",
-        "entry": "fit", "method": "training_step", "library": "Trainer.fit",
+        "entry": "fit", "method": "training_step", "library": "Trainer.fit", **recorded,
     })
     spec = ScriptSpec(script=tmp_path / "train.py", cwd=tmp_path)
     with Sandbox(tmp_path) as sandbox:
-        cut, data = library_cut(obs, spec, sandbox, saved, {"train.py": MAIN})
+        return library_cut(obs, spec, sandbox, saved, {"train.py": MAIN})
+
+
+def test_the_cut_loads_its_call_through_the_names_the_file_imports(tmp_path):
+    cut, data = cut_of(tmp_path)
     # inside main(), an ``import torch`` would make the name local to all of it: the
     # file's own ``T`` is used, and only pathlib, which the file does not import, is
     assert cut.replacement == (
@@ -35,23 +41,13 @@ def test_the_cut_loads_its_call_through_the_names_the_file_imports(tmp_path):
         "_call = T.load(pathlib.Path(__file__).with_name('train.call.pt'), weights_only=False)\n"
         "model.training_step(*_call['args'], **_call['kwargs'])\n"
     )
-    assert data == {"train.call.pt": saved}
+    assert data == {"train.call.pt": tmp_path / "call.pt"}
 
 
 def test_the_receivers_attributes_the_library_set_are_restored_one_statement_each(tmp_path):
     # (a Trainer subclass whose callback set ``class_weights`` and whose loop set the
     # epoch: each a statement, for deletion to drop when the bug does not need it)
-    (tmp_path / "train.py").write_text(MAIN)
-    saved = tmp_path / "call.pt"
-    saved.write_bytes(b"x")
-    obs = Observation(1, None, False, 1.0, "exception", None, cut={
-        "file": "train.py", "line": 8, "source": "trainer.fit(model)", "object": "model",
-        "entry": "fit", "method": "training_step", "library": "Trainer.fit",
-        "attributes": ["class_weights", "state", "not an identifier"],
-    })
-    spec = ScriptSpec(script=tmp_path / "train.py", cwd=tmp_path)
-    with Sandbox(tmp_path) as sandbox:
-        cut, _ = library_cut(obs, spec, sandbox, saved, {"train.py": MAIN})
+    cut, _ = cut_of(tmp_path, attributes=["class_weights", "state", "not an identifier"])
     assert cut.replacement.splitlines()[2:] == [
         "model.class_weights = _call['attributes']['class_weights']",
         "model.state = _call['attributes']['state']",

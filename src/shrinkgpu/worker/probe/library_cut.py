@@ -8,7 +8,7 @@ import os
 from typing import Any
 
 from shrinkgpu.worker.probe.loops import entry_arguments
-from shrinkgpu.worker.probe.paths import is_user_file
+from shrinkgpu.worker.probe.paths import is_user_file, of_users_class
 
 
 _CALL_METHODS = ("__call__", "_call_impl", "_wrapped_call_impl")
@@ -86,16 +86,9 @@ def _receiver_attributes(obj, roots: tuple[str, ...]) -> dict[str, Any]:
     (a ``Trainer`` has thirty) would make the cut larger than what it replaces, and a
     cut that grows the program is never tried.  Each is one statement of the cut, for
     deletion to drop when the bug does not need it."""
-    import sys
-
-    module = sys.modules.get(type(obj).__module__)
-    path = getattr(module, "__file__", None)
-    if obj is None or not path or not is_user_file(path, roots):
+    if obj is None or not of_users_class(obj, roots):
         return {}
-    try:
-        attributes = vars(obj)
-    except TypeError:
-        return {}
+    attributes = vars(obj)
     named = _named_attributes(roots)
     out: dict[str, Any] = {}
     total = 0

@@ -18,7 +18,7 @@ import types
 from typing import Any
 
 from shrinkgpu.worker.probe.loops import LoopCounter
-from shrinkgpu.worker.probe.paths import is_user_file
+from shrinkgpu.worker.probe.paths import of_users_class
 from shrinkgpu.worker.request import StateAt
 
 # What one state file may hold.  It is the user's weights: a large model's are what
@@ -222,15 +222,6 @@ def _detached(value, depth: int = 0):
     return value
 
 
-def _user_object(value, roots) -> bool:
-    """An instance of a class the user wrote (a trainer, a config holder): its attributes
-    may hold the model and the optimizer."""
-    cls = type(value)
-    module = sys.modules.get(cls.__module__)
-    path = getattr(module, "__file__", None)
-    return bool(path) and is_user_file(path, roots) and hasattr(value, "__dict__")
-
-
 def save_state(frame, at: StateAt, roots: tuple[str, ...]) -> dict[str, Any]:
     """Save what the failing iteration needs from ``frame`` to ``at.path`` (one
     ``torch.save``); the record of it: ``entries`` (expr, kind, bytes), ``left`` (expr,
@@ -275,7 +266,7 @@ def save_state(frame, at: StateAt, roots: tuple[str, ...]) -> dict[str, Any]:
                 add(expr, "load", value.state_dict())
             except Exception as exc:
                 left.append({"expr": expr, "why": f"state_dict() raised {type(exc).__name__}: {exc}"})
-            if _user_object(value, roots):
+            if of_users_class(value, roots):
                 # A state_dict holds tensors; what the user's own class keeps besides
                 # (``self.batch_size`` that a callback ramps, a step counter) is state too.
                 for attr, inner in list(vars(value).items())[:256]:
@@ -313,7 +304,7 @@ def save_state(frame, at: StateAt, roots: tuple[str, ...]) -> dict[str, Any]:
                                                        types.BuiltinFunctionType, types.MethodType)):
             continue
         consider(name, value, local and name in wanted)
-        if _user_object(value, roots) and not _stateful(value):
+        if of_users_class(value, roots) and not _stateful(value):
             for attr, inner in list(vars(value).items())[:256]:
                 expr = f"{name}.{attr}"
                 if attr.startswith("__") or not attr.isidentifier():
