@@ -86,6 +86,28 @@ def test_numpy_starts_a_blas_thread_at_import_that_stops_at_fork():
     assert (hazard, after) == ("None", "1")
 
 
+def test_the_thread_that_would_fork_is_named_first_whatever_its_id():
+    # Thread ids come from the pid space, which wraps: the main thread need not hold the
+    # lowest id (CI once named 'MainThread' as the thread left running across fork).
+    import threading
+
+    from shrinkgpu.worker.forksafety import threads
+
+    seen = {}
+    stop = threading.Event()
+    idle = threading.Thread(target=stop.wait, name="idle-pool")
+    idle.start()
+    try:
+        caller = threading.Thread(target=lambda: seen.setdefault("names", threads()), name="the-forker")
+        caller.start()
+        caller.join()
+    finally:
+        stop.set()
+        idle.join()
+    assert seen["names"][0] == "the-forker"
+    assert {"MainThread", "idle-pool"} <= set(seen["names"][1:])
+
+
 def test_fork_server_preloads_numpy_and_torch_without_dropping_anything(numpy_runner):
     report = numpy_runner.preload_report
     assert report.isolation is Isolation.FORK

@@ -38,16 +38,22 @@ EXIT_BAD_FORK = 17
 
 
 def threads() -> list[str]:
-    """Names of this process's threads, the main one first: a Python thread by its
-    ``threading`` name (what its author chose), any other by the kernel's ``comm``."""
+    """Names of this process's threads, the calling one (the one a fork copies) first: a
+    Python thread by its ``threading`` name (what its author chose), any other by the
+    kernel's ``comm``."""
     import threading
 
     if not sys.platform.startswith("linux"):
-        return [t.name for t in threading.enumerate()]
+        me = threading.current_thread()
+        return [me.name] + [t.name for t in threading.enumerate() if t is not me]
     python_names = {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
+    me = threading.get_native_id()
+    # Not sorted by id to find the caller: thread ids come from the pid space, which
+    # wraps, so a thread started later can hold a lower id than the main thread.
+    tids = [int(t) for t in os.listdir("/proc/self/task")]
     names = []
-    for tid in sorted(os.listdir("/proc/self/task"), key=int):
-        name = python_names.get(int(tid))
+    for tid in sorted(tids, key=lambda t: (t != me, t)):
+        name = python_names.get(tid)
         if name is None:
             try:
                 with open(f"/proc/self/task/{tid}/comm", encoding="utf-8", errors="replace") as fh:
