@@ -168,11 +168,12 @@ for epoch in range(6):
 """
 
 
-def reduce_script(tmp_path, monkeypatch, text: str, max_tests: int = 200, keep_error: str = "index out of range"):
+def reduce_script(tmp_path, monkeypatch, text: str, max_tests: int = 200, keep_error: str = "index out of range",
+                  slower: float = 10.0):
     monkeypatch.setattr(session, "STATE_MIN_SECONDS", 0.0)
     # These originals fail within 2-3 s, where a replay's interpreter start is most of its
     # time: whether it saves enough (0.7 of the original) depends on the machine's speed.
-    monkeypatch.setattr(session, "SLOWER_REPLAY", 10.0)
+    monkeypatch.setattr(session, "SLOWER_REPLAY", slower)
     work = tmp_path / "job"
     work.mkdir()
     script = work / "train.py"
@@ -234,6 +235,24 @@ def test_a_state_that_does_not_replay_is_reported_and_not_used(tmp_path, monkeyp
     assert not out.with_name("train.min.state.pt").exists()
     assert result.data_files == {} and result.state is None
     assert result.verified == (1, 1)
+    assert result.signature.same_bug(result.final_signature, free=frozenset(result.varying))
+
+
+@pytest.mark.slow
+def test_a_state_whose_replay_saves_too_little_time_is_reported_and_not_used(tmp_path, monkeypatch):
+    # A replay that fails the same way but takes more than this share of the original's
+    # run (any replay does, at 1/1000) saves too little to be worth the file it needs.
+    result, events, out = reduce_script(tmp_path, monkeypatch, TRAINED, max_tests=5, slower=0.001)
+
+    assert any(
+        "the state at iteration 1499 of `for step in range(4000):` (train.py) is not used: starting there saves too "
+        "little time (it fails the same way, but in " in n for n in result.notes
+    ), result.notes
+    assert not any(n.startswith("the search starts at the failing step") for n in result.notes)
+    text = out.read_text()
+    assert "train.min.state.pt" not in text and "load_state_dict" not in text, text
+    assert not out.with_name("train.min.state.pt").exists()
+    assert result.data_files == {} and result.state is None
     assert result.signature.same_bug(result.final_signature, free=frozenset(result.varying))
 
 
