@@ -4,7 +4,7 @@ before and after their units.
 
 from __future__ import annotations
 
-from shrinkgpu.passes import DeleteStatements, HoistThen, SliceToFailure
+from shrinkgpu.passes import DeleteDefinitions, DeleteStatements, HoistThen, SliceToFailure
 from shrinkgpu.syntax import Edit, Facts
 
 from .helpers import DEFS, after, dedent, each, line_of, start
@@ -238,3 +238,138 @@ def test_delete_statements_inside_a_method_keeps_the_method():
         "class Trainer:\n    def log(self, msg):\n        print(msg)\n\n    def step(self):\n"
         '        self.log("step")\n\n\nfail(Trainer().step())\n',
     ]
+
+
+RETURNS = """\
+import torch
+
+
+def load(n):
+    x = torch.randn(n)
+    return x, n
+
+
+def log(v):
+    print(v)
+    return v
+
+
+def check(x):
+    return x.sum() > 0
+
+
+def scale(x):
+    return x * 2
+
+
+x, n = load(4)
+log(n)
+if check(x):
+    print("pos")
+y = scale(x)[n]
+"""
+
+
+def test_delete_statements_keeps_a_return_whose_value_a_caller_off_the_stack_uses():
+    cand = start(RETURNS, Facts(stack=(("a.py", line_of(RETURNS, "y = scale(x)[n]")),)))
+    got = each(DeleteStatements(), cand, 1)
+    # ``x, n = load(4)`` would unpack None: neither the return nor what it reads is
+    # offered (deleting ``x = ...`` takes the return with it)
+    assert all("    x = torch.randn(n)\n    return x, n\n" in t for t in got), got
+    # a value discarded (``log(n)``), only tested (``if check(x):``), or used on the
+    # failing line itself (which may fail before the call): the return is offered
+    assert RETURNS.replace("    print(v)\n    return v\n", "    print(v)\n") in got
+    assert RETURNS.replace("    return x.sum() > 0\n", "    pass\n") in got
+    assert RETURNS.replace("    return x * 2\n", "    pass\n") in got
+    # the whole function still goes (with its caller and what reads the caller's names)
+    assert any("def load" not in t for t in each(DeleteStatements(), cand, 0))
+
+
+def test_a_generators_return_and_a_methods_return_are_offered_as_before():
+    src = dedent(
+        """\
+        def rows(n):
+            yield n
+            return n
+
+
+        class Net:
+            def forward(self, x):
+                return x + 1
+
+
+        a, = rows(1)
+        b = Net().forward(1)
+        fail(a, b)
+        """
+    )
+    got = each(DeleteStatements(), start(src, Facts(stack=(("a.py", line_of(src, "fail(a, b)")),))), 1)
+    assert src.replace("    yield n\n    return n\n", "    yield n\n") in got
+    assert any("    def forward(self, x):\n        pass\n" in t for t in each(DeleteStatements(), start(src), 2))
+
+
+MEMBERS = """\
+import dataclasses
+import torch.nn as nn
+
+
+@dataclasses.dataclass
+class Config:
+    seed: int = 1
+    width: int = 4
+
+
+class Vocab:
+    pad, sep = 0, 1
+
+    def __init__(self, tokens):
+        self.itos = sorted(tokens)
+
+    def encode(self, toks):
+        return [self.itos.index(t) for t in toks] + [self.sep]
+
+    def unused(self):
+        return 0
+
+
+class Block(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.fc = nn.Linear(cfg.width, cfg.width)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+cfg = Config(**{"seed": 2})
+vocab = Vocab(["a", "b"])
+ids = vocab.encode(["a"])
+fail(Block(cfg), ids, vocab.pad)
+"""
+
+
+def test_delete_statements_keeps_the_members_of_a_class_that_callers_use():
+    cand = start(MEMBERS, Facts(stack=(("a.py", line_of(MEMBERS, "fail(")),)))
+    members = each(DeleteStatements(), cand, 1)
+    assert members == [
+        # what no caller reads
+        MEMBERS.replace("\n    def unused(self):\n        return 0\n", ""),
+        # ``Block(cfg)`` and ``Block``'s forward are on the failing line, which may fail
+        # before it makes them: offered
+        MEMBERS.replace("    def __init__(self, cfg):\n        super().__init__()\n"
+                        "        self.fc = nn.Linear(cfg.width, cfg.width)\n\n", ""),
+        MEMBERS.replace("\n    def forward(self, x):\n        return self.fc(x)\n", ""),
+    ]
+    # not offered: the dataclass fields ``Config(**...)`` may pass, ``Vocab(["a", "b"])``'s
+    # ``__init__``, ``vocab.encode``, and ``sep`` read through ``self`` (with ``pad``, as
+    # one line binds both); nor by delete-definitions
+    assert MEMBERS.replace("\n    def unused(self):\n        return 0\n", "") in each(DeleteDefinitions(), cand)
+    assert not any("def encode" not in t and "class Vocab" in t for t in each(DeleteDefinitions(), cand))
+
+
+def test_a_member_defined_by_another_class_too_is_offered():
+    # (which of the two ``vocab.encode`` calls is not followed)
+    other = MEMBERS.replace("class Block(nn.Module):", "class Other:\n    def encode(self, toks):\n        return toks\n\n\n"
+                        "class Block(nn.Module):")
+    cand = start(other, Facts(stack=(("a.py", line_of(other, "fail(")),)))
+    assert any("[self.sep]" not in t for t in each(DeleteStatements(), cand, 1))

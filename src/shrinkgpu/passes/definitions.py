@@ -6,6 +6,7 @@ from shrinkgpu.passes.base import LevelZeroPass, Unit, deletion_unit
 from shrinkgpu.syntax.code import code_of
 from shrinkgpu.syntax.edits import Edit
 from shrinkgpu.syntax.program import Candidate
+from shrinkgpu.syntax.queries import member_needed
 
 
 class DeleteDefinitions(LevelZeroPass):
@@ -18,7 +19,9 @@ class DeleteDefinitions(LevelZeroPass):
     name = "delete-definitions"
 
     def edits(self, cand: Candidate) -> list[Unit]:
-        return [deletion_unit(cand, [s.id]) for s in cand.editable() if s.kind in ("def", "class")]
+        # A method a caller uses is not offered alone (passes/statements.py says why).
+        units = [deletion_unit(cand, [s.id]) for s in cand.editable() if s.kind in ("def", "class")]
+        return [u for u in units if not any(member_needed(cand, e.stmt) for e in u)]
 
 
 class PruneImports(LevelZeroPass):

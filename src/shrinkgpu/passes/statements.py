@@ -5,6 +5,7 @@ from typing import Sequence
 from shrinkgpu.passes.base import EditPass, LevelZeroPass, Unit, dedupe, deletion_unit
 from shrinkgpu.syntax.edits import Edit
 from shrinkgpu.syntax.program import Candidate
+from shrinkgpu.syntax.queries import member_needed, returned_value_needed
 
 
 class DeleteStatements(EditPass):
@@ -26,7 +27,16 @@ class DeleteStatements(EditPass):
         depths = {s.id: cand.depth(s.id) for s in stmts}
         if level > max(depths.values()):
             return None
-        return dedupe([deletion_unit(cand, [s.id]) for s in stmts if depths[s.id] == level])
+        # A function's last ``return`` whose value a caller uses, and a class's member
+        # that a caller uses, are not offered: without them every candidate that holds
+        # the deletion fails at the caller (in a long script, most candidates failed so,
+        # each a whole run).  The function or class still goes whole, with its callers.
+        # (A unit deletes such a return also when it deletes what the return reads.)
+        units = [deletion_unit(cand, [s.id]) for s in stmts if depths[s.id] == level]
+        return dedupe([
+            u for u in units
+            if not any(returned_value_needed(cand, e.stmt) or member_needed(cand, e.stmt) for e in u)
+        ])
 
 
 class SliceToFailure(LevelZeroPass):

@@ -220,6 +220,7 @@ class Dependencies:
         self.spans: list[Span | None] = [None] * n
         self._enclosing_of: dict[int, int] = {}
         self._call_of: dict[int, cst.Call] = {}
+        self._attribute_of: dict[int, cst.Attribute] = {}
         self._in_fstring: set[int] = set()
         self._del_targets: set[int] = set()
         self._binders_of: dict[int, frozenset[int]] = {}  # id(name node read) -> binding statements
@@ -243,6 +244,7 @@ class Dependencies:
             of = enclosing.of
             self._enclosing_of.update(of)
             self._call_of.update(enclosing.call_of)
+            self._attribute_of.update(enclosing.attribute_of)
             self._in_fstring |= enclosing.in_fstring
             self._del_targets |= enclosing.del_targets
             for sid in program.stmts_in_file(path):
@@ -306,6 +308,7 @@ class Dependencies:
             influences[sid].discard(sid)
 
         self._mutators = mutators_by_file
+        self._attr_writers = dict(attr_writers)
         self.needs: list[tuple[frozenset[int], ...]] = [tuple(set(g)) for g in needs]
         self.influences: list[frozenset[int]] = [frozenset(s) for s in influences]
         # provider -> [(user, group index)] so that closures cost O(edges)
@@ -364,6 +367,14 @@ class Dependencies:
     def call_of(self, func: cst.CSTNode) -> cst.Call | None:
         """The call whose callee is ``func``, if it is one."""
         return self._call_of.get(id(func))
+
+    def attribute_around(self, node: cst.CSTNode) -> cst.Attribute | None:
+        """The ``node.attr`` whose value ``node`` is, if it is one."""
+        return self._attribute_of.get(id(node))
+
+    def attribute_written(self, attr: str) -> bool:
+        """Whether some statement stores to an attribute named ``attr`` (``x.attr = v``)."""
+        return bool(self._attr_writers.get(attr))
 
     def reads(self, sid: int, name: str) -> list[cst.Name]:
         """The Name nodes that read ``name`` as bound by statement ``sid``."""

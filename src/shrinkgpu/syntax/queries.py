@@ -16,7 +16,7 @@ from shrinkgpu.syntax.program import Candidate
 
 __all__ = [
     "Substitute", "assigned_attributes", "assigned_names", "bound_names", "encloses", "failing_statements", "free_names", "param_names", "bound_sequence", "class_method_of", "first_item", "first_param", "header_parts", "instance_class", "method_of",
-    "module_names", "nth_item", "one_iteration", "runs_once", "variable_names",
+    "module_names", "nth_item", "member_needed", "one_iteration", "returned_value_needed", "runs_once", "variable_names",
 ]
 
 
@@ -415,3 +415,182 @@ def assigned_attributes(program, name: str, readers) -> set[str]:
         if re.match(rf"{re.escape(name)}\.{re.escape(a.attr.value)}\s*(?::[^=]+)?=(?!=)", code):
             out.add(a.attr.value)
     return out
+
+
+class _Yields(cst.CSTVisitor):
+    """Whether a function's own body yields (a nested def or lambda is another function)."""
+
+    def __init__(self):
+        self.found = False
+
+    def visit_Yield(self, node: cst.Yield) -> None:
+        self.found = True
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+
+def _value_unused(node: cst.CSTNode, call: cst.Call) -> bool:
+    """Whether the statement ``node`` discards what ``call`` returns, or only tests it
+    (``f(x)`` alone; ``if f(x):``; ``assert f(x)``): a None there need not fail."""
+    if isinstance(node, (cst.If, cst.While)):
+        return True
+    if isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1:
+        small = node.body[0]
+        return isinstance(small, cst.Assert) or (isinstance(small, cst.Expr) and small.value is call)
+    return False
+
+
+def returned_value_needed(cand: Candidate, sid: int) -> bool:
+    """Whether deleting statement ``sid`` cannot but fail: it is the ``return <value>``
+    that ends a plain function (no generator) whose value a live caller unpacks, binds or
+    computes with, at a call site off the first error's stack.  Without it the function
+    returns None, and the caller fails there with an error of its own (``cannot unpack
+    non-iterable NoneType object``), never with the user's bug.
+
+    Off the stack only: a function on the failing stack may fail before its ``return``
+    (what follows the failing line never ran in the failing call), and a call site on the
+    stack may fail before the call is made (``q * cos[:T] + rotate_half(q)`` fails at the
+    product).  A method is reached through an attribute, which scope analysis does not
+    resolve: only functions called by name are judged."""
+    program = cand.program
+    stmt = program.stmts[sid]
+    node = stmt.node
+    if not (isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1
+            and isinstance(node.body[0], cst.Return) and node.body[0].value is not None):
+        return False
+    fn_sid = stmt.parent
+    if fn_sid is None or not isinstance(program.stmts[fn_sid].node, cst.FunctionDef):
+        return False
+    live = cand.live
+    body = [c for c in program.children.get(fn_sid, ()) if c in live]
+    if not body or body[-1] != sid:
+        return False  # an early return: without it the function goes on
+    fn = program.stmts[fn_sid].node
+    yields = _Yields()
+    fn.body.visit(yields)
+    if yields.found:
+        return False
+    failing = failing_statements(program)
+    if any(encloses(program, fn_sid, f) for f in failing):
+        return False
+    deps = program.deps
+    for name in deps.reads(fn_sid, fn.name.value):
+        user = deps.enclosing(name)
+        if user is None or user not in live or user in failing:
+            continue
+        call = deps.call_of(name)
+        if call is None:
+            continue  # handed on as a value (a callback): who calls it is not seen here
+        if not _value_unused(program.stmts[user].node, call):
+            return True
+    return False
+
+
+# Bases whose ``__init__`` takes no arguments: without the class's own, ``C(cfg)`` fails
+# (``nn.Module.__init__`` refuses extra arguments too).
+_PLAIN_BASES = frozenset({"object", "nn.Module", "torch.nn.Module", "Module"})
+
+
+def _is_dataclass(cls: cst.ClassDef) -> bool:
+    for d in cls.decorators:
+        dec = d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator
+        if code_of(dec) in ("dataclass", "dataclasses.dataclass"):
+            return True
+    return False
+
+
+def _member_names(node: cst.CSTNode) -> set[str]:
+    """What a statement of a class body binds on the class: a method, or the names of a
+    plain assignment (``pad, sep, eos = 0, 1, 2``, ``lr: float = 0.1``)."""
+    if isinstance(node, cst.FunctionDef):
+        return {node.name.value}
+    if not (isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1):
+        return set()
+    small = node.body[0]
+    targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else (
+        [small.target] if isinstance(small, cst.AnnAssign) else [])
+    out: set[str] = set()
+    for t in targets:
+        parts = [e.value for e in t.elements] if isinstance(t, (cst.Tuple, cst.List)) else [t]
+        out |= {p.value for p in parts if isinstance(p, cst.Name)}
+    return out
+
+
+def member_needed(cand: Candidate, sid: int) -> bool:
+    """Whether deleting statement ``sid`` of a class body cannot but fail, at a live
+    statement off the first error's stack:
+
+    - ``__init__`` with required parameters, of a class whose bases take none, which
+      such a statement calls with arguments (``Block(cfg)``: ``takes 1 positional
+      argument but 2 were given``);
+    - a field of a ``@dataclass`` that such a call passes by name or through ``**``;
+    - a method or class attribute that such a statement reads through the class, an
+      instance bound by ``x = C(...)``, or ``self`` in the class's own methods, when no
+      other class of the program defines that name and nothing sets it on an object
+      (``vocab.encode(w)`` after ``vocab = Vocab(...)``).
+
+    A read through anything else (a parameter, an attribute of another object) is not
+    followed: a name like ``step`` is as likely the optimizer's."""
+    program = cand.program
+    stmt = program.stmts[sid]
+    cls_sid = stmt.parent
+    if cls_sid is None or not isinstance(program.stmts[cls_sid].node, cst.ClassDef):
+        return False
+    cls = program.stmts[cls_sid].node
+    node = stmt.node
+    live, deps = cand.live, program.deps
+    failing = failing_statements(program)
+
+    def off_stack(name: cst.CSTNode) -> bool:
+        user = deps.enclosing(name)
+        return user is not None and user in live and user not in failing and not encloses(program, sid, user)
+
+    class_reads = [n for n in deps.reads(cls_sid, cls.name.value) if off_stack(n)]
+    calls = [c for c in (deps.call_of(n) for n in class_reads) if c is not None]
+    if isinstance(node, cst.FunctionDef) and node.name.value == "__init__":
+        params = list(node.params.posonly_params) + list(node.params.params)
+        required = [p for p in params[1:] if p.default is None] + [
+            p for p in node.params.kwonly_params if p.default is None]
+        plain = not cls.keywords and all(code_of(b.value) in _PLAIN_BASES for b in cls.bases)
+        return bool(required) and plain and not _is_dataclass(cls) and any(c.args for c in calls)
+    names = {n for n in _member_names(node) if not n.startswith("__")}
+    if not names:
+        return False
+    if _is_dataclass(cls) and isinstance(node, cst.SimpleStatementLine) and isinstance(node.body[0], cst.AnnAssign):
+        for c in calls:
+            if any(a.star == "**" or (a.keyword is not None and a.keyword.value in names) for a in c.args):
+                return True
+    others = set()
+    for s in program.stmts:
+        if s.id != cls_sid and s.id in live and isinstance(s.node, cst.ClassDef):
+            for child in program.children.get(s.id, ()):
+                if child in live:
+                    others |= _member_names(program.stmts[child].node)
+    names = {n for n in names if n not in others and not deps.attribute_written(n)}
+    if not names:
+        return False
+    receivers = list(class_reads)
+    for c in calls:
+        binder = deps.enclosing(c)
+        if binder is None or binder not in live:
+            continue
+        line = program.stmts[binder].node
+        if (isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 and isinstance(line.body[0], cst.Assign)
+                and line.body[0].value is c and len(line.body[0].targets) == 1
+                and isinstance(line.body[0].targets[0].target, cst.Name)):
+            receivers += deps.reads(binder, line.body[0].targets[0].target.value)
+    for method in program.children.get(cls_sid, ()):
+        fn = program.stmts[method].node
+        if method in live and isinstance(fn, cst.FunctionDef) and not fn.decorators:
+            first = first_param(fn)
+            if first is not None:
+                receivers += deps.reads(method, first)
+    for r in receivers:
+        attr = deps.attribute_around(r)
+        if attr is not None and attr.attr.value in names and off_stack(r) and not deps.is_del_target(attr):
+            return True
+    return False
