@@ -36,6 +36,20 @@ def test_loop_to_first_iteration_binds_the_first_item():
     ]
 
 
+def test_loop_to_first_iteration_over_a_literal_binds_its_first_element():
+    # What a person writes, and smaller than ``next(iter([...]))`` (which, larger than the
+    # loop, the search would never try)
+    assert each(LoopToFirstIteration(), start("for lr in [1e-3, 1e-2]:\n    fit(lr)\n")) == ["lr = 1e-3\nfit(lr)\n"]
+    assert each(LoopToFirstIteration(), start("for a, b in ((1, 2), (3, 4)):\n    g(a, b)\n")) == [
+        "a, b = (1, 2)\ng(a, b)\n"]
+    # the one pass a saved state's replay writes, ``for x in [(x)]:``
+    assert each(LoopToFirstIteration(), start("def f(x):\n    for x in [(x)]:\n        g(x)\n")) == [
+        "def f(x):\n    x = x\n    g(x)\n"]
+    # parentheses that are not an atom's stay; a starred part has no first element to name
+    assert each(LoopToFirstIteration(), start("for y in [(z := 3)]:\n    g(y)\n")) == ["y = (z := 3)\ng(y)\n"]
+    assert each(LoopToFirstIteration(), start("for x in [*xs]:\n    g(x)\n")) == ["x = next(iter([*xs]))\ng(x)\n"]
+
+
 def test_loop_to_first_iteration_leaves_loops_with_break_else_or_async_alone():
     for src in (
         "for x in xs:\n    if x:\n        break\n    f(x)\n",

@@ -313,12 +313,20 @@ class _LoopExits(cst.CSTVisitor):
 
 
 def first_item(iterable: cst.BaseExpression) -> str:
-    """Source for the first item of ``iterable``: ``range(1, 5)`` -> ``1``, otherwise
+    """Source for the first item of ``iterable``: ``range(1, 5)`` -> ``1``, ``["adam",
+    "sgd"]`` -> ``"adam"`` (a list or tuple literal without a starred part), otherwise
     ``next(iter(...))``."""
     if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value == "range":
         args = [a for a in iterable.args if a.keyword is None and not a.star]
         if len(args) == len(iterable.args) and len(args) in (1, 2):
             return "0" if len(args) == 1 else code_of(args[0].value)
+    if (isinstance(iterable, (cst.List, cst.Tuple)) and iterable.elements
+            and not any(isinstance(e, cst.StarredElement) for e in iterable.elements)):
+        first = iterable.elements[0].value
+        # ``[(x)]`` (the one pass a saved state's replay writes) -> ``x``: only an atom's
+        # parentheses go (``(y := 3)`` needs its own)
+        atom = (cst.Name, cst.Attribute, cst.Subscript, cst.Call, cst.SimpleString, cst.Integer, cst.Float)
+        return code_of(first.with_changes(lpar=[], rpar=[]) if isinstance(first, atom) else first)
     return f"next(iter({code_of(iterable)}))"
 
 
