@@ -373,3 +373,41 @@ def test_a_member_defined_by_another_class_too_is_offered():
                         "class Block(nn.Module):")
     cand = start(other, Facts(stack=(("a.py", line_of(other, "fail(")),)))
     assert any("[self.sep]" not in t for t in each(DeleteStatements(), cand, 1))
+
+
+def test_a_member_read_through_the_parameter_a_helper_binds_the_instance_to_is_kept():
+    src = dedent(
+        """\
+        class Vocab:
+            sep = 1
+
+            def __init__(self, tokens):
+                self.itos = sorted(tokens)
+
+            def encode(self, toks):
+                return [self.itos.index(t) for t in toks]
+
+            def unused(self):
+                return 0
+
+
+        def to_ids(words, vocab):
+            return vocab.encode(words) + [vocab.sep]
+
+
+        vocab = Vocab(["a", "b"])
+        ids = to_ids(["a"], vocab=vocab)
+        fail(ids)
+        """
+    )
+    cand = start(src, Facts(stack=(("a.py", line_of(src, "fail(")),)))
+    # ``vocab.encode`` and ``vocab.sep`` in ``to_ids`` read the instance ``to_ids(..., vocab=vocab)``
+    # passes: only ``unused`` is offered (and ``to_ids``'s return, unpacked by no one but
+    # read by ``ids = ...``, stays)
+    assert each(DeleteStatements(), cand, 1) == [src.replace("\n    def unused(self):\n        return 0\n", "")]
+    # passed to a method instead, the parameter is not followed
+    method = src.replace("def to_ids(words, vocab):", "class Tok:\n    def to_ids(self, words, vocab):").replace(
+        "    return vocab.encode(words) + [vocab.sep]", "        return vocab.encode(words) + [vocab.sep]").replace(
+        "ids = to_ids([\"a\"], vocab=vocab)", "ids = Tok().to_ids([\"a\"], vocab=vocab)")
+    offered = each(DeleteStatements(), start(method, Facts(stack=(("a.py", line_of(method, "fail(")),))), 1)
+    assert any("    sep = 1\n" not in t for t in offered), offered

@@ -528,6 +528,32 @@ def _member_names(node: cst.CSTNode) -> set[str]:
     return out
 
 
+def _parameters_passed(cand: Candidate, instances: set[int], off_stack) -> list[cst.Name]:
+    """The reads of a plain function's parameter that a call by name, off the stack, binds
+    to one of ``instances`` (ids of Name nodes): ``to_tensor(pairs, vocab)`` makes
+    ``vocab.encode`` in ``to_tensor`` a read of the instance.  One call down only."""
+    program, live, deps = cand.program, cand.live, cand.program.deps
+    out: list[cst.Name] = []
+    for s in program.stmts:
+        fn = s.node
+        if s.id not in live or not isinstance(fn, cst.FunctionDef) or fn.decorators:
+            continue
+        if s.parent is not None and isinstance(program.stmts[s.parent].node, cst.ClassDef):
+            continue  # a method: called through an attribute, which is not followed
+        params = [p.name.value for p in list(fn.params.posonly_params) + list(fn.params.params)]
+        for name in deps.reads(s.id, fn.name.value):
+            call = deps.call_of(name)
+            if call is None or not off_stack(name):
+                continue
+            for k, arg in enumerate(call.args):
+                if arg.star or id(arg.value) not in instances:
+                    continue
+                param = arg.keyword.value if arg.keyword is not None else (params[k] if k < len(params) else None)
+                if param is not None:
+                    out += deps.reads(s.id, param)
+    return out
+
+
 def member_needed(cand: Candidate, sid: int) -> bool:
     """Whether deleting statement ``sid`` of a class body cannot but fail, at a live
     statement off the first error's stack:
@@ -537,12 +563,13 @@ def member_needed(cand: Candidate, sid: int) -> bool:
       argument but 2 were given``);
     - a field of a ``@dataclass`` that such a call passes by name or through ``**``;
     - a method or class attribute that such a statement reads through the class, an
-      instance bound by ``x = C(...)``, or ``self`` in the class's own methods, when no
-      other class of the program defines that name and nothing sets it on an object
-      (``vocab.encode(w)`` after ``vocab = Vocab(...)``).
+      instance bound by ``x = C(...)`` (or the parameter a plain function called by name
+      binds it to), or ``self`` in the class's own methods, when no other class of the
+      program defines that name and nothing sets it on an object (``vocab.encode(w)``
+      after ``vocab = Vocab(...)``).
 
-    A read through anything else (a parameter, an attribute of another object) is not
-    followed: a name like ``step`` is as likely the optimizer's."""
+    A read through anything else (an attribute of another object, a parameter of a
+    method) is not followed: a name like ``step`` is as likely the optimizer's."""
     program = cand.program
     stmt = program.stmts[sid]
     cls_sid = stmt.parent
@@ -582,6 +609,7 @@ def member_needed(cand: Candidate, sid: int) -> bool:
     if not names:
         return False
     receivers = list(class_reads)
+    instances: set[int] = set()
     for c in calls:
         binder = deps.enclosing(c)
         if binder is None or binder not in live:
@@ -590,7 +618,11 @@ def member_needed(cand: Candidate, sid: int) -> bool:
         if (isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 and isinstance(line.body[0], cst.Assign)
                 and line.body[0].value is c and len(line.body[0].targets) == 1
                 and isinstance(line.body[0].targets[0].target, cst.Name)):
-            receivers += deps.reads(binder, line.body[0].targets[0].target.value)
+            reads = deps.reads(binder, line.body[0].targets[0].target.value)
+            receivers += reads
+            instances |= {id(n) for n in reads}
+    if instances:
+        receivers += _parameters_passed(cand, instances, off_stack)
     for method in program.children.get(cls_sid, ()):
         fn = program.stmts[method].node
         if method in live and isinstance(fn, cst.FunctionDef) and not fn.decorators:
