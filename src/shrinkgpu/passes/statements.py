@@ -5,7 +5,7 @@ from typing import Sequence
 from shrinkgpu.passes.base import EditPass, LevelZeroPass, Unit, dedupe, deletion_unit
 from shrinkgpu.syntax.edits import Edit
 from shrinkgpu.syntax.program import Candidate
-from shrinkgpu.syntax.queries import member_needed, returned_value_needed
+from shrinkgpu.syntax.queries import needed_by_callers
 
 
 class DeleteStatements(EditPass):
@@ -32,11 +32,9 @@ class DeleteStatements(EditPass):
         # the deletion fails at the caller (in a long script, most candidates failed so,
         # each a whole run).  The function or class still goes whole, with its callers.
         # (A unit deletes such a return also when it deletes what the return reads.)
-        units = [deletion_unit(cand, [s.id]) for s in stmts if depths[s.id] == level]
-        return dedupe([
-            u for u in units
-            if not any(returned_value_needed(cand, e.stmt) or member_needed(cand, e.stmt) for e in u)
-        ])
+        needed = needed_by_callers(cand)
+        units = [deletion_unit(cand, [s.id]) for s in stmts if depths[s.id] == level and s.id not in needed]
+        return dedupe([u for u in units if not any(e.stmt in needed for e in u)])
 
 
 class SliceToFailure(LevelZeroPass):

@@ -16,7 +16,7 @@ from shrinkgpu.syntax.program import Candidate
 
 __all__ = [
     "Substitute", "assigned_attributes", "assigned_names", "bound_names", "encloses", "failing_statements", "free_names", "param_names", "bound_sequence", "class_method_of", "first_item", "first_param", "header_parts", "instance_class", "method_of",
-    "module_names", "nth_item", "member_needed", "one_iteration", "returned_value_needed", "runs_once", "variable_names",
+    "module_names", "nth_item", "needed_by_callers", "one_iteration", "runs_once", "variable_names",
 ]
 
 
@@ -452,52 +452,6 @@ def _value_unused(node: cst.CSTNode, call: cst.Call) -> bool:
     return False
 
 
-def returned_value_needed(cand: Candidate, sid: int) -> bool:
-    """Whether deleting statement ``sid`` cannot but fail: it is the ``return <value>``
-    that ends a plain function (no generator) whose value a live caller unpacks, binds or
-    computes with, at a call site off the first error's stack.  Without it the function
-    returns None, and the caller fails there with an error of its own (``cannot unpack
-    non-iterable NoneType object``), never with the user's bug.
-
-    Off the stack only: a function on the failing stack may fail before its ``return``
-    (what follows the failing line never ran in the failing call), and a call site on the
-    stack may fail before the call is made (``q * cos[:T] + rotate_half(q)`` fails at the
-    product).  A method is reached through an attribute, which scope analysis does not
-    resolve: only functions called by name are judged."""
-    program = cand.program
-    stmt = program.stmts[sid]
-    node = stmt.node
-    if not (isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1
-            and isinstance(node.body[0], cst.Return) and node.body[0].value is not None):
-        return False
-    fn_sid = stmt.parent
-    if fn_sid is None or not isinstance(program.stmts[fn_sid].node, cst.FunctionDef):
-        return False
-    live = cand.live
-    body = [c for c in program.children.get(fn_sid, ()) if c in live]
-    if not body or body[-1] != sid:
-        return False  # an early return: without it the function goes on
-    fn = program.stmts[fn_sid].node
-    yields = _Yields()
-    fn.body.visit(yields)
-    if yields.found:
-        return False
-    failing = failing_statements(program)
-    if any(encloses(program, fn_sid, f) for f in failing):
-        return False
-    deps = program.deps
-    for name in deps.reads(fn_sid, fn.name.value):
-        user = deps.enclosing(name)
-        if user is None or user not in live or user in failing:
-            continue
-        call = deps.call_of(name)
-        if call is None:
-            continue  # handed on as a value (a callback): who calls it is not seen here
-        if not _value_unused(program.stmts[user].node, call):
-            return True
-    return False
-
-
 # Bases whose ``__init__`` takes no arguments: without the class's own, ``C(cfg)`` fails
 # (``nn.Module.__init__`` refuses extra arguments too).
 _PLAIN_BASES = frozenset({"object", "nn.Module", "torch.nn.Module", "Module"})
@@ -528,109 +482,150 @@ def _member_names(node: cst.CSTNode) -> set[str]:
     return out
 
 
-def _parameters_passed(cand: Candidate, instances: set[int], off_stack) -> list[cst.Name]:
-    """The reads of a plain function's parameter that a call by name, off the stack, binds
-    to one of ``instances`` (ids of Name nodes): ``to_tensor(pairs, vocab)`` makes
-    ``vocab.encode`` in ``to_tensor`` a read of the instance.  One call down only."""
-    program, live, deps = cand.program, cand.live, cand.program.deps
-    out: list[cst.Name] = []
-    for s in program.stmts:
-        fn = s.node
-        if s.id not in live or not isinstance(fn, cst.FunctionDef) or fn.decorators:
-            continue
-        if s.parent is not None and isinstance(program.stmts[s.parent].node, cst.ClassDef):
-            continue  # a method: called through an attribute, which is not followed
-        params = [p.name.value for p in list(fn.params.posonly_params) + list(fn.params.params)]
-        for name in deps.reads(s.id, fn.name.value):
-            call = deps.call_of(name)
-            if call is None or not off_stack(name):
-                continue
-            for k, arg in enumerate(call.args):
-                if arg.star or id(arg.value) not in instances:
-                    continue
-                param = arg.keyword.value if arg.keyword is not None else (params[k] if k < len(params) else None)
-                if param is not None:
-                    out += deps.reads(s.id, param)
-    return out
+def _lone_binding(node: cst.CSTNode, call: cst.Call) -> str | None:
+    """``x`` for the line ``x = call``."""
+    if (isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1 and isinstance(node.body[0], cst.Assign)
+            and node.body[0].value is call and len(node.body[0].targets) == 1
+            and isinstance(node.body[0].targets[0].target, cst.Name)):
+        return node.body[0].targets[0].target.value
+    return None
 
 
-def member_needed(cand: Candidate, sid: int) -> bool:
-    """Whether deleting statement ``sid`` of a class body cannot but fail, at a live
-    statement off the first error's stack:
+def needed_by_callers(cand: Candidate) -> frozenset[int]:
+    """The statements whose deletion cannot but fail at a caller: a live statement off
+    the first error's stack uses what they define, so without them every candidate that
+    holds the deletion fails there with an error of its own (``cannot unpack
+    non-iterable NoneType object``, ``takes 1 positional argument but 2 were given``),
+    never with the user's bug.  The function or class itself may still go whole, with its
+    callers.  Judged, in one pass over the program:
 
-    - ``__init__`` with required parameters, of a class whose bases take none, which
-      such a statement calls with arguments (``Block(cfg)``: ``takes 1 positional
-      argument but 2 were given``);
+    - the ``return <value>`` that ends a plain function (no generator, not on the stack)
+      that such a statement calls by name and unpacks, binds or computes with (not
+      ``f(x)`` alone, ``if f(x):`` or ``assert f(x)``, where a None need not fail);
+    - ``__init__`` with required parameters, of a class whose bases take none, that such
+      a statement calls with arguments;
     - a field of a ``@dataclass`` that such a call passes by name or through ``**``;
     - a method or class attribute that such a statement reads through the class, an
       instance bound by ``x = C(...)`` (or the parameter a plain function called by name
-      binds it to), or ``self`` in the class's own methods, when no other class of the
-      program defines that name and nothing sets it on an object (``vocab.encode(w)``
-      after ``vocab = Vocab(...)``).
+      binds it to), or ``self`` in the class's own methods, when no other class defines
+      that name and nothing sets it on an object (``vocab.encode(w)`` after
+      ``vocab = Vocab(...)``).
 
-    A read through anything else (an attribute of another object, a parameter of a
-    method) is not followed: a name like ``step`` is as likely the optimizer's."""
-    program = cand.program
-    stmt = program.stmts[sid]
-    cls_sid = stmt.parent
-    if cls_sid is None or not isinstance(program.stmts[cls_sid].node, cst.ClassDef):
-        return False
-    cls = program.stmts[cls_sid].node
-    node = stmt.node
-    live, deps = cand.live, program.deps
+    Off the stack only: a function on the failing stack may fail before its ``return``,
+    and a failing line may fail before it makes its call (``q * cos[:T] +
+    rotate_half(q)`` fails at the product).  Methods are reached through attributes,
+    which scope analysis does not resolve; a read through a method's parameter or another
+    object is not followed (a name like ``step`` is as likely the optimizer's)."""
+    program, live = cand.program, cand.live
+    deps, stmts = program.deps, program.stmts
     failing = failing_statements(program)
 
     def off_stack(name: cst.CSTNode) -> bool:
         user = deps.enclosing(name)
-        return user is not None and user in live and user not in failing and not encloses(program, sid, user)
+        return user is not None and user in live and user not in failing
 
-    class_reads = [n for n in deps.reads(cls_sid, cls.name.value) if off_stack(n)]
-    calls = [c for c in (deps.call_of(n) for n in class_reads) if c is not None]
-    if isinstance(node, cst.FunctionDef) and node.name.value == "__init__":
-        params = list(node.params.posonly_params) + list(node.params.params)
-        required = [p for p in params[1:] if p.default is None] + [
-            p for p in node.params.kwonly_params if p.default is None]
-        plain = not cls.keywords and all(code_of(b.value) in _PLAIN_BASES for b in cls.bases)
-        return bool(required) and plain and not _is_dataclass(cls) and any(c.args for c in calls)
-    names = {n for n in _member_names(node) if not n.startswith("__")}
-    if not names:
-        return False
-    if _is_dataclass(cls) and isinstance(node, cst.SimpleStatementLine) and isinstance(node.body[0], cst.AnnAssign):
-        for c in calls:
-            if any(a.star == "**" or (a.keyword is not None and a.keyword.value in names) for a in c.args):
-                return True
-    others = set()
-    for s in program.stmts:
-        if s.id != cls_sid and s.id in live and isinstance(s.node, cst.ClassDef):
-            for child in program.children.get(s.id, ()):
-                if child in live:
-                    others |= _member_names(program.stmts[child].node)
-    names = {n for n in names if n not in others and not deps.attribute_written(n)}
-    if not names:
-        return False
-    receivers = list(class_reads)
-    instances: set[int] = set()
-    for c in calls:
-        binder = deps.enclosing(c)
-        if binder is None or binder not in live:
+    def body(sid: int) -> list[int]:
+        return [c for c in program.children.get(sid, ()) if c in live]
+
+    def in_class(s) -> bool:
+        return s.parent is not None and isinstance(stmts[s.parent].node, cst.ClassDef)
+
+    needed: set[int] = set()
+    on_stack = {a for f in failing for a in _ancestors(program, f)}
+    functions = [s for s in stmts if s.id in live and isinstance(s.node, cst.FunctionDef)]
+    for s in functions:
+        last = body(s.id)[-1:] or [None]
+        ret = stmts[last[0]].node if last[0] is not None else None
+        if (s.id in on_stack or not isinstance(ret, cst.SimpleStatementLine) or len(ret.body) != 1
+                or not isinstance(ret.body[0], cst.Return) or ret.body[0].value is None):
             continue
-        line = program.stmts[binder].node
-        if (isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 and isinstance(line.body[0], cst.Assign)
-                and line.body[0].value is c and len(line.body[0].targets) == 1
-                and isinstance(line.body[0].targets[0].target, cst.Name)):
-            reads = deps.reads(binder, line.body[0].targets[0].target.value)
-            receivers += reads
-            instances |= {id(n) for n in reads}
-    if instances:
-        receivers += _parameters_passed(cand, instances, off_stack)
-    for method in program.children.get(cls_sid, ()):
-        fn = program.stmts[method].node
-        if method in live and isinstance(fn, cst.FunctionDef) and not fn.decorators:
-            first = first_param(fn)
-            if first is not None:
-                receivers += deps.reads(method, first)
-    for r in receivers:
-        attr = deps.attribute_around(r)
-        if attr is not None and attr.attr.value in names and off_stack(r) and not deps.is_del_target(attr):
-            return True
-    return False
+        yields = _Yields()
+        s.node.body.visit(yields)
+        if yields.found:
+            continue
+        for name in deps.reads(s.id, s.node.name.value):
+            call = deps.call_of(name)
+            if call is not None and off_stack(name) and not _value_unused(stmts[deps.enclosing(name)].node, call):
+                needed.add(last[0])
+                break
+
+    classes = [s for s in stmts if s.id in live and isinstance(s.node, cst.ClassDef)]
+    defined_by: dict[str, int] = {}
+    for c in classes:
+        for m in body(c.id):
+            for n in _member_names(stmts[m].node):
+                defined_by[n] = defined_by.get(n, 0) + 1
+    # (a Name read of an instance, by id) -> its class; then one call down, the reads of
+    # the parameter a plain function called by name binds it to
+    instance_of: dict[int, int] = {}
+    receivers: dict[int, list[cst.Name]] = {}
+    calls_of: dict[int, list[cst.Call]] = {}
+    for c in classes:
+        reads = [n for n in deps.reads(c.id, c.node.name.value) if off_stack(n)]
+        calls = [k for k in (deps.call_of(n) for n in reads) if k is not None]
+        calls_of[c.id], receivers[c.id] = calls, list(reads)
+        for k in calls:
+            binder = deps.enclosing(k)
+            x = _lone_binding(stmts[binder].node, k) if binder is not None and binder in live else None
+            if x is not None:
+                for n in deps.reads(binder, x):
+                    receivers[c.id].append(n)
+                    instance_of[id(n)] = c.id
+        for m in body(c.id):
+            fn = stmts[m].node
+            if isinstance(fn, cst.FunctionDef) and not fn.decorators and first_param(fn) is not None:
+                receivers[c.id] += deps.reads(m, first_param(fn))
+    if instance_of:
+        for s in functions:
+            if s.node.decorators or in_class(s):
+                continue
+            params = [p.name.value for p in list(s.node.params.posonly_params) + list(s.node.params.params)]
+            for name in deps.reads(s.id, s.node.name.value):
+                call = deps.call_of(name)
+                if call is None or not off_stack(name):
+                    continue
+                for k, arg in enumerate(call.args):
+                    cls = None if arg.star else instance_of.get(id(arg.value))
+                    param = arg.keyword.value if arg.keyword is not None else (params[k] if k < len(params) else None)
+                    if cls is not None and param is not None:
+                        receivers[cls] += deps.reads(s.id, param)
+
+    for c in classes:
+        cls, calls = c.node, calls_of[c.id]
+        plain = not cls.keywords and all(code_of(b.value) in _PLAIN_BASES for b in cls.bases)
+        dataclass = _is_dataclass(cls)
+        read: dict[str, list[cst.Name]] = {}
+        for r in receivers[c.id]:
+            attr = deps.attribute_around(r)
+            if attr is not None and off_stack(r) and not deps.is_del_target(attr):
+                read.setdefault(attr.attr.value, []).append(r)
+        for m in body(c.id):
+            node = stmts[m].node
+            if isinstance(node, cst.FunctionDef) and node.name.value == "__init__":
+                params = list(node.params.posonly_params) + list(node.params.params)
+                required = any(p.default is None for p in params[1:] + list(node.params.kwonly_params))
+                if required and plain and not dataclass and any(k.args for k in calls):
+                    needed.add(m)
+                continue
+            names = {n for n in _member_names(node) if not n.startswith("__")}
+            if dataclass and names and isinstance(node, cst.SimpleStatementLine) and isinstance(node.body[0], cst.AnnAssign):
+                if any(a.star == "**" or (a.keyword is not None and a.keyword.value in names)
+                       for k in calls for a in k.args):
+                    needed.add(m)
+                    continue
+            for n in names:
+                if defined_by.get(n, 0) > 1 or deps.attribute_written(n):
+                    continue
+                # a read inside the member itself does not keep it
+                if any(not encloses(program, m, deps.enclosing(r)) for r in read.get(n, ())):
+                    needed.add(m)
+                    break
+    return frozenset(needed)
+
+
+def _ancestors(program, sid: int) -> list[int]:
+    out = []
+    while sid is not None:
+        out.append(sid)
+        sid = program.stmts[sid].parent
+    return out
