@@ -295,6 +295,31 @@ def test_no_rebase_run_once_the_test_budget_is_spent(script, tmp_path):
     assert reduction.jobs_in_second_rebase == 1
 
 
+def test_the_sizes_only_the_first_run_evaluates_stay_with_every_program_the_search_rebases(script):
+    size = {"file": "train.py", "function": "<module>", "expression": "len(data)", "literal": "3"}
+
+    def behaviour(text, job):
+        if NEEDLE not in text:
+            return passes()
+        return bug(sizes=(size,) if job.request.watch.sizes else ())
+
+    programs = []
+
+    class Watched(Reduction):
+        def rebase(self, cand):
+            rebased = super().rebase(cand)
+            programs.append(rebased.program)
+            return rebased
+
+    log = Log()
+    Watched(config(script), executors=executors(behaviour, log)).run()
+    assert [job.request.watch.sizes for _, job in log.jobs].count(True) == 1  # the first run only
+    assert programs and all(
+        [(s.function, s.expression, s.literal) for s in p.facts.sizes] == [("<module>", "len(data)", "3")]
+        for p in programs
+    )
+
+
 def test_the_result_falls_back_when_the_smallest_program_does_not_reproduce_fresh(script):
     log = Log()
 

@@ -457,3 +457,43 @@ def test_with_arguments_each_function_keeps_what_it_was_called_with_after_its_do
     frame = scope["emptied"]({"labels": 3, "ids": 1}, 1)
     assert entry_arguments(frame) == {"inputs": {"labels": 3, "ids": 1}, "x": 1}
     assert entry_arguments(sys._getframe()) == {}
+
+
+def test_the_sizes_the_failing_frames_read_are_evaluated_at_the_first_error(runner):
+    obs = run(runner, """\
+        import torch
+        class Vocab:
+            def __init__(self, words):
+                self.itos = ["<pad>"] + sorted(set(words))
+            def __len__(self):
+                return len(self.itos)
+        def build(n, vocab, max_len):
+            return torch.nn.Embedding(n, 4), torch.zeros(max_len, 4)
+        def main():
+            vocab = Vocab("a b c d a".split())
+            x = torch.zeros(3, 7, dtype=torch.long)
+            max_len = x.size(1)
+            emb, pos = build(len(vocab.itos), vocab, max_len)
+            words = [len(w) for w in vocab.itos]          # another scope: not evaluated
+            shape = x.shape
+            emb(x + len(vocab)) + pos[:x.shape[-1]]
+        main()
+        """, sizes=True)
+    assert obs.signature.type == "IndexError"
+    got = {(s["function"], s["expression"]): s["literal"] for s in obs.sizes}
+    assert got == {
+        ("main", "x.size(1)"): "7",
+        ("main", "len(vocab.itos)"): "5",
+        ("main", "x.shape"): "(3, 7)",
+        ("main", "len(vocab)"): "5",
+        ("main", "x.shape[-1]"): "7",
+    }
+    assert {s["file"] for s in obs.sizes} == {"s.py"}
+
+
+def test_no_size_is_evaluated_unless_asked(runner):
+    obs = run(runner, """\
+        xs = [1, 2]
+        xs[len(xs)]
+        """)
+    assert obs.signature.type == "IndexError" and obs.sizes == ()

@@ -27,6 +27,7 @@ from shrinkgpu.passes.library import CallPastTheLibrary
 from shrinkgpu.passes.records import AppendLoopToList, DropEnumerate, SplitRecords
 from shrinkgpu.passes.parameters import DropParameters
 from shrinkgpu.passes.replay import ReplayFromState
+from shrinkgpu.passes.sizes import ObservedSizes
 from shrinkgpu.passes.modules import FlattenModule
 from shrinkgpu.passes.never_ran import DeleteNeverRan
 from shrinkgpu.passes.loops import LoopToFailingIteration, LoopToFirstIteration, WhileToBody
@@ -60,6 +61,9 @@ STRUCTURE: tuple[EditPass, ...] = (
     AppendLoopToList(),
     SplitRecords(),
     PropagateConstants(),
+    # sizes computed from data (``len(vocab)``, ``x.size(1)``) as the run computed them:
+    # the pipeline that built the data can then go
+    ObservedSizes(),
     ScalarizeAttributes(),
     ConfigClassValues(),
     StripDecorators(),
@@ -124,6 +128,7 @@ __all__ = [
     "LoadSavedObjects",
     "LoopToFailingIteration",
     "LoopToFirstIteration",
+    "ObservedSizes",
     "ReplayFromState",
     "WhileToBody",
     "SliceToFailure",

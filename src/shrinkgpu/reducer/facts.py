@@ -9,7 +9,7 @@ from typing import Mapping
 
 from shrinkgpu.inputs import InputError, read_source
 from shrinkgpu.layout import OutputLayout
-from shrinkgpu.syntax import CutRecord, Facts, LoadRecord, ParseRecord, Program, SavedObject
+from shrinkgpu.syntax import CutRecord, Facts, LoadRecord, ParseRecord, Program, SavedObject, SizeRecord
 from shrinkgpu.syntax.code import calls_named, module_name
 from shrinkgpu.worker import Observation, Sandbox, ScriptSpec
 
@@ -55,7 +55,19 @@ def facts_of(obs: Observation | None) -> Facts:
                 loads.append(LoadRecord(rec["file"], int(rec["line"]), str(rec["function"]), str(rec["literal"])))
         except (KeyError, TypeError, ValueError, AttributeError):
             continue
-    return Facts(stack=tuple(stack), parses=tuple(parses), loads=tuple(loads), seed_sites=tuple(obs.seed_sites))
+    return Facts(stack=tuple(stack), parses=tuple(parses), loads=tuple(loads), seed_sites=tuple(obs.seed_sites),
+                 sizes=sizes_of(obs))
+
+
+def sizes_of(obs: Observation) -> tuple[SizeRecord, ...]:
+    """The size reads the run evaluated at its first error (``Watch.sizes``)."""
+    out = []
+    for rec in obs.sizes:
+        try:
+            out.append(SizeRecord(str(rec["file"]), str(rec["function"]), str(rec["expression"]), str(rec["literal"])))
+        except (KeyError, TypeError):
+            continue
+    return tuple(out)
 
 
 def loop_around_failure(program: Program) -> bool:

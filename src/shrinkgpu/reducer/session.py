@@ -91,7 +91,7 @@ from shrinkgpu.report import (
 )
 from shrinkgpu.results import Ablation, Extraction, ReductionResult
 from shrinkgpu.signature import Signature, Strictness, Target, varying_dims
-from shrinkgpu.syntax import Candidate, Program, StateRecord
+from shrinkgpu.syntax import Candidate, Program, SizeRecord, StateRecord
 from shrinkgpu.syntax.facts import loop_facts
 from shrinkgpu.syntax.tidy import tidy
 from shrinkgpu.worker import (
@@ -206,6 +206,7 @@ class Reduction:
         # The state at the failing step, and the program started there, once checked
         # (before_search); the search starts from that program.
         self.state: StateRecord | None = None
+        self.sizes: tuple[SizeRecord, ...] = ()  # the first run's (build_program)
         self.replay: Program | None = None
         self.replay_wall = 0.0
         # what the program the search starts from is, when it is not the original
@@ -324,6 +325,7 @@ class Reduction:
             cut=str(self.saved_call) if config.cut_library else None,
             save_objects=str(self.sandbox.session / "objects") if config.save_objects else None,
             keep_raised=str(self.sandbox.session / "raised") if config.extract and config.write else None,
+            sizes=True,
         )
 
         def still_running(elapsed: float) -> None:
@@ -452,6 +454,9 @@ class Reduction:
         facts = dataclasses.replace(
             facts_of(first), loops=self.loops, cut=self.cut, hot_loops=self.hot, saved_objects=self.saved_objects
         )
+        # Only the first run evaluates the failing frames' sizes; every later program
+        # carries them (by text: the expressions stay while the program shrinks).
+        self.sizes = facts.sizes
         return Program(files, spec.script_rel, facts=facts)
 
     def note_how_it_ran(self, first: FirstRun) -> None:
@@ -710,7 +715,7 @@ class Reduction:
         # A loop stays worth cutting first while runs are still long.
         still_slow = seen is None or seen.wall >= HOT_MIN_SECONDS
         carried = dict(loops=self.loops, cut=self.cut, hot_loops=self.hot if still_slow else (),
-                       saved_objects=self.saved_objects, state=self.state)
+                       saved_objects=self.saved_objects, state=self.state, sizes=self.sizes)
         rebased = Program(files, main, facts=dataclasses.replace(facts, **carried))
         quick = seen is not None and seen.wall <= RECOUNT_MAX_SECONDS
         short = seen is None or seen.wall <= RECOUNT_MAX_SECONDS  # (no run seen: a cache hit)
@@ -784,7 +789,7 @@ class Reduction:
             return (f"--resume: the partial result at {output.name} no longer reproduces ({obs.describe()}); "
                     "starting from the original")
         facts = dataclasses.replace(facts_of(obs), loops=loop_facts(files, obs.loops) or self.loops,
-                                    hot_loops=self.hot, state=self.state)
+                                    hot_loops=self.hot, state=self.state, sizes=self.sizes)
         return Program(files, self.program.main, facts=facts).initial()
 
     # -- after the search -------------------------------------------------------------------
@@ -1003,7 +1008,7 @@ class Reduction:
                 self.replay_wall = obs.wall
                 self.replay = Program(dict(cand.files), self.program.main, facts=dataclasses.replace(
                     facts_of(obs), loops=self.loops, cut=self.cut, hot_loops=self.hot,
-                    saved_objects=self.saved_objects,
+                    saved_objects=self.saved_objects, sizes=self.sizes,
                 ))
                 return True
         return False
@@ -1208,7 +1213,7 @@ class Reduction:
                     self.replay_wall = replay.wall
                     self.replay = Program(files, program.main, facts=dataclasses.replace(
                         facts_of(replay), loops=self.loops, cut=self.cut, hot_loops=self.hot,
-                        saved_objects=self.saved_objects, state=record,
+                        saved_objects=self.saved_objects, state=record, sizes=self.sizes,
                     ))
                     return record
                 tried.append(replay.describe())

@@ -9,7 +9,7 @@ import libcst as cst
 
 from shrinkgpu.syntax.code import code_of
 
-__all__ = ["CutRecord", "Facts", "LoadRecord", "ParseRecord", "SavedObject", "StateRecord", "loop_facts", "loop_header"]
+__all__ = ["CutRecord", "Facts", "LoadRecord", "ParseRecord", "SavedObject", "SizeRecord", "StateRecord", "loop_facts", "loop_header"]
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,18 @@ class LoadRecord:
     file: str
     line: int
     function: str  # the loader the run saw (``yaml.safe_load``)
+    literal: str
+
+
+@dataclass(frozen=True)
+class SizeRecord:
+    """A size the user's failing frame read (``len(vocab.itos)``), as the first error found
+    it: in ``function`` (its qualified name, ``<module>`` at the top level) of ``file``;
+    ``expression`` as ``ast.unparse`` writes it."""
+
+    file: str
+    function: str
+    expression: str
     literal: str
 
 
@@ -56,6 +68,9 @@ class Facts:
     # The state at the start of the failing iteration, saved by one more run of the
     # original and checked to replay the bug (passes/replay.py)
     state: "StateRecord | None" = None
+    # The sizes the failing frames read, evaluated at the original's first error
+    # (passes/sizes.py): by text, since lines move as the program shrinks
+    sizes: tuple[SizeRecord, ...] = ()
 
 
 @dataclass(frozen=True)

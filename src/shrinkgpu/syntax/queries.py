@@ -15,7 +15,7 @@ from shrinkgpu.syntax.code import code_of, parse_expression
 from shrinkgpu.syntax.program import Candidate
 
 __all__ = [
-    "Substitute", "assigned_attributes", "assigned_names", "bound_names", "encloses", "failing_statements", "free_names", "param_names", "bound_sequence", "class_method_of", "first_item", "first_param", "header_parts", "instance_class", "method_of",
+    "Substitute", "assigned_attributes", "assigned_names", "bound_names", "encloses", "failing_statements", "free_names", "param_names", "qualname_of", "bound_sequence", "class_method_of", "first_item", "first_param", "header_parts", "instance_class", "method_of",
     "module_names", "nth_item", "needed_by_callers", "one_iteration", "runs_once", "variable_names",
 ]
 
@@ -39,6 +39,26 @@ def failing_statements(program) -> set[int]:
         if sid is not None:
             out.add(sid)
     return out
+
+
+def qualname_of(program, sid: int) -> str:
+    """The qualified name Python gives the code a statement runs in (``co_qualname``):
+    ``main``, ``RopeLM.__init__``, ``main.<locals>.step``; ``<module>`` at the top level."""
+    parts: list[tuple[str, bool]] = []
+    cur = program.stmts[sid].parent
+    while cur is not None:
+        node = program.stmts[cur].node
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            parts.append((node.name.value, isinstance(node, cst.FunctionDef)))
+        cur = program.stmts[cur].parent
+    if not parts:
+        return "<module>"
+    names: list[str] = []
+    for i, (name, function) in enumerate(reversed(parts)):
+        names.append(name)
+        if function and i < len(parts) - 1:
+            names.append("<locals>")
+    return ".".join(names)
 
 
 def header_parts(node: cst.CSTNode) -> list[cst.CSTNode]:

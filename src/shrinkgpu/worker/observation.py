@@ -61,6 +61,9 @@ class Observation:
     # what ``Watch.state`` saved (``probe.state``): the entries, what was left out and
     # why, the RNGs, the file; None when the run never reached that iteration
     state: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    # [{"file", "function", "expression", "literal"}]: the size reads of the failing user
+    # frames, evaluated at the first error; only from runs asked for them (``Watch.sizes``)
+    sizes: tuple[dict[str, Any], ...] = field(default=(), compare=False, repr=False)
 
     @property
     def failed(self) -> bool:
@@ -137,6 +140,7 @@ class Observation:
             op_shapes=_op_shapes(data or {}),
             raised_calls=tuple((data or {}).get("raised_calls") or ()),
             state=(data or {}).get("state"),
+            sizes=tuple((data or {}).get("sizes") or ()),
         )
 
     def describe(self) -> str:

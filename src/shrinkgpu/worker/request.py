@@ -81,6 +81,9 @@ class Watch:
     # can still be read (not after a failed GPU kernel: then a ``capture`` run is needed)
     keep_raised: str | None = None
     state: StateAt | None = None
+    # at the first error, the sizes the user's failing frames read (``len(vocab)``,
+    # ``x.size(1)``) evaluated there, as literals (``probe.sizes``)
+    sizes: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -98,6 +101,7 @@ class Watch:
             keep_raised=data.get("keep_raised"),
             state=StateAt.from_json(data["state"]) if data.get("state") else None,
             save_objects=data.get("save_objects"),
+            sizes=bool(data.get("sizes")),
         )
 
 

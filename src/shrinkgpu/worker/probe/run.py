@@ -14,6 +14,7 @@ from shrinkgpu.worker.probe.compiled import keep_compiled_call, watch_compile_op
 from shrinkgpu.worker.probe.library_cut import library_cut
 from shrinkgpu.worker.probe.loops import LoopClock, LoopCounter
 from shrinkgpu.worker.probe.objects import saved_objects
+from shrinkgpu.worker.probe.sizes import observed_sizes
 from shrinkgpu.worker.probe.ops import RAISED_KEPT, ShapeLog, keep_torch_check, watch_torch_calls
 from shrinkgpu.worker.probe.process import (
     dump_stack_on_crash,
@@ -122,6 +123,11 @@ def run(request: RunRequest, *, forked: bool) -> int:
                 obs["saved_objects"] = saved_objects(exc, roots, watch.save_objects)
             except Exception:  # an offer too
                 obs["saved_objects"] = []
+        if watch.sizes:
+            try:
+                obs["sizes"] = observed_sizes(exc, roots, recorder.rel)
+            except Exception:  # an offer too
+                obs["sizes"] = []
     if clock is not None:
         obs["loop_time"] = clock.stop()
     obs["exit_code"] = code

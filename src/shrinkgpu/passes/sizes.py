@@ -1,0 +1,200 @@
+"""Sizes computed from data become the numbers the run computed.
+
+``max_len = xtr.size(1)`` and ``RopeLM(cfg, len(vocab.itos), max_len)`` keep the data
+pipeline that built ``xtr`` and ``vocab`` alive, though the model needs only two numbers;
+a maintainer's cut writes ``RopeLM(cfg, 37, 33)``.  The first run evaluated each size read
+of the failing frames at the first error (``probe.sizes``); this pass offers, for each,
+the literal in the expression's place, in the function the frame ran (every occurrence
+there), and, when the object read was then read nowhere else, its binding's deletion in
+the same unit (a second unit keeps it: building the object may be what the bug needs).
+
+A name the scope binds once to a computed whole number (``max_len = max(len(x) for x in
+ids)``) is recorded with its value too: its binding's value becomes the number
+(``max_len = 9``), and ``propagate-constants`` then writes it where it is read.
+
+Only where the value at the failure is the value at the read: the expression's root name
+has one binding in its scope (a name rebound, ``x = self.emb(x)``, held another value
+when the expression ran).  Inside a lambda, a comprehension or a nested definition a
+name belongs to another scope, and nothing there is offered (the probe evaluates none).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from functools import lru_cache
+
+import libcst as cst
+
+from shrinkgpu.passes.base import LevelZeroPass, Unit, deletion_unit, lone_assignment
+from shrinkgpu.syntax.code import code_of
+from shrinkgpu.syntax.edits import Edit
+from shrinkgpu.syntax.program import Candidate
+from shrinkgpu.syntax.queries import header_parts, param_names, qualname_of
+
+_OTHER_SCOPES = (cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp, cst.FunctionDef, cst.ClassDef)
+_READS = (cst.Call, cst.Attribute, cst.Subscript)
+_LITERALS = (cst.Integer, cst.Tuple, cst.UnaryOperation)
+
+
+class ObservedSizes(LevelZeroPass):
+    """``max_len = xtr.size(1)`` -> ``max_len = 33``, the size the run computed there."""
+
+    name = "observed-sizes"
+    # The candidates' nodes must be the program's own: an expression another edit already
+    # replaced has no size read left in it.
+    needs_rebased = True
+
+    def edits(self, cand: Candidate) -> list[Unit]:
+        program = cand.program
+        if not program.facts.sizes:
+            return []
+        wanted: dict[tuple[str, str], dict[str, str]] = defaultdict(dict)
+        for record in program.facts.sizes:
+            wanted[(record.file, record.function)][record.expression] = record.literal
+        files = {file for file, _ in wanted}
+        deps = program.deps
+        found: dict[tuple[str, str, str], list[tuple[cst.CSTNode, int]]] = defaultdict(list)
+        for s in cand.editable():
+            if s.file not in files:
+                continue
+            function = qualname_of(program, s.id)
+            scope = wanted.get((s.file, function))
+            if not scope:
+                continue
+            assign = lone_assignment(s.node) if s.kind == "simple" else None
+            if assign is not None and isinstance(assign.targets[0].target, cst.Name):
+                # ``max_len = max(len(x) for x in ids)``: the name's value in the frame
+                name = assign.targets[0].target.value
+                if (name in scope and not isinstance(assign.value, _LITERALS)
+                        and _bindings(cand, s.id, function, name) == 1):
+                    found[(s.file, function, name)].append((assign.value, s.id))
+            for part in header_parts(s.node):
+                for node in _reads_in(part, scope):
+                    root = _root(node)
+                    if root is None or _bindings(cand, s.id, function, root.value) > 1:
+                        continue  # rebound in its scope: the failure's value may not be the read's
+                    found[(s.file, function, _normal(code_of(node)))].append((node, s.id))
+        out: list[Unit] = []
+        for (file, function, text), where in found.items():
+            literal = wanted[(file, function)][text]
+            replace = tuple(Edit("expr", node=program.node_index(n), text=literal) for n, _ in where)
+            dead = _dead_roots(cand, where)
+            if dead:
+                readers = frozenset(sid for _, sid in where)
+                unit = deletion_unit(cand, sorted(dead), ignore=readers, new_text=literal)
+                if unit:
+                    out.append(replace + unit)
+            out.append(replace)
+        return out
+
+
+def _bindings(cand: Candidate, sid: int, function: str, name: str) -> int:
+    """How many statements of the scope ``sid`` is in bind ``name`` (a parameter of the
+    function counts as one)."""
+    program = cand.program
+    file = program.stmts[sid].file
+    count = sum(
+        1 for b in program.deps.binders_named.get(name, ())
+        if program.stmts[b].file == file and qualname_of(program, b) == function
+    )
+    cur = program.stmts[sid].parent
+    while cur is not None and not isinstance(program.stmts[cur].node, (cst.FunctionDef, cst.ClassDef)):
+        cur = program.stmts[cur].parent
+    if cur is not None and isinstance(program.stmts[cur].node, cst.FunctionDef):
+        count += name in param_names(program.stmts[cur].node)
+    return count
+
+
+def _reads_in(node: cst.CSTNode, scope: dict[str, str]):
+    """The outermost expressions under ``node`` whose text is a recorded size read, not
+    looking into other scopes."""
+    stack = [node]
+    while stack:
+        cur = stack.pop()
+        if isinstance(cur, _OTHER_SCOPES):
+            continue
+        if isinstance(cur, _READS) and _normal(code_of(cur)) in scope:
+            yield cur
+            continue
+        stack.extend(reversed(list(cur.children)))
+
+
+@lru_cache(maxsize=4096)
+def _normal(text: str) -> str | None:
+    """The expression as ``ast.unparse`` writes it (what the probe recorded)."""
+    try:
+        return ast.unparse(ast.parse(text.strip(), mode="eval"))
+    except (SyntaxError, ValueError):
+        return None
+
+
+def _root(node: cst.CSTNode) -> cst.Name | None:
+    """The name a size read starts from: ``xtr`` in ``xtr.size(1)``, ``vocab`` in
+    ``len(vocab.itos)``."""
+    if isinstance(node, cst.Call):
+        if isinstance(node.func, cst.Name):  # len(E)
+            node = node.args[0].value
+        else:
+            node = node.func
+    while True:
+        if isinstance(node, cst.Name):
+            return node
+        if isinstance(node, cst.Attribute):
+            node = node.value
+        elif isinstance(node, cst.Subscript):
+            node = node.value
+        elif isinstance(node, cst.Call):
+            node = node.func  # ``x.size()[1]``
+        else:
+            return None
+
+
+def _dead_roots(cand: Candidate, where: list[tuple[cst.CSTNode, int]]) -> set[int]:
+    """The bindings of the objects read whose every live read is one of ``where``'s: the
+    statement ``xtr, ptr = to_tensor(...)`` once ``xtr.size(1)`` is ``33``, when nothing
+    reads ``xtr`` or ``ptr`` otherwise."""
+    program = cand.program
+    deps = program.deps
+    live = cand.live
+    names = [m for n, _ in where for m in _names_under(n)]
+    replaced = {id(m) for m in names}
+    at = {sid for _, sid in where}
+    binders = set()
+    for m in names:
+        binders |= deps.binders(m)
+    dead = set()
+    for b in binders:
+        if b not in live or program.stmts[b].kind != "simple" or b in at:
+            continue
+        last = program.last[b]
+        users = {u for u, _ in deps.users.get(b, ()) if u in live and not (b <= u <= last)}
+        if not users or not users <= at:
+            continue
+        if all(id(n) in replaced for u in users for n in _names_from(program, u, b)):
+            dead.add(b)
+    return dead
+
+
+def _names_under(node: cst.CSTNode) -> list[cst.Name]:
+    out, stack = [], [node]
+    while stack:
+        cur = stack.pop()
+        if isinstance(cur, cst.Name):
+            out.append(cur)
+        stack.extend(cur.children)
+    return out
+
+
+def _names_from(program, sid: int, binder: int) -> list[cst.Name]:
+    """The names statement ``sid`` reads from the binding ``binder``."""
+    deps = program.deps
+    out = []
+    for part in header_parts(program.stmts[sid].node):
+        stack = [part]
+        while stack:
+            cur = stack.pop()
+            if isinstance(cur, cst.Name) and binder in deps.binders(cur):
+                out.append(cur)
+            stack.extend(cur.children)
+    return out

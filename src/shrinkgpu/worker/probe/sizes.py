@@ -1,0 +1,263 @@
+"""The sizes the user's failing frames computed from data, read at the first error.
+
+Research code sizes its model from its data: ``max_len = xtr.size(1)``,
+``RopeLM(cfg, len(vocab.itos), max_len)``, ``nn.Linear(X.shape[1], 64)``.  While those
+expressions stay, so does the pipeline that built ``xtr`` and ``vocab`` (often most of a
+run), though the bug needs only the numbers.  A maintainer writes ``33``.  At the first
+error each user frame on the stack still holds the objects these expressions read, so
+the probe evaluates them there and records their values as literals; the
+``observed-sizes`` pass (passes/sizes.py) offers each literal in the expression's place,
+and the oracle decides whether the number was all the bug needed.
+
+Besides, a name the scope binds once to something other than a literal (``max_len =
+max(len(s) for s in seqs)``, ``n_classes = int(y.max()) + 1``) is recorded with its value in
+the frame when that is a whole number: it is read, not evaluated.
+
+Only size reads are evaluated, never a call the user wrote: ``len(E)``, ``E.size(k)``,
+``E.size()``, ``E.shape``, ``E.shape[k]``, ``E.numel()``, ``E.dim()``, ``E.ndim``, where
+``E`` is a name followed by attributes and constant subscripts (reading it runs no code of
+the user's but a property's).  ``len`` is taken only of a builtin collection, a tensor or
+an array, or an object of the user's own class or of torch (a dataset, a loader).
+Expressions inside a lambda, a comprehension or a nested definition read names of another
+scope and are left.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from typing import Any, Iterator
+
+from shrinkgpu.worker.probe.paths import is_user_file
+
+# One first run's records: a forward with a hundred size reads is no place to look for
+# the few that pin a data pipeline, and each evaluation costs the run a little.
+SIZES_MAX = 128
+
+_SHAPED = ("size", "numel", "dim")
+_COLLECTIONS = (list, tuple, dict, set, frozenset, str, bytes, range)
+_NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda,
+           ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def observed_sizes(exc: BaseException, roots: tuple[str, ...], rel) -> list[dict[str, Any]]:
+    """``[{"file", "function", "expression", "literal"}]`` for the size reads of each user
+    frame on the error's stack (``function``: the frame's qualified name, ``<module>`` at
+    the top level; ``expression``: as ``ast.unparse`` writes it).  An expression whose
+    value differs between two frames of the same function (recursion) is left out."""
+    frames = []
+    seen: set[int] = set()
+    chain: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in {id(c) for c in chain}:
+        chain.append(cur)
+        cur = cur.__cause__ or (None if cur.__suppress_context__ else cur.__context__)
+    for member in chain:
+        tb = member.__traceback__
+        while tb is not None:
+            frame = tb.tb_frame
+            if id(frame) not in seen and is_user_file(frame.f_code.co_filename, roots):
+                seen.add(id(frame))
+                frames.append(frame)
+            tb = tb.tb_next
+    trees: dict[str, ast.Module | None] = {}
+    values: dict[tuple[str, str, str], str | None] = {}
+    for frame in frames:
+        code = frame.f_code
+        if code.co_filename not in trees:
+            trees[code.co_filename] = _parse(code.co_filename)
+        tree = trees[code.co_filename]
+        scope = _scope_of(tree, code) if tree is not None else None
+        if scope is None:
+            continue
+        function = getattr(code, "co_qualname", code.co_name)
+        file = rel(code.co_filename)
+        found = [(ast.unparse(node), _evaluate(node, frame, roots)) for node in _size_reads(scope)]
+        locals_ = frame.f_locals
+        found += [(name, _literal(locals_[name])) for name in _computed_names(scope) if name in locals_]
+        for text, literal in found:
+            if len(values) >= SIZES_MAX:
+                break
+            if literal is None:
+                continue
+            key = (file, function, text)
+            if key in values and values[key] != literal:
+                values[key] = None  # two calls, two values: no literal
+            else:
+                values.setdefault(key, literal)
+    return [
+        {"file": f, "function": fn, "expression": e, "literal": lit}
+        for (f, fn, e), lit in values.items() if lit is not None
+    ]
+
+
+def _parse(filename: str) -> ast.Module | None:
+    try:
+        with open(filename, encoding="utf-8") as fh:
+            return ast.parse(fh.read(), filename)
+    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+        return None
+
+
+def _scope_of(tree: ast.Module, code) -> list[ast.AST] | None:
+    """The statements of the function (or module) a frame runs."""
+    if code.co_name == "<module>":
+        return list(tree.body)
+    line = code.co_firstlineno
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == code.co_name:
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            if line in (first, node.lineno):
+                return list(node.body)
+    return None
+
+
+def _size_reads(body: list[ast.AST]) -> Iterator[ast.expr]:
+    stack = list(reversed(body))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, _NESTED):
+            continue
+        if isinstance(node, ast.expr) and _is_size_read(node):
+            yield node
+            continue
+        stack.extend(reversed(list(ast.iter_child_nodes(node))))
+
+
+def _computed_names(body: list[ast.AST]) -> Iterator[str]:
+    """Names bound by ``name = <not a literal>`` in the scope (``max_len = max(len(s) for s
+    in seqs)``): their values at the failure are read from the frame, not evaluated."""
+    stack = list(reversed(body))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, _NESTED):
+            continue
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            value = node.value
+            if (len(targets) == 1 and isinstance(targets[0], ast.Name) and value is not None
+                    and not isinstance(value, ast.Constant) and _index(value) is None):
+                yield targets[0].id
+            continue
+        if isinstance(node, ast.stmt):
+            stack.extend(reversed([c for c in ast.iter_child_nodes(node) if isinstance(c, ast.stmt)]))
+
+
+def _is_size_read(node: ast.expr) -> bool:
+    if isinstance(node, ast.Call) and not node.keywords:
+        func = node.func
+        if isinstance(func, ast.Name) and func.id == "len" and len(node.args) == 1:
+            return _path(node.args[0])
+        if isinstance(func, ast.Attribute) and func.attr in _SHAPED and _path(func.value):
+            if func.attr == "size":
+                return not node.args or (len(node.args) == 1 and _index(node.args[0]) is not None)
+            return not node.args
+        return False
+    if isinstance(node, ast.Attribute):
+        return node.attr in ("shape", "ndim") and _path(node.value)
+    if isinstance(node, ast.Subscript) and _index(node.slice) is not None:
+        inner = node.value
+        if isinstance(inner, ast.Attribute) and inner.attr == "shape":
+            return _path(inner.value)
+        if (isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute) and inner.func.attr == "size"
+                and not inner.args and not inner.keywords):
+            return _path(inner.func.value)
+    return False
+
+
+def _path(node: ast.expr) -> bool:
+    """``x``, ``self.data.x``, ``batch["x"]``, ``xs[0]``: reads, no calls."""
+    while True:
+        if isinstance(node, ast.Name):
+            return True
+        if isinstance(node, ast.Attribute):
+            node = node.value
+        elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and isinstance(
+            node.slice.value, (int, str)
+        ):
+            node = node.value
+        else:
+            return False
+
+
+def _index(node: ast.expr) -> int | None:
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant)
+            and type(node.operand.value) is int):
+        return -node.operand.value
+    return None
+
+
+def _base(node: ast.expr) -> ast.expr:
+    """The object whose size ``node`` reads."""
+    if isinstance(node, ast.Call):
+        return node.args[0] if isinstance(node.func, ast.Name) else node.func.value  # type: ignore[union-attr]
+    if isinstance(node, ast.Attribute):
+        return node.value
+    inner = node.value  # type: ignore[attr-defined]
+    return inner.value if isinstance(inner, ast.Attribute) else inner.func.value
+
+
+def _evaluate(node: ast.expr, frame, roots: tuple[str, ...]) -> str | None:
+    base = _base(node)
+    try:
+        value = eval(compile(ast.Expression(base), "<size>", "eval"), frame.f_globals, dict(frame.f_locals))
+    except Exception:  # unbound at the failure, a property that raised: no literal
+        return None
+    shaped = hasattr(value, "shape") and hasattr(value, "dtype") and not isinstance(value, type)
+    try:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):  # len(E)
+            if not (shaped or isinstance(value, _COLLECTIONS) or _sized_object(value, roots)):
+                return None
+            result: Any = len(value)
+        elif not shaped:
+            return None
+        elif isinstance(node, ast.Call):
+            attr = node.func.attr  # type: ignore[union-attr]
+            if attr == "size" and node.args:
+                result = value.shape[_index(node.args[0])]
+            elif attr == "size":
+                result = tuple(value.shape)
+            elif attr == "numel":
+                result = value.numel() if hasattr(value, "numel") else value.size
+            else:
+                result = value.ndim
+        elif isinstance(node, ast.Attribute):
+            result = tuple(value.shape) if node.attr == "shape" else value.ndim
+        else:
+            result = value.shape[_index(node.slice)]  # type: ignore[attr-defined]
+    except Exception:
+        return None
+    return _literal(result)
+
+
+def _sized_object(value, roots: tuple[str, ...]) -> bool:
+    """A dataset, a vocabulary, a loader: the user's own class, or torch's."""
+    module = type(value).__module__ or ""
+    if module == "torch" or module.startswith("torch."):
+        return True
+    import sys
+
+    path = getattr(sys.modules.get(module), "__file__", None)
+    return bool(path) and is_user_file(os.fspath(path), roots)
+
+
+def _literal(value: Any) -> str | None:
+    try:
+        if isinstance(value, tuple):
+            items = [int(v) for v in value if type(v) is int or type(v).__module__ == "numpy"]
+            if len(items) != len(value):
+                return None
+            return "(" + ", ".join(map(str, items)) + ("," if len(items) == 1 else "") + ")"
+        if isinstance(value, bool):
+            return None
+        if type(value) is not int:
+            # a numpy integer is a number; a 0-d tensor has ``__index__`` too, but is no int
+            # (``n.item()``, ``n.to(device)`` would fail on one)
+            if type(value).__module__ != "numpy" or not hasattr(value, "__index__"):
+                return None
+            value = int(value)
+        return str(value) if value >= 0 else None
+    except (TypeError, ValueError):
+        return None

@@ -1,0 +1,139 @@
+"""observed-sizes (passes/sizes.py): the exact program before and after its units."""
+
+from __future__ import annotations
+
+from shrinkgpu.passes import ObservedSizes
+from shrinkgpu.syntax import Facts, SizeRecord
+
+from .helpers import dedent, each, start
+
+SRC = """\
+import torch
+
+
+def to_tensor(pairs):
+    return torch.tensor(pairs), len(pairs)
+
+
+def main():
+    pairs = [[1, 2], [3, 4], [5, 6]]
+    vocab = sorted({t for p in pairs for t in p})
+    xtr, n = to_tensor(pairs)
+    max_len = xtr.size(1)
+    emb = torch.nn.Embedding(len(vocab), 8)
+    emb(torch.full((2, max_len), len(vocab)))
+
+
+main()
+"""
+
+
+def sizes(*records):
+    return Facts(sizes=tuple(SizeRecord("a.py", fn, e, lit) for fn, e, lit in records))
+
+
+def test_a_size_read_becomes_the_number_and_the_object_read_only_there_goes_with_it():
+    cand = start(SRC, sizes(("main", "xtr.size(1)", "2"), ("main", "len(vocab)", "6")))
+    got = each(ObservedSizes(), cand)
+    # xtr.size(1): ``xtr, n = ...`` is read nowhere else (``n`` is never read), so one unit
+    # deletes it, and the helper only it called; another keeps it (building it may be
+    # what the bug needs)
+    assert got[0] == dedent(
+        """\
+        import torch
+
+
+        def main():
+            pairs = [[1, 2], [3, 4], [5, 6]]
+            vocab = sorted({t for p in pairs for t in p})
+            max_len = 2
+            emb = torch.nn.Embedding(len(vocab), 8)
+            emb(torch.full((2, max_len), len(vocab)))
+
+
+        main()
+        """
+    )
+    assert "    xtr, n = to_tensor(pairs)\n    max_len = 2\n" in got[1]
+    # len(vocab): every occurrence in the function at once; the vocabulary goes, and
+    # ``pairs`` is still read by ``to_tensor(pairs)``
+    assert got[2] == dedent(
+        """\
+        import torch
+
+
+        def to_tensor(pairs):
+            return torch.tensor(pairs), len(pairs)
+
+
+        def main():
+            pairs = [[1, 2], [3, 4], [5, 6]]
+            xtr, n = to_tensor(pairs)
+            max_len = xtr.size(1)
+            emb = torch.nn.Embedding(6, 8)
+            emb(torch.full((2, max_len), 6))
+
+
+        main()
+        """
+    )
+    assert len(got) == 4
+
+
+def test_only_in_the_function_the_frame_ran():
+    # recorded in ``main``; ``to_tensor``'s own ``len(pairs)`` is another read
+    cand = start(SRC, sizes(("to_tensor", "len(vocab)", "6"), ("main", "len(pairs)", "3")))
+    assert ObservedSizes().units(cand, 0) == []
+
+
+def test_a_name_rebound_in_its_scope_is_left():
+    src = """\
+    import torch
+
+
+    def forward(x):
+        n = x.size(0)
+        x = x.view(-1)
+        return x[: x.size(0) + n]
+    """
+    # at the failure ``x`` is the view: its size is not what the first read saw
+    cand = start(src, sizes(("forward", "x.size(0)", "12")))
+    assert ObservedSizes().units(cand, 0) == []
+
+
+def test_methods_are_matched_by_their_qualified_name_and_comprehensions_are_left():
+    src = """\
+    import torch.nn as nn
+
+
+    class Net(nn.Module):
+        def __init__(self, data):
+            super().__init__()
+            self.fc = nn.Linear(data.shape[1], 2)
+            self.rows = [len(r) for r in data]
+
+
+    net = Net(load())
+    """
+    cand = start(src, sizes(("Net.__init__", "data.shape[1]", "5"), ("Net.__init__", "len(r)", "5")))
+    assert each(ObservedSizes(), cand) == [
+        dedent(
+            """\
+            import torch.nn as nn
+
+
+            class Net(nn.Module):
+                def __init__(self, data):
+                    super().__init__()
+                    self.fc = nn.Linear(5, 2)
+                    self.rows = [len(r) for r in data]
+
+
+            net = Net(load())
+            """
+        )
+    ]
+
+
+def test_nothing_without_records():
+    assert ObservedSizes().units(start(SRC), 0) == []
