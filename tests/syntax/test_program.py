@@ -184,3 +184,40 @@ def test_order_is_tokens_plus_block_and_loop_costs_then_the_magnitude_of_constan
     assert cand.order == (26 + 5 * 2 + 10 * 2, 35)
     straight = program("i = 0\nxs = [j for j in range(4)]\ni -= 1\n").initial()
     assert straight.order < cand.order
+
+
+def test_a_statements_scope_is_named_as_python_names_its_code():
+    import textwrap
+
+    from shrinkgpu.syntax.queries import qualname_of
+
+    program = Program({"a.py": textwrap.dedent("""\
+        top = 1
+
+
+        class Net:
+            size = 2
+
+            def forward(self, x):
+                y = x
+
+                def inner():
+                    z = y
+                    return z
+
+                return inner()
+
+
+        def main():
+            class Local:
+                pass
+
+            n = 3
+        """)}, "a.py")
+    names = {program.stmt_code(s.id).strip().splitlines()[0]: qualname_of(program, s.id) for s in program.stmts}
+    assert names["top = 1"] == "<module>"
+    assert names["size = 2"] == "Net"
+    assert names["y = x"] == "Net.forward"
+    assert names["z = y"] == "Net.forward.<locals>.inner"
+    assert names["n = 3"] == "main"
+    assert names["pass"] == "main.<locals>.Local"
