@@ -137,3 +137,48 @@ def test_methods_are_matched_by_their_qualified_name_and_comprehensions_are_left
 
 def test_nothing_without_records():
     assert ObservedSizes().units(start(SRC), 0) == []
+
+
+def test_a_batch_unpacked_from_the_loader_becomes_tensors_of_its_layout():
+    src = """\
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+
+    def main():
+        data = TensorDataset(torch.load("x.pt"), torch.load("y.pt"))
+        step, (x, y) = next(enumerate(DataLoader(data, batch_size=64)))
+        conv = torch.nn.Conv1d(3, 32, 5)
+        conv(x)
+    """
+    facts = Facts(sizes=(
+        SizeRecord("a.py", "main", "step", "0"),
+        SizeRecord("a.py", "main", "x", "torch.randn(64, 4, 128)", "tensor"),
+        SizeRecord("a.py", "main", "y", "torch.zeros(64, dtype=torch.int64)", "tensor"),
+    ))
+    got = each(ObservedSizes(), start(src, facts))
+    assert got[0] == dedent(
+        """\
+        import torch
+
+
+        def main():
+            step, (x, y) = (0, (torch.randn(64, 4, 128), torch.zeros(64, dtype=torch.int64)))
+            conv = torch.nn.Conv1d(3, 32, 5)
+            conv(x)
+        """
+    )
+    assert len(got) == 2 and "data = TensorDataset(" in got[1]
+
+
+def test_a_target_with_a_name_the_run_did_not_record_is_left():
+    src = """\
+    import torch
+
+
+    def main():
+        x, model = torch.load("x.pt"), torch.nn.Linear(3, 3)
+        model(x)
+    """
+    facts = Facts(sizes=(SizeRecord("a.py", "main", "x", "torch.randn(4, 5)", "tensor"),))
+    assert ObservedSizes().units(start(src, facts), 0) == []

@@ -320,6 +320,24 @@ def test_the_sizes_only_the_first_run_evaluates_stay_with_every_program_the_sear
     )
 
 
+@pytest.mark.parametrize("sig, kept", [
+    (signature(), ["len(data)"]),  # an index out of bounds: the values matter, no tensor is drawn
+    (signature("RuntimeError", "mat1 and mat2 shapes cannot be multiplied (4x3 and 4x2)", op="torch._C._nn.linear"),
+     ["len(data)", "x"]),
+])
+def test_tensors_are_drawn_afresh_only_for_errors_their_layout_alone_raises(script, sig, kept):
+    sizes = (
+        {"file": "train.py", "function": "<module>", "expression": "len(data)", "literal": "3"},
+        {"file": "train.py", "function": "<module>", "expression": "x", "literal": "torch.randn(4, 3)", "kind": "tensor"},
+    )
+
+    def behaviour(text, job):
+        return bug(sig, sizes=sizes if job.request.watch.sizes else ())
+
+    reduction = started(Reduction(config(script, keep_error=None), executors=executors(behaviour)))
+    assert [s.expression for s in reduction.program.facts.sizes] == kept
+
+
 def test_the_result_falls_back_when_the_smallest_program_does_not_reproduce_fresh(script):
     log = Log()
 

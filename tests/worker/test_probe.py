@@ -487,6 +487,12 @@ def test_the_sizes_the_failing_frames_read_are_evaluated_at_the_first_error(runn
         ("main", "x.shape"): "(3, 7)",
         ("main", "len(vocab)"): "5",
         ("main", "x.shape[-1]"): "7",
+        # the names bound once to something else than a literal, as the frame holds them
+        # (``vocab`` and ``emb`` are neither numbers nor plain tensors)
+        ("main", "max_len"): "7",
+        ("main", "shape"): "(3, 7)",
+        ("main", "x"): "torch.zeros(3, 7, dtype=torch.int64)",
+        ("main", "pos"): "torch.randn(7, 4)",
     }
     assert {s["file"] for s in obs.sizes} == {"s.py"}
 
@@ -497,3 +503,26 @@ def test_no_size_is_evaluated_unless_asked(runner):
         xs[len(xs)]
         """)
     assert obs.signature.type == "IndexError" and obs.sizes == ()
+
+
+def test_the_tensors_the_failing_frames_bound_are_recorded_as_factories_of_their_layout(runner):
+    obs = run(runner, """\
+        import numpy as np
+        import torch
+        def main():
+            table = np.arange(4 * 128 * 64, dtype=np.float32).reshape(64, 4, 128)
+            step, (x, y) = 0, (torch.from_numpy(table), torch.from_numpy(np.zeros(64, dtype=np.int64)))
+            xt = torch.randn(96, 32).t()
+            w = torch.nn.Parameter(torch.randn(3, 5, 5))
+            torch.nn.functional.conv1d(x, w)
+        main()
+        """, sizes=True)
+    assert obs.signature.type == "RuntimeError"
+    got = {s["expression"]: (s["literal"], s["kind"]) for s in obs.sizes if s["function"] == "main"}
+    assert got == {
+        "step": ("0", "number"),
+        "x": ("torch.randn(64, 4, 128)", "tensor"),
+        "y": ("torch.zeros(64, dtype=torch.int64)", "tensor"),
+        "xt": ("torch.randn(96, 32).t()", "tensor"),
+        # ``table`` is an array, not a tensor; ``w`` a parameter: the model's, not data
+    }

@@ -26,7 +26,7 @@ from functools import lru_cache
 
 import libcst as cst
 
-from shrinkgpu.passes.base import LevelZeroPass, Unit, deletion_unit, lone_assignment
+from shrinkgpu.passes.base import LevelZeroPass, Unit, lone_assignment, names_read
 from shrinkgpu.syntax.code import code_of
 from shrinkgpu.syntax.edits import Edit
 from shrinkgpu.syntax.program import Candidate
@@ -54,7 +54,8 @@ class ObservedSizes(LevelZeroPass):
             wanted[(record.file, record.function)][record.expression] = record.literal
         files = {file for file, _ in wanted}
         deps = program.deps
-        found: dict[tuple[str, str, str], list[tuple[cst.CSTNode, int]]] = defaultdict(list)
+        # (file, function, what) -> (literal, [(node replaced, its statement)])
+        found: dict[tuple[str, str, str], tuple[str, list[tuple[cst.CSTNode, int]]]] = {}
         for s in cand.editable():
             if s.file not in files:
                 continue
@@ -63,30 +64,72 @@ class ObservedSizes(LevelZeroPass):
             if not scope:
                 continue
             assign = lone_assignment(s.node) if s.kind == "simple" else None
-            if assign is not None and isinstance(assign.targets[0].target, cst.Name):
-                # ``max_len = max(len(x) for x in ids)``: the name's value in the frame
-                name = assign.targets[0].target.value
-                if (name in scope and not isinstance(assign.value, _LITERALS)
-                        and _bindings(cand, s.id, function, name) == 1):
-                    found[(s.file, function, name)].append((assign.value, s.id))
+            if assign is not None and not isinstance(assign.value, _LITERALS):
+                # ``max_len = max(len(x) for x in ids)``, ``step, (x, y) = next(...)``: the
+                # names' values in the frame
+                literal = _composed(assign.targets[0].target, scope)
+                names = _names_under(assign.targets[0].target)
+                if literal is not None and literal != code_of(assign.value).strip() and all(
+                    _bindings(cand, s.id, function, n.value) == 1 for n in names
+                ):
+                    found[(s.file, function, code_of(assign.targets[0].target))] = (literal, [(assign.value, s.id)])
             for part in header_parts(s.node):
                 for node in _reads_in(part, scope):
                     root = _root(node)
                     if root is None or _bindings(cand, s.id, function, root.value) > 1:
                         continue  # rebound in its scope: the failure's value may not be the read's
-                    found[(s.file, function, _normal(code_of(node)))].append((node, s.id))
+                    text = _normal(code_of(node))
+                    found.setdefault((s.file, function, text), (scope[text], []))[1].append((node, s.id))
         out: list[Unit] = []
-        for (file, function, text), where in found.items():
-            literal = wanted[(file, function)][text]
+        for literal, where in found.values():
             replace = tuple(Edit("expr", node=program.node_index(n), text=literal) for n, _ in where)
             dead = _dead_roots(cand, where)
-            if dead:
-                readers = frozenset(sid for _, sid in where)
-                unit = deletion_unit(cand, sorted(dead), ignore=readers, new_text=literal)
-                if unit:
-                    out.append(replace + unit)
-            out.append(replace)
+            for roots in ([dead] if dead else []) + [set()]:
+                deletions = _deletions(cand, where, roots, literal)
+                if deletions is not None and replace + deletions not in out:
+                    out.append(replace + deletions)
         return out
+
+
+def _deletions(cand: Candidate, where, roots: set[int], literal: str) -> Unit | None:
+    """Deleting ``roots`` (with what would be left reading nothing), and the plain
+    bindings (imports, functions, literals) only the replaced expressions read; None
+    when that would take a seeding statement."""
+    program = cand.program
+    deps = program.deps
+    at = frozenset(sid for _, sid in where)
+    closure = deps.deletion_closure(cand, roots, ignore=at) if roots else frozenset()
+    replaced = {id(m) for n, _ in where for m in _names_under(n)}
+    still = names_read(literal) | {
+        m.value for sid in at for part in header_parts(program.stmts[sid].node)
+        for m in _names_under(part) if id(m) not in replaced
+    }
+    # The statements the replacement edits count as gone for what they read: what else
+    # they read is in ``still``, whose bindings stay.
+    closure |= deps.dead_binders(cand, closure | at, still) - at
+    if closure & program.protected:
+        return None
+    top = [sid for sid in closure if program.stmts[sid].parent not in closure]
+    return tuple(Edit("delete", sid) for sid in sorted(top))
+
+
+def _composed(target: cst.BaseExpression, scope: dict[str, str]) -> str | None:
+    """The value a target's names held, written as the target is shaped: ``9`` for
+    ``max_len``, ``(0, (torch.randn(64, 4, 128), torch.zeros(64, dtype=torch.int64)))`` for
+    ``step, (x, y)``; None when a name has no record."""
+    if isinstance(target, cst.Name):
+        return scope.get(target.value)
+    if isinstance(target, (cst.Tuple, cst.List)):
+        parts = []
+        for element in target.elements:
+            if isinstance(element, cst.StarredElement):
+                return None
+            part = _composed(element.value, scope)
+            if part is None:
+                return None
+            parts.append(part)
+        return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+    return None
 
 
 def _bindings(cand: Candidate, sid: int, function: str, name: str) -> int:

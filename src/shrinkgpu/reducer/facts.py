@@ -64,7 +64,8 @@ def sizes_of(obs: Observation) -> tuple[SizeRecord, ...]:
     out = []
     for rec in obs.sizes:
         try:
-            out.append(SizeRecord(str(rec["file"]), str(rec["function"]), str(rec["expression"]), str(rec["literal"])))
+            out.append(SizeRecord(str(rec["file"]), str(rec["function"]), str(rec["expression"]), str(rec["literal"]),
+                                  str(rec.get("kind", "number"))))
         except (KeyError, TypeError):
             continue
     return tuple(out)

@@ -172,6 +172,12 @@ class Extracted:
     error: str | None  # why there is none
 
 
+# Errors raised from the tensors' metadata (dtype, shape, strides, device) before any
+# value is read: a tensor of the same metadata with other values raises the same one.
+METADATA_FAMILIES = frozenset({Family.SHAPE, Family.VIEW, Family.DTYPE, Family.DEVICE_MISMATCH,
+                               Family.MISSING_KERNEL})
+
+
 class Reduction:
     """A reduction of ``config``'s script; ``run()`` does it all (see the module's
     docstring for the phases).  ``on_event`` sees progress events (the core's and
@@ -456,7 +462,12 @@ class Reduction:
         )
         # Only the first run evaluates the failing frames' sizes; every later program
         # carries them (by text: the expressions stay while the program shrinks).
-        self.sizes = facts.sizes
+        # A tensor drawn afresh keeps its dtype, shape, strides and device, not its
+        # values: offered only for errors those alone raise.
+        target = getattr(self, "target", None)
+        metadata = target is not None and target.signature.family in METADATA_FAMILIES
+        self.sizes = tuple(s for s in facts.sizes if s.kind != "tensor" or metadata)
+        facts = dataclasses.replace(facts, sizes=self.sizes)
         return Program(files, spec.script_rel, facts=facts)
 
     def note_how_it_ran(self, first: FirstRun) -> None:

@@ -43,6 +43,9 @@ class SizeRecord:
     function: str
     expression: str
     literal: str
+    # "number", or "tensor": a name bound to a tensor, ``literal`` a factory of its dtype,
+    # shape, strides and device (``torch.randn(64, 4, 128)``)
+    kind: str = "number"
 
 
 @dataclass(frozen=True)

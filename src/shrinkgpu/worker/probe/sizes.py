@@ -72,22 +72,26 @@ def observed_sizes(exc: BaseException, roots: tuple[str, ...], rel) -> list[dict
             continue
         function = getattr(code, "co_qualname", code.co_name)
         file = rel(code.co_filename)
-        found = [(ast.unparse(node), _evaluate(node, frame, roots)) for node in _size_reads(scope)]
+        found = [(ast.unparse(node), _evaluate(node, frame, roots), "number") for node in _size_reads(scope)]
         locals_ = frame.f_locals
-        found += [(name, _literal(locals_[name])) for name in _computed_names(scope) if name in locals_]
-        for text, literal in found:
+        for name in _computed_names(scope):
+            if name in locals_:
+                value = locals_[name]
+                tensor = tensor_literal(value)
+                found.append((name, tensor, "tensor") if tensor is not None else (name, _literal(value), "number"))
+        for text, literal, kind in found:
             if len(values) >= SIZES_MAX:
                 break
             if literal is None:
                 continue
             key = (file, function, text)
-            if key in values and values[key] != literal:
+            if key in values and values[key] != (literal, kind):
                 values[key] = None  # two calls, two values: no literal
             else:
-                values.setdefault(key, literal)
+                values.setdefault(key, (literal, kind))
     return [
-        {"file": f, "function": fn, "expression": e, "literal": lit}
-        for (f, fn, e), lit in values.items() if lit is not None
+        {"file": f, "function": fn, "expression": e, "literal": v[0], "kind": v[1]}
+        for (f, fn, e), v in values.items() if v is not None
     ]
 
 
@@ -135,12 +139,80 @@ def _computed_names(body: list[ast.AST]) -> Iterator[str]:
         if isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             value = node.value
-            if (len(targets) == 1 and isinstance(targets[0], ast.Name) and value is not None
-                    and not isinstance(value, ast.Constant) and _index(value) is None):
-                yield targets[0].id
+            names = _target_names(targets[0]) if len(targets) == 1 else None
+            if names and value is not None and not isinstance(value, ast.Constant) and _index(value) is None:
+                yield from names
             continue
         if isinstance(node, ast.stmt):
             stack.extend(reversed([c for c in ast.iter_child_nodes(node) if isinstance(c, ast.stmt)]))
+
+
+def _target_names(target: ast.expr) -> list[str] | None:
+    """``x`` -> [x]; ``step, (x, y)`` -> [step, x, y]; None for anything else (an
+    attribute, a starred name)."""
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        out: list[str] = []
+        for element in target.elts:
+            inner = _target_names(element)
+            if inner is None:
+                return None
+            out += inner
+        return out
+    return None
+
+
+# A tensor larger than this is no value to draw again in every candidate (64 MiB of
+# float32); the pipeline that built it stays.
+TENSOR_MAX_ELEMENTS = 2**24
+
+
+def tensor_literal(value: Any) -> str | None:
+    """Source text that makes a tensor of ``value``'s dtype, shape, strides and device
+    (``torch.randn(64, 4, 128)``, ``torch.zeros(64, dtype=torch.int64)``,
+    ``torch.randn(96, 32).t()``); None for anything else: not a plain strided tensor (a
+    parameter is the model's), too large, or a layout no permutation of a contiguous
+    tensor has (a slice with gaps)."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is None or type(value) is not torch.Tensor or value.layout != torch.strided:
+        return None
+    if value.numel() > TENSOR_MAX_ELEMENTS or value.is_quantized or value.is_nested:
+        return None
+    shape, strides = tuple(value.shape), tuple(value.stride())
+    order = list(range(len(shape)))
+    if not value.is_contiguous():
+        # The layout of a transpose or permute: the dimensions by decreasing stride are a
+        # contiguous tensor's.
+        order = sorted(order, key=lambda d: (-strides[d], d))
+        expected, size = {}, 1
+        for d in reversed(order):
+            expected[d] = size
+            size *= shape[d]
+        if any(shape[d] != 1 and strides[d] != expected[d] for d in order):
+            return None
+    dims = [shape[d] for d in order]
+    dtype = str(value.dtype)
+    options = []
+    if value.is_floating_point() or value.is_complex():
+        factory = "torch.randn"
+        if value.dtype != torch.get_default_dtype():
+            options.append(f"dtype={dtype}")
+    else:
+        factory = "torch.zeros"
+        options.append(f"dtype={dtype}")
+    if value.device.type != "cpu":
+        options.append(f"device={str(value.device)!r}")
+    if value.requires_grad:
+        options.append("requires_grad=True")
+    sizes = ", ".join(map(str, dims)) if dims else "()"
+    text = f"{factory}({', '.join([sizes, *options])})"
+    if order != sorted(order):
+        inverse = [order.index(d) for d in range(len(order))]
+        text += ".t()" if len(order) == 2 else f".permute({', '.join(map(str, inverse))})"
+    return text
 
 
 def _is_size_read(node: ast.expr) -> bool:
