@@ -130,7 +130,8 @@ def _size_reads(body: list[ast.AST]) -> Iterator[ast.expr]:
 
 def _computed_names(body: list[ast.AST]) -> Iterator[str]:
     """Names bound by ``name = <not a literal>`` in the scope (``max_len = max(len(s) for s
-    in seqs)``): their values at the failure are read from the frame, not evaluated."""
+    in seqs)``), and by ``for`` targets: their values at the failure are read from the
+    frame, not evaluated."""
     stack = list(reversed(body))
     while stack:
         node = stack.pop()
@@ -143,6 +144,10 @@ def _computed_names(body: list[ast.AST]) -> Iterator[str]:
             if names and value is not None and not isinstance(value, ast.Constant) and _index(value) is None:
                 yield from names
             continue
+        if isinstance(node, (ast.For, ast.AsyncFor)):
+            # the failing iteration's item: ``for xb, yb in loader`` becomes ``xb, yb =
+            # next(iter(loader))`` (loop-to-first-iteration), then these values
+            yield from _target_names(node.target) or ()
         if isinstance(node, ast.stmt):
             stack.extend(reversed([c for c in ast.iter_child_nodes(node) if isinstance(c, ast.stmt)]))
 
