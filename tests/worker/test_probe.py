@@ -514,7 +514,8 @@ def test_the_tensors_the_failing_frames_bound_are_recorded_as_factories_of_their
             step, (x, y) = 0, (torch.from_numpy(table), torch.from_numpy(np.zeros(64, dtype=np.int64)))
             xt = torch.randn(96, 32).t()
             w = torch.nn.Parameter(torch.randn(3, 5, 5))
-            torch.nn.functional.conv1d(x, w)
+            for k, batch in enumerate([torch.zeros(2, 5, 8), x]):
+                torch.nn.functional.conv1d(batch, w)
         main()
         """, sizes=True)
     assert obs.signature.type == "RuntimeError"
@@ -524,5 +525,8 @@ def test_the_tensors_the_failing_frames_bound_are_recorded_as_factories_of_their
         "x": ("torch.randn(64, 4, 128)", "tensor"),
         "y": ("torch.zeros(64, dtype=torch.int64)", "tensor"),
         "xt": ("torch.randn(96, 32).t()", "tensor"),
+        # a loop's targets: the failing iteration's item
+        "k": ("1", "number"),
+        "batch": ("torch.randn(64, 4, 128)", "tensor"),
         # ``table`` is an array, not a tensor; ``w`` a parameter: the model's, not data
     }
