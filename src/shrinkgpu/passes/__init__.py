@@ -48,6 +48,10 @@ STRUCTURE: tuple[EditPass, ...] = (
     CallPastTheLibrary(),
     ArgparseToNamespace(),
     ConfigToLiteral(),
+    # sizes computed from data (``len(vocab)``, ``x.size(1)``) and batches behind a shape
+    # error as the run computed them: each unit takes the pipeline that built the data,
+    # which is where a long run's candidates spend their time, so before the deletions
+    ObservedSizes(),
     DeleteDefinitions(),
     DeleteStatements(),
     HoistThen(),
@@ -61,9 +65,6 @@ STRUCTURE: tuple[EditPass, ...] = (
     AppendLoopToList(),
     SplitRecords(),
     PropagateConstants(),
-    # sizes computed from data (``len(vocab)``, ``x.size(1)``) as the run computed them:
-    # the pipeline that built the data can then go
-    ObservedSizes(),
     ScalarizeAttributes(),
     ConfigClassValues(),
     StripDecorators(),
