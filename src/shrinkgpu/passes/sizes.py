@@ -53,7 +53,6 @@ class ObservedSizes(LevelZeroPass):
         for record in program.facts.sizes:
             wanted[(record.file, record.function)][record.expression] = record.literal
         files = {file for file, _ in wanted}
-        deps = program.deps
         # (file, function, what) -> (literal, [(node replaced, its statement)])
         found: dict[tuple[str, str, str], tuple[str, list[tuple[cst.CSTNode, int]]]] = {}
         for s in cand.editable():
