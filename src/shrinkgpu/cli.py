@@ -303,6 +303,10 @@ def run(script, script_args, module, timeout, isolation, root, stdin_file, sync_
               help="Offer candidates that load the script's data objects (instances of its own classes holding "
                    "arrays or long lists, never a model) as the first run saved them, beside the result as "
                    "<stem>.min.<name>.pkl, instead of building them. --no-load-objects keeps every constructor.")
+@click.option("--observed-sizes/--no-observed-sizes", "observed_sizes", default=True, show_default=True,
+              help="Offer candidates that write the sizes the failing code computed from data (len(vocab), "
+                   "x.size(1)) as the numbers the first run computed, and, for shape, view and dtype errors, the "
+                   "tensors it bound as torch.randn/torch.zeros of their layout, so the data pipeline can go.")
 @click.option("--replay-state/--no-replay-state", "replay_state", default=True, show_default=True,
               help="For an original that runs 10 s or more and fails past the first iteration of a loop: save its "
                    "state at the start of the failing iteration (weights, optimizer, scheduler, RNGs, the batch) as "
@@ -329,7 +333,7 @@ def run(script, script_args, module, timeout, isolation, root, stdin_file, sync_
 @click.option("--emit-test", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write a pytest file that fails while the minimal case still reproduces the bug.")
 def reduce_cmd(script, script_args, module, keep_error, family_name, output, resume, timeout, isolation, strictness,
-               confirm, hash_seed, max_tests, max_time, verify_runs, extract, load_objects, replay_state, ablate, search,
+               confirm, hash_seed, max_tests, max_time, verify_runs, extract, load_objects, observed_sizes, replay_state, ablate, search,
                jobs,
                gpus, root,
                stdin_file,
@@ -358,7 +362,7 @@ def reduce_cmd(script, script_args, module, keep_error, family_name, output, res
             verify_runs=verify_runs, root=root, stdin=_stdin_bytes(stdin_file, notes), keep_temp=keep_temp,
             jobs=jobs, gpus=gpu_ids, search=search, sync_launches=sync_launches,
             family=family_by_name(family_name) if family_name else None, confirm=confirm, hash_seed=hash_seed,
-            resume=resume, extract=extract, save_objects=load_objects, replay_state=replay_state, ablate=ablate,
+            resume=resume, extract=extract, save_objects=load_objects, observed_sizes=observed_sizes, replay_state=replay_state, ablate=ablate,
         )
     except (OSError, click.ClickException) as exc:
         _fail(str(exc), EXIT_USAGE, as_json)

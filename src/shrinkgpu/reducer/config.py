@@ -56,6 +56,7 @@ class ReduceConfig:
     extract: bool = True  # also write the failing call alone (<stem>.extracted.py)
     cut_library: bool = True  # offer a candidate that calls back the user object a library called
     save_objects: bool = True  # offer candidates that load the user's data objects the first run saved
+    observed_sizes: bool = True  # offer sizes and tensors as the first run saw them (passes/sizes.py)
     # a long original: save the state at the start of the failing iteration and offer
     # candidates that start there (passes/replay.py), once a fresh run showed it replays
     replay_state: bool = True

@@ -331,7 +331,7 @@ class Reduction:
             cut=str(self.saved_call) if config.cut_library else None,
             save_objects=str(self.sandbox.session / "objects") if config.save_objects else None,
             keep_raised=str(self.sandbox.session / "raised") if config.extract and config.write else None,
-            sizes=True,
+            sizes=config.observed_sizes,
         )
 
         def still_running(elapsed: float) -> None:
