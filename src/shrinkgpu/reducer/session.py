@@ -747,6 +747,10 @@ class Reduction:
                 save_objects=str(self.sandbox.session / f"objects-{next(self._recordings)}") if save else None,
             )
             again = self.oracle.observe(files, timeout=self.calibration.timeout, watch=watch)
+            if self.budget.max_tests is not None:
+                # one budget for every run the oracle makes: this one is a test the search
+                # will not make (--max-tests bounds them all)
+                self.budget.max_tests -= 1
             if self.target.matches(again.signature):
                 if count:
                     carried["loops"] = loop_facts(files, again.loops)

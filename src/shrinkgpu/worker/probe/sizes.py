@@ -29,6 +29,7 @@ import os
 from typing import Any, Iterator
 
 from shrinkgpu.worker.probe.paths import is_user_file
+from shrinkgpu.worker.probe.recorder import exception_chain
 
 # One first run's records: a forward with a hundred size reads is no place to look for
 # the few that pin a data pipeline, and each evaluation costs the run a little.
@@ -47,12 +48,7 @@ def observed_sizes(exc: BaseException, roots: tuple[str, ...], rel) -> list[dict
     value differs between two frames of the same function (recursion) is left out."""
     frames = []
     seen: set[int] = set()
-    chain: list[BaseException] = []
-    cur: BaseException | None = exc
-    while cur is not None and id(cur) not in {id(c) for c in chain}:
-        chain.append(cur)
-        cur = cur.__cause__ or (None if cur.__suppress_context__ else cur.__context__)
-    for member in chain:
+    for member in exception_chain(exc):
         tb = member.__traceback__
         while tb is not None:
             frame = tb.tb_frame
