@@ -182,3 +182,58 @@ def test_a_target_with_a_name_the_run_did_not_record_is_left():
     """
     facts = Facts(sizes=(SizeRecord("a.py", "main", "x", "torch.randn(4, 5)", "tensor"),))
     assert ObservedSizes().units(start(src, facts), 0) == []
+
+
+INLINED = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+
+def main():
+    loader = DataLoader(TensorDataset(torch.load("x.pt")), batch_size=64)
+    conv = torch.nn.Conv1d(3, 32, 5)
+    step, (x,) = next(enumerate(loader))
+    conv(x)
+
+
+main()
+"""
+
+
+def test_a_record_of_a_function_since_inlined_is_looked_for_where_its_body_went():
+    # ``run_epoch(loader, conv)`` ran the failing frame; inline-calls has put its body in
+    # ``main``, with its names
+    facts = Facts(sizes=(
+        SizeRecord("a.py", "run_epoch", "step", "0"),
+        SizeRecord("a.py", "run_epoch", "x", "torch.randn(64, 4, 128)", "tensor"),
+    ))
+    got = each(ObservedSizes(), start(INLINED, facts))
+    assert got[0] == dedent(
+        """\
+        import torch
+
+
+        def main():
+            conv = torch.nn.Conv1d(3, 32, 5)
+            step, (x,) = (0, (torch.randn(64, 4, 128),))
+            conv(x)
+
+
+        main()
+        """
+    )
+    assert len(got) == 2 and "    loader = DataLoader(" in got[1]
+
+
+def test_records_of_functions_still_there_or_disagreeing_are_not_looked_for_elsewhere():
+    still_there = INLINED + "\n\ndef run_epoch(loader):\n    return len(loader)\n"
+    facts = Facts(sizes=(SizeRecord("a.py", "run_epoch", "x", "torch.randn(64, 4, 128)", "tensor"),
+                         SizeRecord("a.py", "run_epoch", "step", "0")))
+    assert ObservedSizes().units(start(still_there, facts), 0) == []
+    # two functions, both gone, saw ``x`` with different shapes: neither is offered
+    facts = Facts(sizes=(
+        SizeRecord("a.py", "train_epoch", "step", "0"),
+        SizeRecord("a.py", "train_epoch", "x", "torch.randn(64, 4, 128)", "tensor"),
+        SizeRecord("a.py", "eval_epoch", "x", "torch.randn(8, 4, 128)", "tensor"),
+    ))
+    assert ObservedSizes().units(start(INLINED, facts), 0) == []

@@ -12,6 +12,9 @@ A name the scope binds once to a computed whole number (``max_len = max(len(x) f
 ids)``) is recorded with its value too: its binding's value becomes the number
 (``max_len = 9``), and ``propagate-constants`` then writes it where it is read.
 
+A record of a function the program no longer has (``inline-calls`` put the body of
+``run_epoch`` in ``main``, with its names) is looked for in every scope of its file.
+
 Only where the value at the failure is the value at the read: the expression's root name
 has one binding in its scope (a name rebound, ``x = self.emb(x)``, held another value
 when the expression ran).  Inside a lambda, a comprehension or a nested definition a
@@ -53,13 +56,14 @@ class ObservedSizes(LevelZeroPass):
         for record in program.facts.sizes:
             wanted[(record.file, record.function)][record.expression] = record.literal
         files = {file for file, _ in wanted}
+        orphans = _orphans(cand, wanted)
         # (file, function, what) -> (literal, [(node replaced, its statement)])
         found: dict[tuple[str, str, str], tuple[str, list[tuple[cst.CSTNode, int]]]] = {}
         for s in cand.editable():
             if s.file not in files:
                 continue
             function = qualname_of(program, s.id)
-            scope = wanted.get((s.file, function))
+            scope = {**orphans.get(s.file, {}), **wanted.get((s.file, function), {})}
             if not scope:
                 continue
             assign = lone_assignment(s.node) if s.kind == "simple" else None
@@ -88,6 +92,25 @@ class ObservedSizes(LevelZeroPass):
                 if deletions is not None and replace + deletions not in out:
                     out.append(replace + deletions)
         return out
+
+
+def _orphans(cand: Candidate, wanted: dict[tuple[str, str], dict[str, str]]) -> dict[str, dict[str, str]]:
+    """Per file, the records of functions the program no longer has: ``run_epoch``'s
+    ``for step, (x, y) in enumerate(loader)`` once ``inline-calls`` has put its body in
+    ``main``.  Inlining keeps the body's names, so the expression is looked for in every
+    scope of the file, under the same one-binding rule; an expression two orphaned
+    functions recorded with different values is left out."""
+    present = {(s.file, qualname_of(cand.program, s.id)) for s in cand.editable()}
+    seen: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for (file, function), scope in wanted.items():
+        if (file, function) in present:
+            continue
+        for expression, literal in scope.items():
+            seen[file][expression].add(literal)
+    return {
+        file: {expression: next(iter(values)) for expression, values in scope.items() if len(values) == 1}
+        for file, scope in seen.items()
+    }
 
 
 def _deletions(cand: Candidate, where, roots: set[int], literal: str) -> Unit | None:
