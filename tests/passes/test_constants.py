@@ -312,6 +312,23 @@ def test_a_registry_read_with_a_key_the_program_spells_becomes_the_entry():
     assert each(PropagateConstants(), start(mutated), 0) == []
 
 
+def test_a_registry_of_the_users_own_classes_becomes_the_class():
+    source = dedent("""\
+        class TCN:
+            pass
+
+
+        class MLP:
+            pass
+
+
+        MODELS = {"tcn": TCN, "mlp": MLP}
+        model = MODELS['tcn'](n_classes=6)
+        """)
+    # the class only the registry named goes with it
+    assert each(PropagateConstants(), start(source), 0) == ["class TCN:\n    pass\nmodel = TCN(n_classes=6)\n"]
+
+
 # --------------------------------------------------------------------------------------
 # ScalarizeAttributes
 # --------------------------------------------------------------------------------------

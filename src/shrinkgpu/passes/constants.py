@@ -177,16 +177,20 @@ def _registry(node: cst.BaseExpression) -> dict[object, str] | None:
         if not isinstance(el, cst.DictElement) or not isinstance(el.key, (cst.SimpleString, cst.Integer)):
             return None
         value = el.value
-        plain = isinstance(value, (cst.Name, cst.Attribute)) and all(
-            isinstance(part, (cst.Name, cst.Attribute)) for part in (value, getattr(value, "value", value))
-        )
-        text = code_of(value) if plain else _constant_text(value)
+        text = code_of(value) if _dotted(value) else _constant_text(value)
         if text is None:
             return None
         import ast
 
         out[ast.literal_eval(code_of(el.key))] = text
     return out
+
+
+def _dotted(node: cst.BaseExpression) -> bool:
+    """``TCN``, ``torch.nn.Conv1d``: a name or a chain of attributes on one."""
+    while isinstance(node, cst.Attribute):
+        node = node.value
+    return isinstance(node, cst.Name)
 
 
 def _keyed(program, deps, name: cst.Name, integers: bool = False) -> tuple[cst.Subscript, object] | None:
