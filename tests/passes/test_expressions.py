@@ -155,6 +155,14 @@ def test_an_unread_assignment_keeps_its_call_and_loses_its_name():
     assert not any(o.endswith("f()\nprint(x)\n") and "x = f()" not in o for o in outs)
 
 
+def test_an_unread_display_keeps_its_calls_in_order():
+    cand = start('metrics = {"loss": Trainer(m).train_epoch(dl), "epoch": 3, "val": evaluate(m)}\nprint(1)\n')
+    assert "Trainer(m).train_epoch(dl)\nevaluate(m)\nprint(1)\n" in each(SimplifyExpressions(), cand)
+    # an attribute read or an operator could raise: the display stays whole
+    for src in ("out = [f(x), y.z]\n", "out = (f(x), 1 / n)\n", "out = [f(x), *rest]\n", "out = [1, 2]\nprint(out)\n"):
+        assert all(o.startswith("out = ") for o in each(SimplifyExpressions(), start(src)))
+
+
 def test_simplify_expressions_lifts_an_operand_out_of_an_operation():
     cand = start("import torch\nx = 0 + 0.3 * torch.randn(4, 3)\nx.view(-1)\n")
     outs = [each(SimplifyExpressions(), cand, level) for level in range(3)]

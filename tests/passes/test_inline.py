@@ -546,3 +546,36 @@ def test_inline_bindings_left_alone_where_the_value_would_run_differently(src):
 def test_inline_bindings_into_a_comprehensions_first_iterable_runs_it_once():
     cand = start("xs = load()\nys = [f(x) for x in xs]\n")
     assert after(InlineBindings(), cand) == "ys = [f(x) for x in load()]\n"
+
+
+def test_inline_calls_a_method_of_an_instance_made_for_the_call():
+    cand = start(
+        """\
+        class Trainer:
+            def __init__(self, model):
+                self.model = model
+
+            def train_epoch(self, loader):
+                x, y = next(iter(loader))
+                self.model(x)
+
+
+        metrics = Trainer(net).train_epoch(train_dl)
+        """
+    )
+    assert each(InlineCalls(), cand) == [
+        dedent(
+            """\
+            class Trainer:
+                def __init__(self, model):
+                    self.model = model
+
+
+            self = Trainer(net)
+            loader = train_dl
+            x, y = next(iter(loader))
+            self.model(x)
+            metrics = None
+            """
+        )
+    ]

@@ -461,18 +461,45 @@ def _integer_literals(program) -> frozenset[int]:
 
 def _unread_target(program, s) -> str | None:
     """The value of ``name = value`` as a statement of its own, when nothing reads
-    ``name`` and the value is a call (a value without effects is simply deleted)."""
+    ``name`` and the value is a call (a value without effects is simply deleted); the
+    calls of a display, in order, for ``metrics = {"loss": t.train_epoch(dl), "n": 3}``
+    (a call inside a display is no statement that ``inline-calls`` could inline)."""
     node = s.node
     if s.kind != "simple" or len(node.body) != 1 or not isinstance(node.body[0], cst.Assign):
         return None
     assign = node.body[0]
     if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
         return None
-    if not isinstance(assign.value, cst.Call):
+    calls = _display_calls(assign.value) if not isinstance(assign.value, cst.Call) else [assign.value]
+    if not calls:
         return None
     if program.deps.readers(s.id, assign.targets[0].target.value):
         return None
-    return code_of(assign.value) + "\n"
+    return "".join(code_of(c).strip() + "\n" for c in calls)
+
+
+_PLAIN = (cst.Name, cst.Integer, cst.Float, cst.SimpleString, cst.Imaginary)
+
+
+def _display_calls(value: cst.BaseExpression) -> list[cst.Call]:
+    """The calls a dict, list, tuple or set display holds, in the order they run; empty
+    unless every other part is a name or a literal (a subscript, an attribute or an
+    operator could raise, and dropping it would drop that)."""
+    if isinstance(value, cst.Dict):
+        parts = []
+        for el in value.elements:
+            if not isinstance(el, cst.DictElement):
+                return []
+            parts += [el.key, el.value]
+    elif isinstance(value, (cst.List, cst.Tuple, cst.Set)):
+        if any(isinstance(el, cst.StarredElement) for el in value.elements):
+            return []
+        parts = [el.value for el in value.elements]
+    else:
+        return []
+    if not all(isinstance(p, (cst.Call, *_PLAIN)) for p in parts):
+        return []
+    return [p for p in parts if isinstance(p, cst.Call)]
 
 
 def _split_tuple_assignment(program, s) -> str | None:

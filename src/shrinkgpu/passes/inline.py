@@ -3,8 +3,8 @@
 A maintainer's repro is flat: no ``main()``, no ``train_one_epoch(...)``, the failing
 steps one after the other.  This pass replaces a call statement (``f(a)`` or
 ``x = f(a)``) by the callee's body, with its parameters bound to the arguments; a method
-call (``trainer.fit(...)``, ``self.validate(...)``) by the method's body with ``self``
-bound to the instance; and a call of a local ``nn.Module`` instance (``model(x)``) by
+call (``trainer.fit(...)``, ``self.validate(...)``, ``Trainer(model).fit(...)``) by the
+method's body with ``self`` bound to the instance; and a call of a local ``nn.Module`` instance (``model(x)``) by
 its ``forward`` body.  A ``@torch.no_grad()`` function becomes a ``with`` block.  The
 callee's own definition goes in the same unit when this was its only call, so the unit
 shrinks the program.
@@ -494,6 +494,17 @@ class InlineCalls(LevelZeroPass):
                 if cls_sid is not None:
                     method = method_of(cand, cls_sid, func.attr.value)
                     return None if method is None else (*method, owner.value)
+        if (
+            isinstance(func, cst.Attribute) and isinstance(func.value, cst.Call)
+            and isinstance(func.value.func, cst.Name) and func.attr.value != "__init__"
+        ):
+            # ``Trainer(model).train_epoch(dl)``: an instance made for this one call, once
+            # ``trainer = Trainer(model)`` was pasted where it was read; ``self`` is bound
+            # to the construction, which runs first, as it did.
+            binders = deps.binders(func.value.func)
+            if len(binders) == 1 and (b := next(iter(binders))) in cand.live and stmts[b].kind == "class":
+                method = method_of(cand, b, func.attr.value)
+                return None if method is None else (*method, code_of(func.value))
         return None
 
 
