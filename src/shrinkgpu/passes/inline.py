@@ -4,8 +4,8 @@ A maintainer's repro is flat: no ``main()``, no ``train_one_epoch(...)``, the fa
 steps one after the other.  This pass replaces a call statement (``f(a)`` or
 ``x = f(a)``) by the callee's body, with its parameters bound to the arguments; a method
 call (``trainer.fit(...)``, ``self.validate(...)``, ``Trainer(model).fit(...)``) by the
-method's body with ``self`` bound to the instance; and a call of a local ``nn.Module`` instance (``model(x)``) by
-its ``forward`` body.  A ``@torch.no_grad()`` function becomes a ``with`` block.  The
+method's body with ``self`` bound to the instance; and a call of a local ``nn.Module``
+instance (``model(x)``) by its ``forward`` body.  A ``@torch.no_grad()`` function becomes a ``with`` block.  The
 callee's own definition goes in the same unit when this was its only call, so the unit
 shrinks the program.
 

@@ -56,14 +56,17 @@ class ObservedSizes(LevelZeroPass):
         for record in program.facts.sizes:
             wanted[(record.file, record.function)][record.expression] = record.literal
         files = {file for file, _ in wanted}
-        orphans = _orphans(cand, wanted)
+        # Each statement's function, once: the orphans and the scan below both need it.
+        functions = {s.id: qualname_of(program, s.id) for s in cand.editable() if s.file in files}
+        orphans = _orphans(cand, wanted, functions)
         # (file, function, what) -> (literal, [(node replaced, its statement)])
         found: dict[tuple[str, str, str], tuple[str, list[tuple[cst.CSTNode, int]]]] = {}
         for s in cand.editable():
             if s.file not in files:
                 continue
-            function = qualname_of(program, s.id)
-            scope = {**orphans.get(s.file, {}), **wanted.get((s.file, function), {})}
+            function = functions[s.id]
+            own = wanted.get((s.file, function), {})
+            scope = {**orphans[s.file], **own} if s.file in orphans else own
             if not scope:
                 continue
             assign = lone_assignment(s.node) if s.kind == "simple" else None
@@ -94,13 +97,15 @@ class ObservedSizes(LevelZeroPass):
         return out
 
 
-def _orphans(cand: Candidate, wanted: dict[tuple[str, str], dict[str, str]]) -> dict[str, dict[str, str]]:
+def _orphans(
+    cand: Candidate, wanted: dict[tuple[str, str], dict[str, str]], functions: dict[int, str]
+) -> dict[str, dict[str, str]]:
     """Per file, the records of functions the program no longer has: ``run_epoch``'s
     ``for step, (x, y) in enumerate(loader)`` once ``inline-calls`` has put its body in
     ``main``.  Inlining keeps the body's names, so the expression is looked for in every
     scope of the file, under the same one-binding rule; an expression two orphaned
     functions recorded with different values is left out."""
-    present = {(s.file, qualname_of(cand.program, s.id)) for s in cand.editable()}
+    present = {(cand.program.stmts[sid].file, function) for sid, function in functions.items()}
     seen: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
     for (file, function), scope in wanted.items():
         if (file, function) in present:
