@@ -69,6 +69,23 @@ DRAWN = TRAINED.replace(
     "code = torch.tensor([3 * (trained + moving + late)]) + int(x[0, 0] > 9)\n",
 )
 
+# TRAINED with its rows built by a data helper of the user's (plain lists, 170 KB): the
+# statement that calls it is what a candidate from the state runs before the restore.
+HELPED = TRAINED.replace(
+    "x = torch.randn(64, 4)\n",
+    "\n\ndef draw(rng):\n"
+    "    return [rng.gauss(0, 1) for _ in range(4)]\n\n\n"
+    "def build_rows(n, seed):\n"
+    "    rng = random.Random(seed)\n"
+    "    rows = [draw(rng) for _ in range(n)]\n"
+    "    return rows, [sum(r) for r in rows]\n\n\n"
+    "rows, sums = build_rows(4096, 3)\n"
+    "x = torch.tensor(rows[:64])\n",
+).replace(
+    "code = torch.tensor([3 * (trained + moving + late)])\n",
+    "code = torch.tensor([3 * (trained + moving + late)]) + int(sums[0] > 99)\n",
+)
+
 # The count the bug needs lives in a global a function changes: not a value the loop
 # binds, so the state does not hold it, and the replay starts from 0.
 HIDDEN = """\
@@ -376,6 +393,23 @@ def test_started_from_the_state_the_data_the_step_reads_is_loaded_first(tmp_path
     assert "pickle.loads(pathlib.Path(__file__).with_name('train.min.data.pkl').read_bytes())" in text, text
     assert "Points(4096" not in text and "default_rng" not in text, text
     assert [o[1] for o in result.loaded_objects] == ["data"]
+    assert result.verified == (1, 1)
+    plain = subprocess.run([sys.executable, out.name], cwd=out.parent, capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 1 and "IndexError: index out of range in self" in plain.stderr, plain.stderr
+
+
+@pytest.mark.slow
+def test_started_from_the_state_what_a_data_helper_returned_is_loaded_and_the_helper_goes(tmp_path, monkeypatch):
+    result, events, out = reduce_script(tmp_path, monkeypatch, HELPED, max_tests=4)
+
+    assert any(n.startswith("the search starts at the failing step") for n in result.notes), result.notes
+    assert result.passes["load-saved-objects"]["tests"] == result.passes["load-saved-objects"]["reproduced"] == 1
+    text = out.read_text()
+    assert ("rows, sums = pickle.loads(pathlib.Path(__file__).with_name('train.min.rows-sums.pkl').read_bytes())"
+            in text), text
+    assert "build_rows" not in text and "def draw" not in text, text
+    assert [o[1:3] for o in result.loaded_objects] == [("rows, sums", "build_rows()")]
+    assert (out.parent / "train.min.rows-sums.pkl").is_file()
     assert result.verified == (1, 1)
     plain = subprocess.run([sys.executable, out.name], cwd=out.parent, capture_output=True, text=True, timeout=120)
     assert plain.returncode == 1 and "IndexError: index out of range in self" in plain.stderr, plain.stderr

@@ -301,7 +301,8 @@ def run(script, script_args, module, timeout, isolation, root, stdin_file, sync_
               help="Also write the failing call alone (<stem>.extracted.py), checked in a fresh interpreter.")
 @click.option("--load-objects/--no-load-objects", default=True, show_default=True,
               help="Offer candidates that load the script's data objects (instances of its own classes holding "
-                   "arrays or long lists, never a model) as the first run saved them, beside the result as "
+                   "arrays or long lists, never a model; for a long job started at its failing step, also what its data "
+                   "helpers returned) as the first run saved them, beside the result as "
                    "<stem>.min.<name>.pkl, instead of building them. --no-load-objects keeps every constructor.")
 @click.option("--observed-sizes/--no-observed-sizes", "observed_sizes", default=True, show_default=True,
               help="Offer candidates that write the sizes the failing code computed from data (len(vocab), "

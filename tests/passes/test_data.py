@@ -5,7 +5,7 @@ of built.
 from __future__ import annotations
 
 from shrinkgpu.passes import LoadSavedObjects
-from shrinkgpu.syntax import Facts, Program, SavedObject
+from shrinkgpu.syntax import Facts, Program, SavedObject, StateRecord
 
 from .helpers import after, each, start
 
@@ -85,3 +85,54 @@ def test_a_nested_class_is_found_by_its_qualified_name():
     saved = SavedObject(name="bank", cls="Data.Bank", file="a.bank.pkl", size=1 << 20)
     text = after(LoadSavedObjects(), start(src, Facts(saved_objects=(saved,))))
     assert "__init__" not in text and "class Bank:" in text and "bank = pickle.loads(" in text
+
+
+# -- a data helper's results, for a program started at its failing step ---------------------
+
+HELPERS = """\
+import random
+import torch
+def phrase(rng):
+    return [rng.choice("ab") for _ in range(3)]
+def build_splits(n, seed):
+    rng = random.Random(seed)
+    pairs = [phrase(rng) for _ in range(n)]
+    return pairs[:n // 2], pairs[n // 2:]
+train, test = build_splits(20000, 1)
+vocab = sorted({t for p in train for t in p})
+for step in range(3):
+    torch.tensor(test[step]).view(2)
+"""
+SPLITS = SavedObject(name="train", cls="build_splits()", file="a.train-test.pkl", size=1 << 20,
+                     targets=("train", "test"))
+STATE = StateRecord("a.py", "for step in range(3):", 1, "<module>", (("step", "value"),), (), "a.min.state.pt")
+
+
+def test_a_helpers_results_are_loaded_at_the_failing_step_and_the_helper_goes_with_what_only_it_read():
+    text = after(LoadSavedObjects(), start(HELPERS, Facts(saved_objects=(SPLITS,), state=STATE)))
+    assert text == (
+        "import torch\n"
+        "import pathlib\n"
+        "import pickle\n"
+        "train, test = pickle.loads(pathlib.Path(__file__).with_name('a.train-test.pkl').read_bytes())\n"
+        "vocab = sorted({t for p in train for t in p})\n"
+        "for step in range(3):\n"
+        "    torch.tensor(test[step]).view(2)\n"
+    )
+
+
+def test_a_helpers_results_are_not_offered_to_a_program_that_runs_from_its_start_nor_to_another_form():
+    # without the state, the helper shows where the values came from
+    assert LoadSavedObjects().units(start(HELPERS, Facts(saved_objects=(SPLITS,))), 0) == []
+    state = Facts(saved_objects=(SPLITS,), state=STATE)
+    # the names must be the ones the statement binds, in its order
+    swapped = "train, test = 1, 2\ntest, train = build_splits(4, 1)\n"
+    assert LoadSavedObjects().units(start(swapped, state), 0) == []
+    # a method's call is not a helper's (the probe saves only calls of a bare name)
+    method = "train, test = data.build_splits(4, 1)\n"
+    assert LoadSavedObjects().units(start(method, state), 0) == []
+    one = SavedObject(name="xs", cls="make()", file="a.xs.pkl", size=1 << 20, targets=("xs",))
+    assert each(LoadSavedObjects(), start("def make():\n    return [0] * 99\nxs = make()\nxs[0]\n",
+                                          Facts(saved_objects=(one,), state=STATE))) == [
+        "import pathlib\nimport pickle\nxs = pickle.loads(pathlib.Path(__file__).with_name('a.xs.pkl').read_bytes())\nxs[0]\n"
+    ]

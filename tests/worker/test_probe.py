@@ -5,6 +5,7 @@ user's code (cut-library).  Real worker processes, real torch."""
 from __future__ import annotations
 
 import os
+import pickle
 import textwrap
 from pathlib import Path
 
@@ -239,6 +240,36 @@ def test_an_object_holding_one_large_array_is_saved_whole(runner, tmp_path):
     [saved] = obs.saved_objects
     assert (saved["name"], saved["class"]) == ("points", "Points")
     assert Path(saved["path"]).stat().st_size == saved["bytes"] > 4096 * 4 * 4
+
+
+def test_what_the_users_data_helpers_returned_is_saved_when_the_run_was_long_enough(runner, tmp_path):
+    src = """\
+        import pickle
+        import random
+        import torch
+        def build(n):
+            rng = random.Random(1)
+            rows = [(str(rng.random()), [1, 2]) for _ in range(n)]
+            return rows[:n // 2], rows[n // 2:], torch.arange(n)
+        def make_model():
+            return torch.nn.Linear(2, 2)
+        def main():
+            train, test, ids = build(40)
+            model = make_model()                # a module: configuration, not data
+            short = build(4)                    # a tuple of three: one name, no data of its own
+            pairs = dict(zip(range(3), "abc"))  # not a helper of the user's
+            ids[40]
+        main()
+        """
+    obs = run(runner, src, save_objects=str(tmp_path / "objects"), save_results_after=0.0)
+    assert obs.signature.type == "IndexError"
+    [saved] = obs.saved_objects
+    assert (saved["name"], saved["targets"], saved["class"]) == ("train", ["train", "test", "ids"], "build()")
+    train, test, ids = pickle.loads(Path(saved["path"]).read_bytes())
+    assert len(train) == len(test) == 20 and ids.tolist() == list(range(40))
+    # a run that failed sooner than asked saves no helper's result
+    obs = run(runner, src, save_objects=str(tmp_path / "objects-2"), save_results_after=60.0)
+    assert obs.signature.type == "IndexError" and obs.saved_objects == ()
 
 
 def test_no_object_is_saved_unless_asked(runner):

@@ -131,16 +131,17 @@ def saved_objects(first: Observation, spec: ScriptSpec, sandbox: Sandbox, layout
     for saved in first.saved_objects:
         try:
             name, cls, path, size = saved["name"], saved["class"], Path(saved["path"]), int(saved["bytes"])
+            targets = tuple(str(t) for t in saved.get("targets") or ())
         except (KeyError, TypeError, ValueError):
             continue
-        if not name.isidentifier() or not path.is_file():
+        if not all(n.isidentifier() for n in (name, *targets)) or not path.is_file():
             continue
-        file_name = f"{base}.{name}.pkl"
+        file_name = f"{base}.{'-'.join(targets) or name}.pkl"
         in_root = spec.root_dir / main_dir / file_name
         if file_name in files or (in_root.exists() and in_root.resolve() != (beside / file_name).resolve()):
             continue  # a file of the user's by that name is neither shadowed nor overwritten
         sandbox.add_file(str(main_dir / file_name) if main_dir != Path(".") else file_name, path)
-        records.append(SavedObject(name, cls, file_name, size, str(main_dir) if main_dir != Path(".") else ""))
+        records.append(SavedObject(name, cls, file_name, size, str(main_dir) if main_dir != Path(".") else "", targets))
         files[file_name] = path
     return tuple(records), files
 

@@ -330,6 +330,9 @@ class Reduction:
             collect_modules=True, collect_env=True, count_loops=True, op_shapes=True,
             cut=str(self.saved_call) if config.cut_library else None,
             save_objects=str(self.sandbox.session / "objects") if config.save_objects else None,
+            # a helper's results serve a start from the saved state, which only a run
+            # this long gets
+            save_results_after=STATE_MIN_SECONDS if config.replay_state and config.write else None,
             keep_raised=str(self.sandbox.session / "raised") if config.extract and config.write else None,
             sizes=config.observed_sizes,
         )
@@ -734,9 +737,9 @@ class Reduction:
         # after them has been reduced against this program's data, and a load of the
         # original's object would often no longer fail the same way.  At every
         # rebase, so the file beside the program is never a stale one.
-        save = short and self.saved_objects and not all(
-            any(o.file in t for t in files.values()) for o in self.saved_objects
-        )
+        # A helper's result is offered only to a program started from the saved state.
+        offered = [o for o in self.saved_objects if not o.targets or self.state is not None]
+        save = short and offered and not all(any(o.file in t for t in files.values()) for o in offered)
         # Shrinking the data moves the failing item: count again, on this program (one
         # more run: only while runs are short, or it costs more than it saves).
         count = quick and rebased.loop_iterations and loop_around_failure(rebased)
@@ -745,6 +748,7 @@ class Reduction:
             watch = Watch(
                 count_loops=bool(count),
                 save_objects=str(self.sandbox.session / f"objects-{next(self._recordings)}") if save else None,
+                save_results_after=0.0 if save and self.state is not None else None,
             )
             again = self.oracle.observe(files, timeout=self.calibration.timeout, watch=watch)
             if self.budget.max_tests is not None:
@@ -758,6 +762,11 @@ class Reduction:
                     saved_objects(again, self.spec, self.sandbox, self.layout) if save else ((), {})
                 )
                 if fresh:
+                    # A loaded object is not saved again (its statement is no longer the
+                    # helper's call): its record stays while the program reads its file.
+                    names = {o.file for o in fresh}
+                    fresh = (*fresh, *(o for o in self.saved_objects if o.file not in names
+                                       and any(o.file in t for t in files.values())))
                     self.saved_objects = fresh
                     self.data_files.update(fresh_files)
                     carried["saved_objects"] = fresh
@@ -1284,7 +1293,7 @@ class Reduction:
             trace=tuple(self.trace),
             data_files={name: str(path) for name, path in self.data_files.items()
                         if any(name in text for text in best.files.values())},
-            loaded_objects=tuple((o.file, o.name, o.cls, o.size) for o in self.saved_objects
+            loaded_objects=tuple((o.file, ", ".join(o.targets) or o.name, o.cls, o.size) for o in self.saved_objects
                                  if any(o.file in text for text in best.files.values())),
             case={
                 "keep_error": config.keep_error,

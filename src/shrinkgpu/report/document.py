@@ -108,6 +108,13 @@ def render_report(result: ReductionResult, spec: ScriptSpec, target: Path) -> st
     elif result.needs:
         out.append("- needs beside it: " + ", ".join(f"`{n}`" for n in result.needs))
     for file, name, cls, size in result.loaded_objects:
+        if cls.endswith("()"):  # a data helper's result
+            out.append(
+                f"- `{file}`: `{name}` as `{cls[:-2]}(...)` returned it in the original ({size / 2**20:.1f} MiB); the "
+                f"result, which starts at the failing step, loads it instead of calling `{cls[:-2]}` "
+                "(`--no-load-objects` keeps every helper)"
+            )
+            continue
         out.append(
             f"- `{file}`: `{name}` (a `{cls}`, {size / 2**20:.1f} MiB) as the original held it at its first error; "
             "the result loads it instead of building it, so its constructor is not shown (`--no-load-objects` "

@@ -91,6 +91,10 @@ class SavedObject:
     file: str  # the pickle's file name, beside the main script (``kws.train_set.pkl``)
     size: int  # bytes
     directory: str = ""  # the main script's directory within the root ("" at the top)
+    # A data helper's result (``train, val, test = build_splits(cfg)``): the names the
+    # statement binds, the file holding their values (a tuple for several); ``cls`` is
+    # then ``build_splits()``.  Empty for an instance of the user's class.
+    targets: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

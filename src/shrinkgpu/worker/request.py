@@ -76,6 +76,10 @@ class Watch:
     cut: str | None = None
     # a directory: at the first error, pickle the user's data objects there
     save_objects: str | None = None
+    # and, when the run failed this many seconds or more after it started, the results
+    # of its data helpers (``train, val, test = build_splits(cfg)``): a run that short is
+    # not started from a saved state, the one use of them
+    save_results_after: float | None = None
     # a directory: the arguments of each torch call that raises, saved as it raised
     # (``raised-<n>.pt``): the failing call from the first run itself, where its values
     # can still be read (not after a failed GPU kernel: then a ``capture`` run is needed)
@@ -101,6 +105,7 @@ class Watch:
             keep_raised=data.get("keep_raised"),
             state=StateAt.from_json(data["state"]) if data.get("state") else None,
             save_objects=data.get("save_objects"),
+            save_results_after=data.get("save_results_after"),
             sizes=bool(data.get("sizes")),
         )
 

@@ -120,7 +120,9 @@ def run(request: RunRequest, *, forked: bool) -> int:
                 obs["cut"] = None
         if watch.save_objects:
             try:
-                obs["saved_objects"] = saved_objects(exc, roots, watch.save_objects)
+                after = watch.save_results_after
+                results = after is not None and time.perf_counter() - started >= after
+                obs["saved_objects"] = saved_objects(exc, roots, watch.save_objects, results=results)
             except Exception:  # an offer too
                 obs["saved_objects"] = []
         if watch.sizes:

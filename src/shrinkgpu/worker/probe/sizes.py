@@ -61,9 +61,9 @@ def observed_sizes(exc: BaseException, roots: tuple[str, ...], rel) -> list[dict
     for frame in frames:
         code = frame.f_code
         if code.co_filename not in trees:
-            trees[code.co_filename] = _parse(code.co_filename)
+            trees[code.co_filename] = parse_source(code.co_filename)
         tree = trees[code.co_filename]
-        scope = _scope_of(tree, code) if tree is not None else None
+        scope = scope_of(tree, code) if tree is not None else None
         if scope is None:
             continue
         function = getattr(code, "co_qualname", code.co_name)
@@ -91,7 +91,7 @@ def observed_sizes(exc: BaseException, roots: tuple[str, ...], rel) -> list[dict
     ]
 
 
-def _parse(filename: str) -> ast.Module | None:
+def parse_source(filename: str) -> ast.Module | None:
     try:
         with open(filename, encoding="utf-8") as fh:
             return ast.parse(fh.read(), filename)
@@ -99,7 +99,7 @@ def _parse(filename: str) -> ast.Module | None:
         return None
 
 
-def _scope_of(tree: ast.Module, code) -> list[ast.AST] | None:
+def scope_of(tree: ast.Module, code) -> list[ast.AST] | None:
     """The statements of the function (or module) a frame runs."""
     if code.co_name == "<module>":
         return list(tree.body)
