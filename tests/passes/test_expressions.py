@@ -279,3 +279,43 @@ def test_a_comprehension_over_a_range_of_one_value_is_its_one_element():
     offered = [t.splitlines()[1] for t in each(SimplifyExpressions(), cand, 0)]
     assert "y = torch.cat([featurize(xs[0], i=0, n=o.i)])" in offered
     assert not any(t.splitlines()[2].startswith("z = [f(0)") for t in each(SimplifyExpressions(), cand, 0))
+
+
+def _offered(cand, levels=(0, 1, 2, 3)):
+    return {line for level in levels for text in each(SimplifyExpressions(), cand, level) for line in text.splitlines()}
+
+
+def test_a_config_built_from_a_namespace_of_parsed_arguments_is_offered_with_keywords():
+    # what argparse-values leaves of ``Config(**{k.replace("-", "_"): v for k, v in vars(p.parse_args()).items()})``
+    cand = start("import argparse\ncfg = Config(**{k: v for k, v in vars(argparse.Namespace(d_model=96, heads=4)).items()})\n")
+    offered = _offered(cand)
+    # the comprehension that copies the mapping is the mapping; the namespace's values a dictionary
+    assert "cfg = Config(**vars(argparse.Namespace(d_model=96, heads=4)))" in offered
+    assert "cfg = Config(**{k: v for k, v in {'d_model': 96, 'heads': 4}.items()})" in offered
+    # (and that dictionary literal, once a rebase has it, is offered as keywords)
+    assert "cfg = Config(d_model=96, heads=4)" in _offered(start("cfg = Config(**{'d_model': 96, 'heads': 4})\n"))
+    # a comprehension that changes keys or values, or filters, is no copy; a namespace
+    # given a positional argument is no namespace of keywords
+    for src in ("d = {v: k for k, v in e.items()}\n", "d = {k: f(v) for k, v in e.items()}\n",
+                "d = {k: v for k, v in e.items() if k}\n", "d = vars(ns.Namespace(x))\n"):
+        assert not any(o.startswith("d = e") or "{'" in o for o in _offered(start(src))), src
+
+
+def test_a_lambda_called_in_place_is_offered_as_its_body_with_the_arguments_written_in():
+    cand = start("out = (lambda p: beam_search(model, p, 4))(gold[:, :7])\n"
+                 "g, q = (lambda p: decode(model))(torch.zeros(1, 1))\n"
+                 "twice = (lambda a: a + a)(f())\n")
+    offered = _offered(cand)
+    assert "out = beam_search(model, gold[:, :7], 4)" in offered
+    assert "g, q = decode(model)" in offered  # an unread parameter: its argument goes
+    # a parameter read twice would evaluate its argument twice
+    assert not any(o.startswith("twice = f() + f()") or o.startswith("twice = (f()) +") for o in offered)
+
+
+def test_an_unread_tuple_target_of_a_call_goes_and_the_call_stays():
+    cand = start("g, p = decode(model)\nx, y = f()\nprint(x)\nu, v = 1, 2\n")
+    outs = each(SimplifyExpressions(), cand)
+    assert "decode(model)\nx, y = f()\nprint(x)\nu, v = 1, 2\n" in outs
+    # ``x`` is read: the unpacking stays; a display is no call
+    assert not any("\nf()\n" in o for o in outs)
+    assert not any(o.endswith("print(x)\n1, 2\n") for o in outs)

@@ -236,7 +236,12 @@ class _Collect(cst.CSTVisitor):
         return True
 
     def visit_DictComp(self, node) -> bool:
-        return self._fold(node, fold_comprehension)
+        going_on = self._fold(node, fold_comprehension)
+        if going_on:
+            same = _copied_mapping(node)
+            if same is not None:
+                self.foldable.append((node, same))
+        return going_on
 
     def visit_ListComp(self, node) -> bool:
         going_on = self._fold(node, fold_comprehension)
@@ -375,6 +380,17 @@ def _alternatives(stmt: cst.CSTNode, sizes: Sequence[int] = ()) -> list[tuple[cs
         splat = _splat_as_keywords(call)
         if splat is not None:
             options.append(("expr", splat))
+        # ``vars(argparse.Namespace(lr=0.1))`` -> ``{"lr": 0.1}``: what parse_args became
+        # (argparse-values), read back as the dictionary a config class is built from.
+        # (first: it is the same value written plainly, where the others are cuts)
+        namespace = _namespace_dict(call)
+        if namespace is not None:
+            options.insert(0, ("expr", namespace))
+        # ``(lambda p: decode(model, p))(x)`` -> ``decode(model, x)``: a callback the
+        # library cut or inlining left called in place.
+        applied = _applied_lambda(call)
+        if applied is not None:
+            options.insert(0, ("expr", applied))
         if options:
             out.append((call, options))
         for arg in call.args:
@@ -449,6 +465,69 @@ def _splat_as_keywords(call: cst.Call) -> str | None:
     return code_of(call.with_changes(args=[a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in args]))
 
 
+def _copied_mapping(node: cst.DictComp) -> str | None:
+    """``E`` for ``{k: v for k, v in E.items()}``: a comprehension that copies a mapping
+    as it is (what is left of one that renamed its keys)."""
+    if not (isinstance(node.key, cst.Name) and isinstance(node.value, cst.Name) and node.key.value != node.value.value):
+        return None
+    comp = node.for_in
+    if comp.inner_for_in is not None or comp.ifs or comp.asynchronous is not None:
+        return None
+    target = comp.target
+    if not (isinstance(target, cst.Tuple) and len(target.elements) == 2
+            and [getattr(el.value, "value", None) for el in target.elements] == [node.key.value, node.value.value]):
+        return None
+    it = comp.iter
+    if not (isinstance(it, cst.Call) and not it.args and isinstance(it.func, cst.Attribute)
+            and it.func.attr.value == "items"):
+        return None
+    return code_of(it.func.value)
+
+
+def _namespace_dict(call: cst.Call) -> str | None:
+    """``{"lr": 0.1, "steps": 2}`` for ``vars(argparse.Namespace(lr=0.1, steps=2))``."""
+    if not (isinstance(call.func, cst.Name) and call.func.value == "vars" and len(call.args) == 1):
+        return None
+    inner = call.args[0].value
+    if call.args[0].keyword is not None or call.args[0].star or not isinstance(inner, cst.Call):
+        return None
+    func = inner.func
+    name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", None)
+    if name != "Namespace" or any(a.keyword is None or a.star for a in inner.args):
+        return None
+    return "{" + ", ".join(f"{a.keyword.value!r}: {code_of(a.value).strip()}" for a in inner.args) + "}"  # type: ignore[union-attr]
+
+
+_ATOMIC = (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer, cst.Float, cst.SimpleString, cst.List, cst.Dict)
+
+
+def _applied_lambda(call: cst.Call) -> str | None:
+    """The body of ``(lambda a, b: body)(x, y)`` with each parameter replaced by its
+    argument, when every argument is positional and each parameter is read at most once
+    (an argument is then evaluated at most once, as before); None otherwise."""
+    func = call.func
+    if not isinstance(func, cst.Lambda):
+        return None
+    params = func.params
+    if params.star_arg is not cst.MaybeSentinel.DEFAULT or params.kwonly_params or params.star_kwarg or params.posonly_params:
+        return None
+    names = [p.name.value for p in params.params]
+    if any(p.default is not None for p in params.params) or len(call.args) != len(names):
+        return None
+    if any(a.keyword is not None or a.star for a in call.args):
+        return None
+    reads = [n.value for n in _descendants(func.body) if isinstance(n, cst.Name)]
+    if any(reads.count(n) > 1 for n in names):
+        return None
+    body: cst.CSTNode = func.body
+    for name, arg in zip(names, call.args):
+        if name in reads:
+            text = code_of(arg.value).strip()
+            atomic = isinstance(arg.value, _ATOMIC) or (isinstance(arg.value, cst.Tuple) and arg.value.lpar)
+            body = body.visit(_Substitute(name, text if atomic else f"({text})"))
+    return code_of(body).strip()
+
+
 def _integer_literals(program) -> frozenset[int]:
     """Every decimal integer literal in the program's files."""
     import re
@@ -468,12 +547,25 @@ def _unread_target(program, s) -> str | None:
     if s.kind != "simple" or len(node.body) != 1 or not isinstance(node.body[0], cst.Assign):
         return None
     assign = node.body[0]
-    if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
+    if len(assign.targets) != 1:
+        return None
+    target = assign.targets[0].target
+    if isinstance(target, cst.Name):
+        names = [target.value]
+    elif isinstance(target, (cst.Tuple, cst.List)) and all(
+        isinstance(el, cst.Element) and isinstance(el.value, cst.Name) for el in target.elements
+    ):
+        # ``g, p = decode(x)``: unpacking what the call returns may raise, but the call
+        # raised first or nothing reads the names
+        if not isinstance(assign.value, cst.Call):
+            return None
+        names = [el.value.value for el in target.elements]  # type: ignore[attr-defined]
+    else:
         return None
     calls = _display_calls(assign.value) if not isinstance(assign.value, cst.Call) else [assign.value]
     if not calls:
         return None
-    if program.deps.readers(s.id, assign.targets[0].target.value):
+    if any(program.deps.readers(s.id, n) for n in names):
         return None
     return "".join(code_of(c).strip() + "\n" for c in calls)
 
