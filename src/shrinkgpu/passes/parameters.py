@@ -15,7 +15,9 @@ calls (a hook, a ``collate_fn``, ``forward`` through ``__call__``) keeps its pos
 parameters; one with a default can always go.  Dunder methods other than ``__init__``,
 names defined twice, classes with subclasses, and calls that spread ``*args`` or
 ``**kwargs`` are left alone; so is what the library cut replays (``cut-library`` calls
-``Net()._step(*saved_args)`` with as many arguments as the original run passed).
+``Net()._step(*saved_args)`` with as many arguments as the original run passed), unless
+none of its parameters is read any more: then they all go at once, with the saved
+arguments.
 """
 
 from __future__ import annotations
@@ -150,13 +152,17 @@ class DropParameters(LevelZeroPass):
         # as many as the function took then: its signature is that file's contract.
         cut = program.facts.cut
         replayed = _called_names(cut.replacement) if cut is not None else set()
-        targets = [t for t in targets if t[0] not in replayed and t[1].name.value not in replayed]
+        is_replayed = [t[0] in replayed or t[1].name.value in replayed for t in targets]
         uses = _Uses({t[0] for t in targets})
         for path, module in program.modules.items():
             if path not in cand.dropped_files:
                 module.visit(uses)
 
         out: list[Unit] = []
+        for (name, fn, skip), replay in zip(targets, is_replayed):
+            if replay and defined.get(name, 0) == 1:
+                out.extend(self._replayed_unit(program, fn, skip, uses.calls.get(name, [])))
+        targets = [t for t, replay in zip(targets, is_replayed) if not replay]
         for name, fn, skip in targets:
             if defined.get(name, 0) > 1:
                 continue  # two functions or classes of that name: whose call is whose?
@@ -177,6 +183,27 @@ class DropParameters(LevelZeroPass):
                 for param in fn.params.kwonly_params:
                     out.extend(self._unit(program, param, None, calls, body_names, only_called))
         return out
+
+    def _replayed_unit(self, program, fn: cst.FunctionDef, skip: int, calls) -> list[Unit]:
+        """``def collate(batch)`` with ``batch`` unread, which the library cut calls with
+        the saved arguments (``collate(*_call['args'], **_call['kwargs'])``) -> ``def
+        collate()`` and ``collate()``: every parameter and every argument at once (the
+        saved call's arguments fill the signature as a whole, not one by one), so the
+        file of saved arguments can go.  Only when each call spreads what it passes."""
+        params = fn.params
+        if params.posonly_params or params.star_kwarg is not None or isinstance(params.star_arg, cst.Param):
+            return []
+        own = [*list(params.params)[skip:], *params.kwonly_params]
+        body_names = variable_names(fn.body, keywords=False)
+        if not own or any(p.name.value in body_names for p in own) or len(params.params) < skip:
+            return []
+        if not calls or not all(any(a.star for a in c.args) for c in calls):
+            return []
+        edits = [Edit("remove", node=program.node_index(p)) for p in own]
+        if isinstance(params.star_arg, cst.ParamStar):
+            edits.append(Edit("remove", node=program.node_index(params.star_arg)))
+        edits += [Edit("remove", node=program.node_index(a)) for c in calls for a in c.args]
+        return [tuple(edits)]
 
     def _unit(self, program, param: cst.Param, index: int | None, calls, body_names, only_called) -> list[Unit]:
         pname = param.name.value
