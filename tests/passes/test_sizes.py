@@ -237,3 +237,36 @@ def test_records_of_functions_still_there_or_disagreeing_are_not_looked_for_else
         SizeRecord("a.py", "eval_epoch", "x", "torch.randn(8, 4, 128)", "tensor"),
     ))
     assert ObservedSizes().units(start(INLINED, facts), 0) == []
+
+
+def test_a_configuration_value_becomes_its_literal_and_the_configuration_goes_once_nothing_else_reads_it():
+    src = dedent(
+        """\
+        import yaml
+        from dataclasses import dataclass
+
+
+        @dataclass
+        class Data:
+            n_train: int
+            n_features: int
+
+
+        raw = yaml.safe_load(open("c.yaml"))
+        data = Data(**raw["data"])
+        data.n_train = 8
+        x = rng.uniform(-1, 1, size=(data.n_train, data.n_features))
+        """
+    )
+    facts = Facts(sizes=(SizeRecord("a.py", "<module>", "data.n_features", "14", "setting"),))
+    got = each(ObservedSizes(), start(src, facts))
+    # every read of the value becomes it; the assignment to another field is no read;
+    # ``data`` is still read (``data.n_train``), so it stays
+    assert [g for g in got if "size=(data.n_train, 14)" in g] and all("14 = " not in g for g in got)
+    assert all("data = Data(" in g for g in got)
+    # once the last read goes, the object goes in the same unit (the search deletes the
+    # load it was built from); another unit keeps it
+    src = src.replace("data.n_train = 8\n", "").replace("size=(data.n_train, ", "size=(8, ")
+    got = each(ObservedSizes(), start(src, facts))
+    assert got[0].endswith('raw = yaml.safe_load(open("c.yaml"))\nx = rng.uniform(-1, 1, size=(8, 14))\n')
+    assert got[1].endswith('data = Data(**raw["data"])\nx = rng.uniform(-1, 1, size=(8, 14))\n')

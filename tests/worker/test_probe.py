@@ -528,6 +528,51 @@ def test_the_sizes_the_failing_frames_read_are_evaluated_at_the_first_error(runn
     assert {s["file"] for s in obs.sizes} == {"s.py"}
 
 
+def test_the_configuration_values_the_failing_frames_read_are_recorded_as_literals(runner):
+    obs = run(runner, """\
+        import argparse
+        from dataclasses import dataclass
+        import torch
+        @dataclass
+        class Data:
+            n_features: int = 14
+            name: str = "alloy"
+        @dataclass
+        class Config:
+            data: Data
+            lr: float = 0.01
+        class Vocab:
+            pad, eos = 0, 2
+            def __init__(self):
+                self.itos = ["<pad>", "a"]
+            @property
+            def size(self):
+                return len(self.itos)
+        class Holder:
+            def __init__(self):
+                self.n, self.w = 3, torch.zeros(2)
+        def main():
+            args = argparse.Namespace(hidden=8, resume=None, amp=True)
+            cfg, vocab, held = Config(Data()), Vocab(), Holder()
+            net = torch.nn.Linear(cfg.data.n_features, args.hidden)
+            args.hidden = 9                       # assigned in the scope: not a value of the read's
+            lr, flag, end = cfg.lr, args.amp, (vocab.eos, vocab.size, held.n, net.in_features)
+            x = torch.zeros(2, 3, dtype=torch.float32)
+            print(cfg.data.name, args.resume)
+            net(x)
+        main()
+        """, sizes=True)
+    assert obs.signature.type == "RuntimeError"
+    got = {s["expression"]: s["literal"] for s in obs.sizes if s["kind"] == "setting"}
+    # a dataclass's, a namespace's, a class attribute of the user's plain class; not a
+    # property (code), an object holding a tensor, a module's, an attribute of ``torch``,
+    # nor one the scope assigns
+    assert got == {
+        "cfg.data.n_features": "14", "cfg.lr": "0.01", "args.amp": "True", "vocab.eos": "2",
+        "cfg.data.name": "'alloy'", "args.resume": "None",
+    }
+
+
 def test_no_size_is_evaluated_unless_asked(runner):
     obs = run(runner, """\
         xs = [1, 2]

@@ -182,7 +182,11 @@ def _reads_in(node: cst.CSTNode, scope: dict[str, str]):
     stack = [node]
     while stack:
         cur = stack.pop()
-        if isinstance(cur, _OTHER_SCOPES):
+        if isinstance(cur, _OTHER_SCOPES) or isinstance(cur, cst.AssignTarget):
+            continue  # (``cfg.lr = 0.1`` assigns; only what is read becomes its value)
+        if isinstance(cur, (cst.AugAssign, cst.AnnAssign)):
+            if cur.value is not None:
+                stack.append(cur.value)
             continue
         if isinstance(cur, _READS) and _normal(code_of(cur)) in scope:
             yield cur

@@ -44,7 +44,8 @@ class SizeRecord:
     expression: str
     literal: str
     # "number", or "tensor": a name bound to a tensor, ``literal`` a factory of its dtype,
-    # shape, strides and device (``torch.randn(64, 4, 128)``)
+    # shape, strides and device (``torch.randn(64, 4, 128)``), or "setting": a
+    # configuration value read through attributes (``cfg.data.n_features`` -> ``14``)
     kind: str = "number"
 
 

@@ -13,6 +13,13 @@ Besides, a name the scope binds once to something other than a literal (``max_le
 max(len(s) for s in seqs)``, ``n_classes = int(y.max()) + 1``) is recorded with its value in
 the frame when that is a whole number: it is read, not evaluated.
 
+Besides, the configuration values the frames read (``cfg.data.n_features``,
+``args.lr``, ``vocab.eos``): a number, a flag, a short string or None, read through
+names and attributes from an ``argparse.Namespace``, a ``SimpleNamespace``, a dataclass
+instance or an object of the user's own class that holds no tensor and no module, never
+through a property, and never an attribute the scope assigns.  A model is configured by
+such values, and a maintainer writes them as numbers; the config loading goes then.
+
 Only size reads are evaluated, never a call the user wrote: ``len(E)``, ``E.size(k)``,
 ``E.size()``, ``E.shape``, ``E.shape[k]``, ``E.numel()``, ``E.dim()``, ``E.ndim``, where
 ``E`` is a name followed by attributes and constant subscripts (reading it runs no code of
@@ -69,6 +76,7 @@ def observed_sizes(exc: BaseException, roots: tuple[str, ...], rel) -> list[dict
         function = getattr(code, "co_qualname", code.co_name)
         file = rel(code.co_filename)
         found = [(ast.unparse(node), _evaluate(node, frame, roots), "number") for node in _size_reads(scope)]
+        found += [(ast.unparse(node), _setting(node, frame, roots), "setting") for node in _setting_reads(scope)]
         locals_ = frame.f_locals
         for name in _computed_names(scope):
             if name in locals_:
@@ -122,6 +130,100 @@ def _size_reads(body: list[ast.AST]) -> Iterator[ast.expr]:
             yield node
             continue
         stack.extend(reversed(list(ast.iter_child_nodes(node))))
+
+
+def _setting_reads(body: list[ast.AST]) -> Iterator[ast.Attribute]:
+    """The outermost attribute reads ``cfg.data.n_train`` of a name (no call, no
+    subscript on the way), neither called (``cfg.build()``) nor assigned anywhere in the
+    scope (``args.lr = ...`` would make the value at the failure not the read's)."""
+    inner: set[int] = set()
+    stored: set[str] = set()
+    reads: list[ast.Attribute] = []
+    stack = list(reversed(body))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, _NESTED):
+            continue
+        if isinstance(node, ast.Call):
+            inner.add(id(node.func))
+        if isinstance(node, ast.Attribute):
+            inner.add(id(node.value))
+            if isinstance(node.ctx, ast.Load):
+                reads.append(node)
+            else:
+                stored.add(ast.unparse(node))
+        stack.extend(reversed(list(ast.iter_child_nodes(node))))
+    for node in reads:
+        if id(node) in inner or not _dotted(node):
+            continue
+        if not any(ast.unparse(node) == t or ast.unparse(node).startswith(t + ".") for t in stored):
+            yield node
+
+
+def _dotted(node: ast.expr) -> bool:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name)
+
+
+def _setting(node: ast.Attribute, frame, roots: tuple[str, ...]) -> str | None:
+    """The literal of a configuration value (a number, a flag, a short string, None) read
+    from a configuration object: an ``argparse.Namespace``, a ``SimpleNamespace``, a
+    dataclass instance, or an instance of a class of the user's that holds no tensor and
+    no module (a vocabulary's ``eos``).  Never a property: reading it would run code."""
+    import inspect
+
+    try:
+        owner = eval(compile(ast.Expression(node.value), "<setting>", "eval"), frame.f_globals, dict(frame.f_locals))
+    except Exception:
+        return None
+    if not _configuration(owner, roots):
+        return None
+    try:
+        if hasattr(type(inspect.getattr_static(owner, node.attr)), "__get__"):
+            return None  # a property, a method: reading it runs code, or is no value
+        value = getattr(owner, node.attr)
+    except Exception:
+        return None
+    if type(value) in (bool, type(None)):
+        return repr(value)
+    if type(value) is int:
+        return repr(value)
+    if type(value) is float:
+        return repr(value) if value == value and abs(value) != float("inf") else None
+    if type(value) is str and len(value) <= 60 and value.isprintable():
+        return repr(value)
+    return None
+
+
+def _configuration(owner, roots: tuple[str, ...]) -> bool:
+    import argparse
+    import dataclasses
+    import types
+
+    if isinstance(owner, (argparse.Namespace, types.SimpleNamespace)):
+        return True
+    if isinstance(owner, type) or isinstance(owner, types.ModuleType):
+        return False
+    if dataclasses.is_dataclass(owner):
+        return True
+    if not _sized_object(owner, roots) or (type(owner).__module__ or "").startswith("torch"):
+        return False
+    try:
+        attributes = list(vars(owner).values())[:64]
+    except TypeError:
+        return False
+    return all(_plain_setting(v) for v in attributes)
+
+
+def _plain_setting(value, depth: int = 0) -> bool:
+    if isinstance(value, (bool, int, float, str, bytes, type(None))):
+        return True
+    if isinstance(value, (list, tuple, set, frozenset)) and depth < 2:
+        return all(_plain_setting(v, depth + 1) for v in list(value)[:64])
+    if isinstance(value, dict) and depth < 2:
+        return all(_plain_setting(k, depth + 1) and _plain_setting(v, depth + 1) for k, v in list(value.items())[:64])
+    return False
 
 
 def _computed_names(body: list[ast.AST]) -> Iterator[str]:
