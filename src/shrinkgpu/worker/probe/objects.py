@@ -175,7 +175,7 @@ def _pickle_to(path: str, value) -> int | None:
 
 
 def saved_objects(
-    exc: BaseException, roots: tuple[str, ...], directory: str, results: bool = True
+    exc: BaseException, roots: tuple[str, ...], directory: str, results: bool = False
 ) -> list[dict[str, Any]]:
     """The user's data objects alive at the first error, each pickled to ``directory``:
     (name, class, file, bytes) for every name a user frame on the error's stack binds
