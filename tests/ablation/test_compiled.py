@@ -99,7 +99,7 @@ def test_a_reduced_graph_break_is_compared_across_backends_in_fresh_interpreters
     assert found == {
         "batch 1": "same bug", "torch.compile off": "passes", 'backend="eager"': "same bug", 'backend="aot_eager"': "same bug",
         "fullgraph=False": "passes", "dynamic=False": "same bug", "dynamic=True": "same bug",
-    }
+    }, [(o.change, o.result, o.error) for o in result.ablation.outcomes]
     assert "Dynamo" in result.ablation.stage
     assert result.ablation.kind == "operator contract" and "fullgraph=False" in result.ablation.reason
     report = result.report.read_text()

@@ -14,7 +14,8 @@ max(len(s) for s in seqs)``, ``n_classes = int(y.max()) + 1``) is recorded with 
 the frame when that is a whole number: it is read, not evaluated.
 
 Besides, the configuration values the frames read (``cfg.data.n_features``,
-``args.lr``, ``vocab.eos``): a number, a flag, a short string or None, read through
+``args.lr``, ``vocab.eos``): a number, a flag or None (never a string: a token or a
+path read from the environment would be pasted into the result), read through
 names and attributes from an ``argparse.Namespace``, a ``SimpleNamespace``, a dataclass
 instance or an object of the user's own class that holds no tensor and no module, never
 through a property, and never an attribute the scope assigns.  A model is configured by
@@ -167,7 +168,7 @@ def _dotted(node: ast.expr) -> bool:
 
 
 def _setting(node: ast.Attribute, frame, roots: tuple[str, ...]) -> str | None:
-    """The literal of a configuration value (a number, a flag, a short string, None) read
+    """The literal of a configuration value (a number, a flag, None) read
     from a configuration object: an ``argparse.Namespace``, a ``SimpleNamespace``, a
     dataclass instance, or an instance of a class of the user's that holds no tensor and
     no module (a vocabulary's ``eos``).  Never a property: reading it would run code."""
@@ -191,8 +192,8 @@ def _setting(node: ast.Attribute, frame, roots: tuple[str, ...]) -> str | None:
         return repr(value)
     if type(value) is float:
         return repr(value) if value == value and abs(value) != float("inf") else None
-    if type(value) is str and len(value) <= 60 and value.isprintable():
-        return repr(value)
+    # No string: a token, a user name or a path read from the environment or the home
+    # directory would be pasted into the result (argparse-values keeps such a read a read).
     return None
 
 
