@@ -17,7 +17,7 @@ import types
 from typing import Any
 
 from shrinkgpu.worker.probe.paths import is_user_file
-from shrinkgpu.worker.probe.sizes import parse_source, scope_of
+from shrinkgpu.worker.probe.sizes import frame_statements
 
 
 # What one first run may save of the user's data objects: a dataset that synthesises a
@@ -115,15 +115,11 @@ def _bulk(value) -> bool:
     return _array(value) or (isinstance(value, _CONTAINERS) and len(value) >= 16)
 
 
-def _helper_results(frame, trees: dict, roots: tuple[str, ...]) -> list[tuple[list[str], str, Any]]:
+def _helper_results(frame, roots: tuple[str, ...]) -> list[tuple[list[str], str, Any]]:
     """``(targets, helper, value)`` for each ``targets = helper(...)`` of the frame's own
     statements where ``helper`` is a function of the user's and each target holds plain
     data at the error (a tuple of the targets' values for ``a, b = helper(...)``)."""
-    code = frame.f_code
-    if code.co_filename not in trees:
-        trees[code.co_filename] = parse_source(code.co_filename)
-    tree = trees[code.co_filename]
-    scope = scope_of(tree, code) if tree is not None else None
+    scope = frame_statements(frame)
     if scope is None:
         return []
     local = frame.f_locals
@@ -212,10 +208,9 @@ def saved_objects(
                 out.append({"name": name, "class": type(value).__qualname__, "path": path, "bytes": size})
     if not results:
         return out
-    trees: dict = {}
     taken: set[tuple] = set()
     for frame in frames:
-        for names, helper, value in _helper_results(frame, trees, roots):
+        for names, helper, value in _helper_results(frame, roots):
             key = (frame.f_code, tuple(names))
             if key in taken:
                 continue  # a recursion's second frame

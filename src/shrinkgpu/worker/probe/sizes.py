@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import ast
 import os
+from functools import lru_cache
 from typing import Any, Iterator
 
 from shrinkgpu.worker.probe.paths import is_user_file
@@ -64,14 +65,10 @@ def observed_sizes(exc: BaseException, roots: tuple[str, ...], rel) -> list[dict
                 seen.add(id(frame))
                 frames.append(frame)
             tb = tb.tb_next
-    trees: dict[str, ast.Module | None] = {}
     values: dict[tuple[str, str, str], str | None] = {}
     for frame in frames:
         code = frame.f_code
-        if code.co_filename not in trees:
-            trees[code.co_filename] = parse_source(code.co_filename)
-        tree = trees[code.co_filename]
-        scope = scope_of(tree, code) if tree is not None else None
+        scope = frame_statements(frame)
         if scope is None:
             continue
         function = getattr(code, "co_qualname", code.co_name)
@@ -100,6 +97,15 @@ def observed_sizes(exc: BaseException, roots: tuple[str, ...], rel) -> list[dict
     ]
 
 
+def frame_statements(frame) -> list[ast.AST] | None:
+    """The statements of the function (or module) a frame runs, as its file holds them."""
+    tree = parse_source(frame.f_code.co_filename)
+    return scope_of(tree, frame.f_code) if tree is not None else None
+
+
+# Sizes and the data objects both read the failing frames' files, once per run (a forked
+# candidate inherits no entry: the cache fills only at a first error).
+@lru_cache(maxsize=64)
 def parse_source(filename: str) -> ast.Module | None:
     try:
         with open(filename, encoding="utf-8") as fh:
