@@ -409,6 +409,31 @@ def test_inline_a_call_inside_an_expression_that_runs_once_and_unconditionally()
     assert each(InlineCalls(), start(cond), 0) == []
 
 
+
+def test_inline_a_users_method_in_the_arguments_of_a_library_call_the_line_is():
+    # The line is a call of nn.Sequential, which is no code of the user's: the method
+    # in its arguments is the call to inline (the model's width computed in one place).
+    src = dedent("""\
+        import torch.nn as nn
+        class Net(nn.Module):
+            def __init__(self, window):
+                super().__init__()
+                self.window = window
+                self.head = nn.Sequential(nn.Flatten(), nn.Linear(self.flat_dim(), 8))
+            def flat_dim(self):
+                length = self.window // 4
+                return 16 * length
+        """)
+    assert each(InlineCalls(), start(src), 0) == [dedent("""\
+        import torch.nn as nn
+        class Net(nn.Module):
+            def __init__(self, window):
+                super().__init__()
+                self.window = window
+                length = self.window // 4
+                self.head = nn.Sequential(nn.Flatten(), nn.Linear(16 * length, 8))
+        """)]
+
 def test_inline_class_and_static_methods_called_on_the_class():
     src = dedent("""\
         class Config:

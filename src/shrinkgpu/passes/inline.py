@@ -197,10 +197,8 @@ def _call_sites(stmt: cst.CSTNode) -> list[tuple[cst.Call, str | None, cst.BaseE
     comprehension's body, a branch of ``a if c else b`` or the right of ``and``/``or``),
     innermost first (its arguments hold no other call left to run before it)."""
     site = _call_site(stmt)
-    if site is not None:
-        return [site]
     if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
-        return []
+        return [] if site is None else [site]
     small = stmt.body[0]
     if isinstance(small, cst.Assign) and len(small.targets) == 1:
         value, target = small.value, code_of(small.targets[0].target)
@@ -210,7 +208,11 @@ def _call_sites(stmt: cst.CSTNode) -> list[tuple[cst.Call, str | None, cst.BaseE
         return []
     found = _Unconditional()
     value.visit(found)
-    return [(call, target, value) for call in found.calls if call is not value]
+    # After the line's own call, the calls in its arguments: ``self.head =
+    # nn.Sequential(nn.Linear(self.flat_dim(), h))`` inlines the user's method even
+    # though the call the line is belongs to a library.
+    inner = [(call, target, value) for call in found.calls if call is not value and (site is None or call is not site[0])]
+    return ([] if site is None else [site]) + inner
 
 
 class _Unconditional(cst.CSTVisitor):
