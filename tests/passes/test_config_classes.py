@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from shrinkgpu.passes import PASSES, ConfigClassValues
 
-from .helpers import after, dedent, start
+from .helpers import after, dedent, each, start
 
 NESTED = """\
 import torch
@@ -93,3 +93,53 @@ def test_a_dataclass_with_defaults_counts_and_other_classes_and_uses_do_not():
 def test_it_is_registered_beside_scalarize_attributes():
     names = [p.name for tier in PASSES for p in tier]
     assert names.index("config-class-values") == names.index("scalarize-attributes") + 1
+
+
+HANDED_ON = """\
+import torch.nn as nn
+
+
+class ModelConfig:
+    channels = 16
+    window: int = 96
+
+
+class Net(nn.Module):
+    def __init__(self, mcfg):
+        super().__init__()
+        self.mcfg = mcfg
+        self.fc = nn.Linear(mcfg.channels, 4)
+
+    def flat(self, x):
+        return x.view(-1, self.mcfg.channels * self.mcfg.window)
+
+
+net = Net(ModelConfig())
+"""
+
+
+def test_an_instance_handed_on_as_an_argument_is_read_as_its_values_one_unit_per_path():
+    texts = each(ConfigClassValues(), start(HANDED_ON))
+    assert len(texts) == 3, texts  # mcfg.channels; self.mcfg.channels; self.mcfg.window
+    assert "self.fc = nn.Linear(16, 4)" in texts[0] and "self.mcfg.channels" in texts[0]
+    assert "x.view(-1, 16 * self.mcfg.window)" in texts[1]
+    assert "x.view(-1, self.mcfg.channels * 96)" in texts[2]
+    # all of them together leave the instance unread but for the line that keeps it
+    everything = after(ConfigClassValues(), start(HANDED_ON))
+    assert "self.fc = nn.Linear(16, 4)" in everything and "x.view(-1, 16 * 96)" in everything
+
+
+def test_an_instance_handed_on_keeps_its_reads_where_its_values_may_not_be_the_class_values():
+    refused = {
+        "built with arguments once": HANDED_ON + "other = Net(ModelConfig(channels=3))\n",
+        "an attribute set by name": HANDED_ON + "setattr(net.mcfg, 'channels', 8)\n",
+        "an attribute set on some object": HANDED_ON + "net.mcfg.window = 8\nnet.mcfg.channels = 8\n",
+        "filled in by a parser": HANDED_ON + "parser.parse_args(namespace=net.mcfg)\n",
+        "the class handed on itself": HANDED_ON + "build(ModelConfig)\n",
+        "another class binds the names": HANDED_ON + "class Other:\n    channels = 3\n    window = 4\n",
+    }
+    for why, src in refused.items():
+        assert ConfigClassValues().units(start(src), 0) == [], why
+    # A module's attribute of the same name is no read of the instance.
+    numpy_too = HANDED_ON.replace("import torch.nn as nn\n", "import torch.nn as nn\nimport np\n") + "np.window\n"
+    assert all("np.window\n" in t for t in each(ConfigClassValues(), start(numpy_too)))
