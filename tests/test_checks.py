@@ -72,6 +72,22 @@ def test_embedding_indices_and_gather_indices():
     with pytest.raises(ValueError, match="must be int64 or int32"):
         validate_embedding_indices(torch.tensor([0.5]), 10)
     x = torch.zeros(2, 3)
-    with pytest.raises(ValueError, match=r"outside \[-3, 3\) for dimension 1 of size 3: 5 at \(0, 0\)"):
+    with pytest.raises(ValueError, match=r"outside \[0, 3\) for dimension 1 of size 3: 5 at \(0, 0\)"):
         validate_index(x, 1, torch.tensor([[5], [0]]))
-    validate_index(x, 1, torch.tensor([[2], [-3]]))
+    validate_index(x, 1, torch.tensor([[2], [0]]))
+    validate_index(x, -1, torch.tensor([[2], [0]]))
+
+
+def test_an_index_check_rejects_what_the_operators_reject_and_nothing_else():
+    # None of the operators validate_index stands for takes a negative index.
+    x = torch.zeros(2, 3)
+    index = torch.tensor([[2], [-1]])
+    for call in (lambda: x.gather(1, index), lambda: x.scatter(1, index, torch.ones(2, 1)),
+                 lambda: x.index_select(1, index.flatten()), lambda: x.index_add(1, index.flatten(), torch.ones(2, 2))):
+        with pytest.raises((RuntimeError, IndexError)):
+            call()
+    with pytest.raises(ValueError, match=r"1 index value\(s\) outside \[0, 3\) for dimension 1 of size 3: -1 at \(1, 0\)"):
+        validate_index(x, 1, index)
+    ok = torch.tensor([[2], [0]])
+    x.gather(1, ok)
+    assert validate_index(x, 1, ok) is ok

@@ -439,6 +439,21 @@ def test_classify_family_device_assert_wins_over_words_of_other_families():
             "channels, but got 1 channels instead",
             Family.SHAPE,
         ),
+        # torch.distributions' validation names the parameter's shape; it rejects values
+        (
+            "ValueError",
+            "Expected parameter scale (Tensor of shape (128, 3)) of distribution Normal(loc: torch.Size([128, 3]), "
+            "scale: torch.Size([128, 3])) to satisfy the constraint GreaterThan(lower_bound=0.0), but found invalid "
+            "values:\ntensor([[-0.0100, 0.2000, 0.3000]])",
+            Family.OTHER,
+        ),
+        (
+            "ValueError",
+            "Expected value argument (Tensor of shape (4,)) to be within the support (IntegerInterval(lower_bound=0, "
+            "upper_bound=2)) of the distribution Categorical(logits: torch.Size([4, 3])), but found invalid values:\n"
+            "tensor([0, 1, 3, 2])",
+            Family.OTHER,
+        ),
     ],
 )
 def test_classify_family_of_common_wordings_missed_by_the_rules(type_name, message, family):

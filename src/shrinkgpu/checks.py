@@ -118,8 +118,10 @@ def validate_embedding_indices(indices, num_embeddings: int, padding_idx: int | 
 
 def validate_index(input, dim: int, index):
     """Raise ``ValueError`` unless ``index`` can index ``input`` along ``dim`` as
-    ``gather``, ``scatter``, ``index_select`` and ``index_add`` need: an integer tensor
-    whose values lie in ``[-size, size)`` of that dimension.  Returns ``index``."""
+    ``gather``, ``scatter``, ``index_select``, ``index_add`` and ``index_copy`` need: an
+    integer tensor whose values lie in ``[0, size)`` of that dimension (unlike Python's
+    indexing, none of them takes a negative index: ``gather`` says "index -1 is out of
+    bounds").  ``dim`` may be negative.  Returns ``index``."""
     torch = _torch()
     if not isinstance(index, torch.Tensor):
         raise ValueError(f"an index must be a tensor, not {type(index).__name__}")
@@ -129,11 +131,11 @@ def validate_index(input, dim: int, index):
         raise ValueError(f"dim {dim} is out of range for a {input.dim()}-d input")
     size = input.shape[dim] if input.dim() else 1
     flat = index.detach()
-    bad = (flat < -size) | (flat >= size)
+    bad = (flat < 0) | (flat >= size)
     if bool(bad.any()):
         values, positions, total = _offending(bad, flat)
         raise ValueError(
-            f"{total} index value(s) outside [{-size}, {size}) for dimension {dim} of size {size}: "
+            f"{total} index value(s) outside [0, {size}) for dimension {dim} of size {size}: "
             f"{_describe(values, positions, total)}"
         )
     return index

@@ -206,6 +206,7 @@ _SHAPE = re.compile(
     r"|Expected hidden(\[\d+\])? size|value per channel",
     re.I,
 )
+_CONSTRAINT = re.compile(r"to satisfy the constraint \w+|to be within the support \(.*\) of the distribution")
 _LIBRARY_STATUS = re.compile(r"CUDNN_STATUS_\w+|CUBLAS_STATUS_\w+|CUSOLVER_STATUS_\w+", re.I)
 _INDEX_ASSERTION = re.compile(r"index|idx|n_classes|Index|< *\w*size|srcSelect|numel|bounds", re.I)
 
@@ -307,6 +308,10 @@ def classify_family(type_name: str, message: str, kernel_assertion: str | None =
         return Family.COMPILE
     if _LIBRARY_STATUS.search(text) and not _OOM.search(text):
         return Family.OTHER  # a cuBLAS/cuDNN status: the library's contract, not a family of ours
+    if _CONSTRAINT.search(text):
+        # torch.distributions' argument validation names the parameter's shape ("Tensor of
+        # shape (128, 3)"), but what it rejects are the values
+        return Family.OTHER
     for family, pattern in (
         (Family.OUT_OF_MEMORY, _OOM),
         (Family.MISSING_KERNEL, _MISSING),

@@ -432,9 +432,32 @@ def test_the_shapes_an_operator_had_across_the_run_are_recorded_for_the_one_that
         """)
     obs = run(fork_runner, text, op_shapes=True)
     assert obs.signature.op.name == "torch.nn.functional.embedding"
+    assert obs.signature.op.tensors[0].shape == (1, 6)
+    # the calls that returned; the one that raised (length 6) is no evidence of its own
     assert obs.op_shapes == {"torch.nn.functional.embedding": {
-        "args[0]": tuple((1, n) for n in range(1, 7)), "args[1]": ((4, 3),)}}
+        "args[0]": tuple((1, n) for n in range(1, 6)), "args[1]": ((4, 3),)}}
     assert run(fork_runner, text).op_shapes == {}  # only when asked
+
+
+def test_the_shapes_of_another_layers_calls_of_the_operator_are_not_the_failing_ones(fork_runner):
+    # Two layers call F.linear with inputs 32 and 16 wide; under a transform that drops
+    # the batch, the first layer gets 8 features.  The width varied across F.linear's
+    # calls, but only because the layers differ: the first layer always had 32.
+    text = textwrap.dedent("""\
+        import torch
+        import torch.nn as nn
+        net = nn.Sequential(nn.Linear(32, 16), nn.Linear(16, 4))
+        for n in (64, 64, 40):
+            net(torch.randn(n, 32))
+        net(torch.randn(64, 4, 8).flatten(0, 1))
+        """)
+    obs = run(fork_runner, text, op_shapes=True)
+    assert obs.signature.op.name == "torch._C._nn.linear"
+    assert obs.signature.op.tensors[0].shape == (256, 8)
+    assert obs.op_shapes == {"torch._C._nn.linear": {
+        "args[0]": ((40, 32), (64, 32)), "args[1]": ((16, 32),), "args[2]": ((16,),)}}
+    from shrinkgpu.signature import varying_dims
+    assert varying_dims(obs.signature.op, obs.op_shapes["torch._C._nn.linear"]) == {("args[0]", 0)}
 
 
 def test_sys_exit_in_an_except_handler_keeps_the_original_error_as_root(fork_runner):

@@ -51,10 +51,7 @@ def render_report(result: ReductionResult, spec: ScriptSpec, target: Path) -> st
     out.append(f"{op_name} fails with `{shown.headline}` ({shown.family.value}).")
     out.append("")
     files = sorted(result.files.items(), key=lambda kv: kv[0] != result.main)
-    out.append(
-        f"Minimal example, `{target.name}`: the original script reduced by deleting and inlining code, so it "
-        "still shows where the bad values come from:"
-    )
+    out.append(_minimal_example_lead(result, target))
     out.append("")
     for rel, text in files:
         if len(files) > 1:
@@ -87,7 +84,7 @@ def render_report(result: ReductionResult, spec: ScriptSpec, target: Path) -> st
             f"{op_name}, whose kernel failed.",
             "",
         ]
-    out += _operator_table(result, shown, original) + [""]
+    out += _operator_table(result, shown, original, target) + [""]
     if result.ablation is not None:
         out += _ablation_section(result.ablation)
     advice = advice_for(shown.family)
@@ -172,6 +169,30 @@ def render_report(result: ReductionResult, spec: ScriptSpec, target: Path) -> st
     return text + "\n"
 
 
+_SAVED_CALL = re.compile(r"['\"]([\w.-]+\.call\.pt)['\"]")
+
+
+def _minimal_example_lead(result: ReductionResult, target: Path) -> str:
+    """What the minimal example shows, said only where it is true: a result that calls the
+    failing code with the arguments a library passed, or starts at the failing step from
+    saved state, no longer shows where its values came from."""
+    partial = (f" It is the smallest program found before the search stopped ({result.stopped}), not a finished "
+               "reduction." if result.stopped else "")
+    head = f"Minimal example, `{target.name}`: the original script reduced by deleting and inlining code"
+    saved = next((m.group(1) for text in result.files.values() for m in [_SAVED_CALL.search(text)] if m), None)
+    if saved is not None:
+        return (f"{head}. It calls the failing code with the arguments the library passed to it in the original, "
+                f"loaded from `{saved}`: it shows the failing call, not where those values came from.{partial}")
+    if result.state is not None:
+        return (f"{head}. It starts at the failing step from the state the original had there "
+                f"(`{result.state['file']}`): it shows that step, not the steps that led to it.{partial}")
+    if result.loaded_objects:
+        names = ", ".join(f"`{name}`" for _, name, _, _ in result.loaded_objects)
+        return (f"{head}; it loads {names} as the original held it, so it shows where the bad values come from "
+                f"from there on.{partial}")
+    return f"{head}, so it still shows where the bad values come from.{partial}"
+
+
 def verbatim_error(sig: Signature) -> str:
     lines = [f"{sig.type}: {sig.message.rstrip()}" if sig.message.strip() else sig.type]
     if sig.kernel_assertion:
@@ -210,7 +231,7 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("`", "'")
 
 
-def _operator_table(result: ReductionResult, shown: Signature, original: Signature) -> list[str]:
+def _operator_table(result: ReductionResult, shown: Signature, original: Signature, target: Path) -> list[str]:
     lines = ["| | |", "|---|---|"]
     stage = compile_stage(shown.type, shown.message) if shown.family is Family.COMPILE else None
     if stage is not None:
@@ -242,7 +263,10 @@ def _operator_table(result: ReductionResult, shown: Signature, original: Signatu
     if shown.kernel_assertion:
         lines.append(f"| kernel assertion | `{shown.kernel_assertion}` |")
     if shown.frame is not None:
-        lines.append(f"| where | `{shown.frame.file}:{shown.frame.line}` in `{shown.frame.function}`: `{shown.frame.source}` |")
+        file = shown.frame.file
+        if shown is not original and len(result.files) == 1 and Path(file).name == Path(result.main).name:
+            file = target.name  # the result runs under the original's name; its lines are its own
+        lines.append(f"| where | `{file}:{shown.frame.line}` in `{shown.frame.function}`: `{shown.frame.source}` |")
     return lines
 
 
@@ -259,8 +283,16 @@ def suggest_check(sig: Signature) -> str | None:
     args = dict(a.split("=", 1) for a in sig.op.arguments if "=" in a)
     shapes = {t.path: t.shape for t in sig.op.tensors}
 
+    # ``x.gather(-1, t)``: the tensor the method is called on is the operator's input,
+    # and the call's arguments start at its second parameter
+    method = call is not None and sig.op.name.startswith("Tensor.") and isinstance(call.func, ast.Attribute)
+
     def arg(position: int, keyword: str, placeholder: str) -> str:
         if call is not None:
+            if method:
+                if position == 0:
+                    return ast.unparse(call.func.value)
+                position -= 1
             if len(call.args) > position and not isinstance(call.args[position], ast.Starred):
                 return ast.unparse(call.args[position])
             for kw in call.keywords:
@@ -287,7 +319,7 @@ def suggest_check(sig: Signature) -> str | None:
         return (f"from shrinkgpu.checks import validate_embedding_indices\n"
                 f"validate_embedding_indices({arg(0, 'input', 'indices')}, {weight[0]}{extra}){where}")
     if name in ("gather", "index_select", "scatter", "scatter_add", "index_add", "index_add_", "scatter_", "index_copy"):
-        dim = args.get("dim") or args.get("args[1]") or "dim"
+        dim = args.get("dim") or args.get("args[1]") or arg(1, "dim", "dim")
         return (f"from shrinkgpu.checks import validate_index\n"
                 f"validate_index({arg(0, 'input', 'input')}, {dim}, {arg(2, 'index', 'index')}){where}")
     return None

@@ -429,44 +429,72 @@ SHAPED_OPERATORS = 4096
 
 
 class ShapeLog:
-    """The shapes each operator's top-level tensor arguments had across a run's calls:
-    which dimensions the program itself varies (a sequence a loop grows, a last batch),
-    so that they do not identify the bug.  One run only (``Watch.op_shapes``)."""
+    """The shapes each operator's top-level tensor arguments had across a run's calls that
+    returned: which dimensions the program itself varies (a sequence a loop grows, a last
+    batch), so that they do not identify the bug.  One run only (``Watch.op_shapes``).
+
+    Two rules keep a dimension the bug set from passing for one the program varies.  The
+    call that raised is no evidence (its size may be the bug: 16 features where every
+    call before had 256).  And calls are told apart by the parameters they were given
+    (``F.linear`` of one ``nn.Linear`` is not ``F.linear`` of the next layer, whose input
+    is as wide as that layer wants): only the calls with the same parameters as the one
+    that raised count, and calls given no parameter form one group."""
 
     def __init__(self):
         import torch
 
         self._tensor = torch.Tensor
-        # id(func) -> (func, {argument: shapes}); an argument is its position, or its
-        # keyword's name (named at ``of``: this runs at every torch call of the run)
-        self.by_func: dict[int, tuple[Any, dict[int | str, set[tuple[int, ...]]]]] = {}
+        self._parameter = torch.nn.Parameter
+        # (id(func), ids of its parameters) -> (func, {argument: shapes}); an argument is
+        # its position, or its keyword's name (named at ``of``: this runs at every torch
+        # call of the run)
+        self.by_group: dict[tuple, tuple[Any, dict[int | str, set[tuple[int, ...]]]]] = {}
+        # the groups of the calls that raised (normally one: that of the first error; a
+        # call the script caught before it adds its own)
+        self.raised: set[tuple] = set()
 
-    def add(self, func, args, kwargs) -> None:
-        entry = self.by_func.get(id(func))
-        if entry is None:
-            if len(self.by_func) >= SHAPED_OPERATORS:
-                return
-            entry = self.by_func[id(func)] = (func, {})
-        seen = entry[1]
-        tensor = self._tensor
+    def before(self, func, args, kwargs):
+        """What a call is given, read before it runs (an in-place op may reshape it)."""
+        tensor, parameter = self._tensor, self._parameter
+        found = []
+        params = ()
         for where, value in chain(enumerate(args), kwargs.items() if kwargs else ()):
             if isinstance(value, tensor):
-                shapes = seen.get(where)
-                if shapes is None:
-                    shapes = seen[where] = set()
-                if len(shapes) < SHAPES_PER_ARGUMENT:
-                    shapes.add(value.shape)
+                found.append((where, value.shape))
+                if isinstance(value, parameter):
+                    params += (id(value),)
+        return (id(func), params), func, found
+
+    def returned(self, pending) -> None:
+        key, func, found = pending
+        entry = self.by_group.get(key)
+        if entry is None:
+            if len(self.by_group) >= SHAPED_OPERATORS:
+                return
+            entry = self.by_group[key] = (func, {})
+        seen = entry[1]
+        for where, shape in found:
+            shapes = seen.get(where)
+            if shapes is None:
+                shapes = seen[where] = set()
+            if len(shapes) < SHAPES_PER_ARGUMENT:
+                shapes.add(shape)
+
+    def raised_at(self, pending) -> None:
+        self.raised.add(pending[0])
 
     def of(self, names: set[str]) -> dict[str, dict[str, list[list[int]]]]:
-        """{operator: {argument: [shape, ...]}} for the operators named."""
+        """{operator: {argument: [shape, ...]}} for the operators named: the shapes of the
+        calls that returned in the groups of its calls that raised."""
         out: dict[str, dict[str, list[list[int]]]] = {}
-        for func, seen in self.by_func.values():
+        for key, (func, seen) in self.by_group.items():
             name = op_name(func)
-            if name in names:
-                merged = out.setdefault(name, {})
-                for key, shapes in seen.items():
-                    where = f"args[{key}]" if isinstance(key, int) else f"kwargs[{key!r}]"
-                    merged[where] = sorted({*map(tuple, merged.get(where, [])), *map(tuple, shapes)})
+            if name not in names or key not in self.raised:
+                continue
+            merged = out.setdefault(name, {})
+            for where_key, shapes in seen.items():
+                where = f"args[{where_key}]" if isinstance(where_key, int) else f"kwargs[{where_key!r}]"
+                merged[where] = sorted({*map(tuple, merged.get(where, [])), *map(tuple, shapes)})
         return {n: {w: [list(s) for s in shapes] for w, shapes in m.items()} for n, m in out.items()}
 
 
@@ -509,18 +537,24 @@ def watch_torch_calls(note: Callable[..., None], capture: Capture | None = None,
                     # Before the call: on a GPU the values cannot be read after a failed kernel.
                     captured = True
                     save_call(func, args, kwargs, capture.path)
+            pending = None
             if shapes is not None:
                 try:
-                    shapes.add(func, args, kwargs)
+                    pending = shapes.before(func, args, kwargs)
                 except Exception:  # a note must never replace the script's own behaviour
                     pass
             try:
-                return func(*args, **kwargs)
+                result = func(*args, **kwargs)
             except Exception as exc:
+                if pending is not None:
+                    shapes.raised_at(pending)
                 note(func, args, kwargs, exc, call=calls[key])
                 if raised is not None and len(raised[1]) < RAISED_KEPT:
                     _keep_raised(func, args, kwargs, calls[key], raised)
                 raise
+            if pending is not None:
+                shapes.returned(pending)
+            return result
 
     calls: dict[int, int] = {}  # the N-th call of each operator: which call failed
 
