@@ -55,6 +55,19 @@ def test_a_lightning_training_step_reduces_in_the_fork_server_without_the_traine
 
 
 @pytest.mark.slow
+def test_a_lightning_step_under_mixed_precision_is_called_directly_inside_the_autocast_lightning_entered(tmp_path):
+    # precision="bf16-mixed": the bank is float32, the encoder's output bfloat16 only
+    # under the autocast Lightning enters around validation_step
+    pytest.importorskip("pytorch_lightning")
+    result = reduce_copy("pl_bf16.py", tmp_path, max_tests=40, keep_error="Index put requires")
+    assert_forked_with_everything_preloaded(result)
+    text = result.output.read_text()
+    assert "Trainer" not in text and ".fit(" not in text
+    assert "with torch.autocast('cpu'" in text and ".validation_step(" in text
+    assert result.final_signature is not None and result.signature.same_bug(result.final_signature)
+
+
+@pytest.mark.slow
 def test_a_transformers_trainer_is_cut_out_and_the_model_called_directly(tmp_path):
     pytest.importorskip("transformers")
     pytest.importorskip("accelerate")

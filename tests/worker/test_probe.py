@@ -605,3 +605,26 @@ def test_the_tensors_the_failing_frames_bound_are_recorded_as_factories_of_their
         "batch": ("torch.randn(64, 4, 128)", "tensor"),
         # ``table`` is an array, not a tensor; ``w`` a parameter: the model's, not data
     }
+
+
+def test_the_autocast_a_library_entered_around_the_users_code_is_kept_with_the_cut(runner, tmp_path):
+    # torch.autocast as a decorator stands for a framework's mixed precision (Lightning's
+    # bf16-mixed): the user's function fails only under it, and the with has exited by
+    # the time the error reaches the probe
+    obs = run(runner, """\
+        import torch
+        def step(table, idx):
+            out = torch.zeros(4, 4)
+            out[idx] = table @ table
+        step_amp = torch.autocast("cpu", dtype=torch.bfloat16)(step)
+        step_amp(torch.randn(4, 4), torch.arange(4))
+        """, cut=str(tmp_path / "call.pt"))
+    assert obs.signature.message.startswith("Index put requires the source and destination dtypes match")
+    assert obs.cut is not None and obs.cut["autocast"] == [["cpu", "torch.bfloat16"]]
+    without = run(runner, """\
+        import torch
+        def step(table, idx):
+            torch.zeros(4, 4).index_select(0, idx + 4)
+        torch.no_grad()(step)(torch.randn(4, 4), torch.arange(4))
+        """, cut=str(tmp_path / "call2.pt"))
+    assert without.cut is not None and without.cut["autocast"] == []

@@ -4,6 +4,8 @@ seeding, the library cut and the data objects it saved."""
 
 from __future__ import annotations
 
+import re
+
 from pathlib import Path
 from typing import Mapping
 
@@ -114,9 +116,23 @@ def library_cut(first: Observation, spec: ScriptSpec, sandbox: Sandbox, saved: P
         "weights_only=False)\n"
         + "".join(f"{obj}.{attr} = _call['attributes'][{attr!r}]\n" for attr in cut.get("attributes") or ()
                   if isinstance(attr, str) and attr.isidentifier())
-        + f"{call}(*_call['args'], **_call['kwargs'])\n"
+        + _within_autocast(f"{call}(*_call['args'], **_call['kwargs'])\n", cut.get("autocast") or (),
+                           bound["torch"] or "torch")
     )
     return CutRecord(cut["file"], cut["source"], replacement, cut.get("library", "")), {name: saved}
+
+
+def _within_autocast(line: str, autocast, torch_name: str) -> str:
+    """The direct call inside the autocasts the library had entered around it
+    (``with torch.autocast('cpu', dtype=torch.bfloat16):``): without them a dtype error of
+    mixed precision does not happen, and the framework could never be cut."""
+    for device, dtype in reversed([tuple(a) for a in autocast if len(a) == 2]):
+        if not (str(device).isidentifier() and re.fullmatch(r"torch\.\w+", str(dtype))):
+            continue
+        dtype = torch_name + dtype[len("torch"):]
+        line = f"with {torch_name}.autocast({device!r}, dtype={dtype}):\n" + "".join(
+            f"    {row}\n" for row in line.splitlines())
+    return line
 
 
 def saved_objects(first: Observation, spec: ScriptSpec, sandbox: Sandbox, layout: OutputLayout):

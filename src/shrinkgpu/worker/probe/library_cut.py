@@ -143,7 +143,7 @@ def _plain_function(frames: list[tuple[Any, int]], functions: dict[Any, str], ro
     return None
 
 
-def library_cut(exc: BaseException, roots: tuple[str, ...], path: str) -> dict[str, Any] | None:
+def library_cut(exc: BaseException, roots: tuple[str, ...], path: str, autocast=()) -> dict[str, Any] | None:
     """Where the user's code handed control to a library that called back into an object
     of the user's: the statement (``trainer.fit(model, dm)``), the name that object has
     there (``model``), the method the library called on it (``training_step``, or the
@@ -151,7 +151,10 @@ def library_cut(exc: BaseException, roots: tuple[str, ...], path: str) -> dict[s
     to ``path``.  A candidate can then call the method directly and let deletion remove
     the framework.  A rule over the recorded stack, not a list of frameworks: the deepest
     frame whose ``self`` is bound, by identity, in the user's frame that called the
-    library, other than the object the user called."""
+    library, other than the object the user called.  ``autocast``: the autocasts in force
+    where the failing torch call raised ([device type, dtype]): a framework's mixed
+    precision (Lightning's ``precision="bf16-mixed"``, the HF Trainer's ``bf16=True``)
+    is entered by the library, so the direct call must enter it too."""
     import inspect
 
     frames = []
@@ -236,6 +239,7 @@ def library_cut(exc: BaseException, roots: tuple[str, ...], path: str) -> dict[s
     method = None if not receiver or frame.f_code.co_name in _CALL_METHODS else frame.f_code.co_name
     return {
         "attributes": sorted(attributes),
+        "autocast": [list(a) for a in autocast],
         "file": os.path.relpath(os.path.abspath(user_frame.f_code.co_filename), roots[0]),
         "line": user_line,
         "source": linecache.getline(user_frame.f_code.co_filename, user_line).strip(),

@@ -107,10 +107,29 @@ class Recorder:
         }
         if self.loops is not None:
             record["loops"] = self.loops_on_stack()
+        modes = autocast_state()
+        if modes:
+            record["autocast"] = modes
         self.by_id[id(exc)] = record
         self._keep.append(exc)
         if len(self.errors) < MAX_TORCH_ERRORS:
             self.errors.append(record)
+
+
+def autocast_state() -> list[list[str]]:
+    """[device type, dtype] of each autocast in force: read where a torch call raised,
+    since the ``with`` that entered it (a framework's mixed precision) has exited by the
+    time the exception reaches the probe."""
+    import torch
+
+    out = []
+    for device in ("cuda", "cpu", "xpu", "mps"):
+        try:
+            if torch.is_autocast_enabled(device):
+                out.append([device, str(torch.get_autocast_dtype(device))])
+        except Exception:  # a device type this build does not know
+            continue
+    return out
 
 
 def qualified_type(exc: BaseException) -> str:

@@ -115,7 +115,8 @@ def run(request: RunRequest, *, forked: bool) -> int:
         _print_traceback(exc, script)
         if watch.cut:
             try:
-                obs["cut"] = library_cut(exc, roots, watch.cut)
+                root = recorder.by_id.get(id(exception_chain(exc)[-1])) or {}
+                obs["cut"] = library_cut(exc, roots, watch.cut, autocast=root.get("autocast", ()))
             except Exception:  # a cut is an offer; its failure must not change the run
                 obs["cut"] = None
         if watch.save_objects:
