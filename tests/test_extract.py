@@ -104,3 +104,18 @@ def test_a_tensor_holding_an_inf_is_kept_exact(tmp_path):
     saved = subprocess.run([sys.executable, "-c", "import torch; print(torch.load('s.extracted.pt')['args[0]'][1, 2])"],
                            cwd=tmp_path, capture_output=True, text=True)
     assert saved.stdout.strip() == "tensor(inf)"
+
+
+def test_a_functional_seen_under_its_private_module_is_written_under_its_public_name(tmp_path):
+    # F.linear is torch._C._nn.linear, which is what a torch function mode receives
+    done = extract(tmp_path, """\
+        import torch
+        import torch.nn.functional as F
+        x = torch.randn(6, 5)
+        F.linear(x, torch.randn(3, 4))
+        """)
+    assert done.returncode == 0, done.stderr
+    text = (tmp_path / "s.extracted.py").read_text()
+    assert text.endswith("torch.nn.functional.linear(x0, x1)\n") and "torch._C" not in text
+    plain = subprocess.run([sys.executable, "s.extracted.py"], cwd=tmp_path, capture_output=True, text=True)
+    assert "mat1 and mat2 shapes cannot be multiplied (6x5 and 4x3)" in plain.stderr

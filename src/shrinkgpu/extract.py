@@ -92,6 +92,21 @@ def _extent(meta: dict) -> int:
     return meta["offset"] + sum((s - 1) * st for s, st in zip(meta["shape"], meta["stride"])) + 1
 
 
+# torch.nn.functional's names for torch._C._nn's functions: these are the very same
+# objects (``F.linear is torch._C._nn.linear``, from torch 2.1 on), which a torch function
+# mode sees under their private module.  (A table: the parent never imports torch.)
+_FUNCTIONAL = frozenset({
+    "avg_pool2d", "avg_pool3d", "elu_", "gelu", "hardtanh_", "leaky_relu_", "linear", "one_hot",
+    "scaled_dot_product_attention", "softplus", "softshrink",
+})
+
+
+def public_name(op: str) -> str:
+    """The name a user writes for an operator the probe recorded by its private module."""
+    module, _, name = op.rpartition(".")
+    return f"torch.nn.functional.{name}" if module == "torch._C._nn" and name in _FUNCTIONAL else op
+
+
 def render(record: dict, level: str, data_name: str) -> tuple[str, bool, int]:
     """The script for a captured call at ``level``; (text, whether it loads the data
     file, lines beyond imports)."""
@@ -167,7 +182,7 @@ def render(record: dict, level: str, data_name: str) -> tuple[str, bool, int]:
         method = op.split(".", 1)[1]
         call = f"{args[0]}.{method}({', '.join(args[1:] + kwargs)})"
     else:
-        call = f"{op}({', '.join(args + kwargs)})"
+        call = f"{public_name(op)}({', '.join(args + kwargs)})"
     if record.get("preamble"):  # compiled: torch._dynamo.mark_dynamic(x0, 0) and its kin
         body += [f"torch._dynamo.{call_name}({names[where]}, {dim})"
                  for where, m in meta.items() for call_name, dims in m.get("marks", {}).items() for dim in dims]
