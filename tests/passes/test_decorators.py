@@ -70,3 +70,42 @@ def test_a_dataclass_config_becomes_a_plain_class_with_its_defaults():
         "    lr: float = 0.1\n"
         "print(Config().data.batch)\n"
     )
+
+
+REGISTRY = (
+    "CONVS = {}\n"
+    "def register(registry, name):\n"
+    "    def deco(cls):\n"
+    "        registry[name] = cls\n"
+    "        return cls\n"
+    "    return deco\n"
+    "def register_conv(name):\n"
+    "    return register(CONVS, name)\n"
+    "@register(CONVS, 'gcn')\n"
+    "class GCN:\n"
+    "    pass\n"
+    "@register_conv('sage')\n"
+    "class Sage:\n"
+    "    pass\n"
+    "@CONVS.setdefault('gat', None) or (lambda c: c)\n"
+    "class Gat:\n"
+    "    pass\n"
+    "layer = CONVS['gcn']()\n"
+    "other = CONVS.get('sage')()\n"
+    "OTHER = {'gcn': 1}\n"
+    "print(OTHER['gcn'])\n"
+)
+
+
+def test_a_registering_decorator_goes_with_the_registry_reads_under_its_key():
+    cand = Program({"s.py": REGISTRY}, "s.py").initial()
+    texts = [StripDecorators().apply(cand, [u]).files["s.py"] for u in StripDecorators().units(cand, 0)]
+    gcn = next(t for t in texts if "@register(CONVS, 'gcn')" not in t)
+    # the registry read under its key is the class; another dict's key of that name is not
+    assert "layer = GCN()\n" in gcn and "print(OTHER['gcn'])" in gcn and "other = CONVS.get('sage')()" in gcn
+    # a local decorator function whose body names the registry counts too
+    sage = next(t for t in texts if "@register_conv('sage')" not in t)
+    assert "other = Sage()\n" in sage and "layer = CONVS['gcn']()" in sage
+    # a decorator without one string key is removed alone
+    gat = next(t for t in texts if "@CONVS.setdefault" not in t)
+    assert "layer = CONVS['gcn']()" in gat and "other = CONVS.get('sage')()" in gat

@@ -319,3 +319,15 @@ def test_an_unread_tuple_target_of_a_call_goes_and_the_call_stays():
     # ``x`` is read: the unpacking stays; a display is no call
     assert not any("\nf()\n" in o for o in outs)
     assert not any(o.endswith("print(x)\n1, 2\n") for o in outs)
+
+
+def test_the_first_item_of_a_container_of_literal_elements_is_offered_for_next_iter():
+    cand = start("conv = next(iter(nn.ModuleList([GCNConv(1), Sage()])))\n"
+                 "layer = next(iter(nn.Sequential(nn.Linear(2, 3), nn.ReLU())))\n"
+                 "x = next(iter([a, b]))\n"
+                 "y = next(iter(loader))\n"
+                 "z = next(iter(nn.ModuleList(layers)))\n")
+    offered = _offered(cand)
+    assert "conv = GCNConv(1)" in offered and "layer = nn.Linear(2, 3)" in offered and "x = a" in offered
+    # a loader's or a variable's first item is not written in the program
+    assert not any(o.startswith(("y = loader", "z = layers")) for o in offered)

@@ -15,6 +15,8 @@ that only wrapped are left unused, and ``delete-definitions`` removes them.
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from shrinkgpu.passes.base import LevelZeroPass, Unit
@@ -47,6 +49,46 @@ class _Reads(cst.CSTVisitor):
             self.found.append(node)
 
 
+def _names_in(node: cst.CSTNode) -> list[cst.Name]:
+    found: list[cst.Name] = []
+
+    class Names(cst.CSTVisitor):
+        def visit_Name(self, n: cst.Name) -> None:
+            found.append(n)
+
+    node.visit(Names())
+    return found
+
+
+class _KeyedReads(cst.CSTVisitor):
+    """``R["key"]`` and ``R.get("key")`` reads (not stores) of a name ``R``: (node, R)."""
+
+    def __init__(self, key: str):
+        self.key = key
+        self.reads: list[tuple[cst.BaseExpression, str]] = []
+        self._targets: set[int] = set()
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        self._targets.add(id(node.target))
+
+    def visit_Del(self, node: cst.Del) -> None:
+        self._targets.add(id(node.target))
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        if id(node) in self._targets or not isinstance(node.value, cst.Name) or len(node.slice) != 1:
+            return
+        el = node.slice[0].slice
+        if isinstance(el, cst.Index) and isinstance(el.value, cst.SimpleString) and el.value.evaluated_value == self.key:
+            self.reads.append((node, node.value.value))
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if (isinstance(func, cst.Attribute) and func.attr.value == "get" and isinstance(func.value, cst.Name)
+                and len(node.args) == 1 and isinstance(node.args[0].value, cst.SimpleString)
+                and node.args[0].value.evaluated_value == self.key):
+            self.reads.append((node, func.value.value))
+
+
 class StripDecorators(LevelZeroPass):
     """``@timed("fit")\\ndef fit(...)`` -> ``def fit(...)``; ``@property`` reads become calls."""
 
@@ -70,8 +112,40 @@ class StripDecorators(LevelZeroPass):
                 elif text.split("(")[0] in ("dataclass", "dataclasses.dataclass") and isinstance(node, cst.ClassDef):
                     out.append((remove, *self._plain_fields(program, node)))
                 else:
-                    out.append((remove,))
+                    out.append((remove, *self._registry_reads(cand, dec, node.name.value)))
         return out
+
+    def _registry_reads(self, cand: Candidate, dec: cst.Decorator, name: str) -> list[Edit]:
+        """``@register(CONVS, "gcn")`` (or ``@CONVS.register("gcn")``, or a local
+        ``@register_conv("gcn")`` whose body writes into ``CONVS``) on ``class GCN``:
+        every ``CONVS["gcn"]`` / ``CONVS.get("gcn")`` becomes ``GCN``, so that without the
+        decorator the program reaches the class by its name, as a maintainer's cut does."""
+        call = dec.decorator
+        if not isinstance(call, cst.Call):
+            return []
+        keys = {a.value.evaluated_value for a in call.args if isinstance(a.value, cst.SimpleString)}
+        keys.discard(None)
+        if len(keys) != 1:
+            return []
+        (key,) = keys
+        program = cand.program
+        deps = program.deps
+        mentioned = {n.value for a in call.args for n in _names_in(a.value)} | {n.value for n in _names_in(call.func)}
+        func = call.func
+        if isinstance(func, cst.Name):
+            for b in deps.binders(func):
+                if program.stmts[b].kind == "def" or isinstance(program.stmts[b].node, cst.FunctionDef):
+                    mentioned |= set(re.findall(r"[A-Za-z_]\w*", program.stmt_code(b)))
+        edits: list[Edit] = []
+        for path, module in program.modules.items():
+            if path in cand.dropped_files:
+                continue
+            found = _KeyedReads(key)
+            module.visit(found)
+            for node, registry in found.reads:
+                if registry in mentioned and deps.enclosing(node) in cand.live:
+                    edits.append(Edit("expr", node=program.node_index(node), text=name))
+        return edits
 
     def _plain_fields(self, program, node: cst.ClassDef) -> list[Edit]:
         """A dataclass without its decorator keeps its fields as class attributes, which

@@ -315,6 +315,31 @@ def _truth(node: cst.BaseExpression) -> bool | None:
     return None
 
 
+def _first_of_iteration(call: cst.Call) -> str | None:
+    """The first element of ``next(iter(C))`` where ``C`` is a list or tuple literal, or a
+    container built from one (``nn.ModuleList([a, b])``, ``nn.Sequential(a, b)``, whose
+    iteration yields its arguments in order)."""
+    if code_of(call.func) != "next" or len(call.args) != 1:
+        return None
+    inner = call.args[0].value
+    if not (isinstance(inner, cst.Call) and code_of(inner.func) == "iter" and len(inner.args) == 1):
+        return None
+    container = inner.args[0].value
+    elements: Sequence[cst.BaseElement | cst.Arg] = ()
+    if isinstance(container, (cst.List, cst.Tuple)):
+        elements = container.elements
+    elif isinstance(container, cst.Call) and code_of(container.func).rsplit(".", 1)[-1] in ("ModuleList", "Sequential"):
+        if code_of(container.func).endswith("ModuleList"):
+            if len(container.args) == 1 and isinstance(container.args[0].value, (cst.List, cst.Tuple)):
+                elements = container.args[0].value.elements
+        else:
+            elements = container.args
+    if not elements or isinstance(elements[0], cst.StarredElement) or getattr(elements[0], "star", "") \
+            or getattr(elements[0], "keyword", None) is not None:
+        return None
+    return code_of(elements[0].value)
+
+
 def alternatives(stmt: cst.CSTNode, sizes: Sequence[int] = ()) -> list[tuple[cst.CSTNode, list[tuple[str, str]]]]:
     """(node, [(op, text)...]) in priority order, for the expressions of one statement;
     one entry per node, so a node's alternatives are spread over levels and never meet.
@@ -391,6 +416,11 @@ def _alternatives(stmt: cst.CSTNode, sizes: Sequence[int] = ()) -> list[tuple[cs
         applied = _applied_lambda(call)
         if applied is not None:
             options.insert(0, ("expr", applied))
+        # ``next(iter(nn.ModuleList([conv])))`` -> ``conv``: what a loop over a container
+        # of one element became once the loop went (loop-to-first-iteration).
+        first = _first_of_iteration(call)
+        if first is not None:
+            options.insert(0, ("expr", first))
         if options:
             out.append((call, options))
         for arg in call.args:
