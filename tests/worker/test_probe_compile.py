@@ -1,5 +1,6 @@
 """torch.compile under the probe: the probe's torch function mode (which records the
-call that raised, the shapes, the arguments) does nothing while Dynamo traces, so the
+call that raised, the shapes, the arguments) is off the stack while a compiled callable
+runs, and does nothing if Dynamo traces it anyway, so the
 graph a compiler is handed is the one plain python hands it (Dynamo still records a
 ``h * 2`` seen through a mode as ``Tensor.mul``, not ``operator.mul``: the same aten op).
 Real Dynamo and AOT autograd on the CPU."""
@@ -85,3 +86,36 @@ def test_a_shape_constraint_dynamo_finds_violated_is_violated_under_the_probe_to
     assert obs.signature.type == "torch.fx.experimental.symbolic_shapes.ConstraintViolationError"
     assert obs.signature.headline.endswith("Constraints violated (L['x'].size()[0])! For more information, run with "
                                            "TORCH_LOGS=\"+dynamic\".")
+
+
+NUMPY_INSIDE = textwrap.dedent("""\
+    import numpy as np
+    import torch
+
+
+    @torch.compile(fullgraph=True, backend="eager")
+    def featurize(u):
+        z = 2 * u.numpy() - 1
+        return torch.from_numpy(np.tanh(z)) + 1
+
+
+    print(featurize(torch.rand(8, 3)).shape)
+    torch.zeros(3)[torch.tensor([5])]
+    """)
+
+
+def test_compiled_code_runs_with_the_probes_mode_off_the_stack_as_dynamo_sees_it_in_a_plain_run(tmp_path):
+    # Dynamo traces a torch function mode in force into the graph: through the probe's,
+    # numpy code in a compiled function (``2 * u.numpy()``) became Tensor.mul on an
+    # ndarray, and the first error was one of ours ("RuntimeError when making fake
+    # tensor call") where the plain run compiles and goes on to its own error
+    script = tmp_path / "n.py"
+    script.write_text(NUMPY_INSIDE)
+    plain = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert plain.stderr.strip().splitlines()[-1] == "IndexError: index 5 is out of bounds for dimension 0 with size 3"
+    watch = Watch(op_shapes=True, count_loops=True, keep_raised=str(tmp_path / "raised"))
+    with Runner(ScriptSpec(script=script, cwd=tmp_path), isolation=Isolation.FRESH) as runner:
+        runner.start()
+        obs = runner.run({"n.py": NUMPY_INSIDE}, timeout=300, watch=watch)
+    assert obs.signature is not None and obs.signature.type == "IndexError", obs.stderr[-3000:]
+    assert obs.signature.op is not None and obs.signature.op.name == "Tensor.__getitem__"  # the watch is back on

@@ -4,6 +4,7 @@ non-default arguments, and saves one call's arguments for the extraction."""
 
 from __future__ import annotations
 
+import functools
 import json
 from itertools import chain
 from typing import Any, Callable
@@ -558,7 +559,70 @@ def watch_torch_calls(note: Callable[..., None], capture: Capture | None = None,
 
     calls: dict[int, int] = {}  # the N-th call of each operator: which call failed
 
-    return _WatchTorchCalls()
+    mode = _WatchTorchCalls()
+    _compiled_code_outside(mode)
+    return mode
+
+
+def _compiled_code_outside(mode) -> None:
+    """Call what ``torch.compile`` returns with ``mode`` off the stack.  Dynamo traces
+    the torch function modes in force into the graph it compiles, and guards on them:
+    with the watch in force, a compiled function met code Dynamo handles otherwise (a
+    numpy array in ``2 * u.numpy()`` became ``Tensor.mul`` on an ndarray) and failed
+    with an error of ours, not the script's.  Without it, Dynamo compiles and guards
+    what the plain run compiles; what fails inside compiled code is named by the
+    compile machinery anyway (``compile_wrapper``).  Installed on the first
+    ``torch.compile`` call, so a script that never compiles never imports Dynamo."""
+    import torch
+
+    real = torch.compile
+    if getattr(real, "_shrinkgpu_outside", False):
+        return
+    try:
+        from torch.overrides import _get_current_function_mode_stack, _pop_mode_temporarily
+    except ImportError:  # an older torch: the watch stays where it was
+        return
+    compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
+
+    def outside(fn):
+        @functools.wraps(fn)
+        def call(*args, **kwargs):
+            if compiling():
+                return fn(*args, **kwargs)  # traced inside another compiled call: as it is
+            stack = _get_current_function_mode_stack()
+            if not stack or stack[-1] is not mode:
+                return fn(*args, **kwargs)  # a mode of the script's own is on top: leave it
+            with _pop_mode_temporarily():
+                return fn(*args, **kwargs)
+
+        return call
+
+    def patch() -> None:
+        from torch._dynamo import eval_frame
+
+        context = getattr(eval_frame, "OptimizeContext", None)
+        original = getattr(context, "__call__", None)
+        if original is None or getattr(original, "_shrinkgpu_outside", False):
+            return
+
+        @functools.wraps(original)
+        def wrap(self, fn):
+            result = original(self, fn)
+            # a compiled module's forward comes through here as a function of its own
+            if isinstance(result, torch.nn.Module) or not callable(result) or isinstance(result, type):
+                return result
+            return outside(result)
+
+        wrap._shrinkgpu_outside = True
+        context.__call__ = wrap
+
+    @functools.wraps(real)
+    def compile(*args, **kwargs):  # noqa: A001  (as torch names it)
+        patch()
+        return real(*args, **kwargs)
+
+    compile._shrinkgpu_outside = True
+    torch.compile = compile
 
 
 def _argument_bytes(value, depth: int = 0) -> int:
