@@ -155,3 +155,44 @@ def test_the_recompile_limit_is_the_root_dynamo_raised_not_the_hard_failure_it_r
     sig = first_error(tmp_path, "a.py", RECOMPILES)
     assert sig.type == "torch._dynamo.exc.Unsupported", sig.headline
     assert "recompile limit" in sig.message and sig.family is Family.COMPILE
+
+
+FALLBACK = """\
+import torch
+
+
+@torch.compile(fullgraph=True, backend="eager")
+def merge(x):
+    y = x.transpose(0, 1)
+    try:
+        return y.view(-1)
+    except RuntimeError:  # eager falls back to a copy; Dynamo's fake tensors raise another error
+        return y.reshape(-1)
+
+
+print(merge(torch.randn(4, 3)).shape)
+"""
+
+
+@pytest.mark.slow
+def test_a_compile_failure_is_not_reduced_to_a_mistake_that_fails_without_the_compiler_too(tmp_path):
+    # ``try: view except: reshape`` fails under Dynamo and passes eagerly; without the
+    # fallback, ``y.view(-1)`` still fails under Dynamo with the same message, but it
+    # fails eagerly too: the program's mistake, not the compiler's bug
+    from shrinkgpu.reducer import ReduceConfig, reduce
+
+    (tmp_path / "m.py").write_text(FALLBACK)
+    result = reduce(ReduceConfig(script=tmp_path / "m.py", cwd=tmp_path, keep_error="when making fake tensor call",
+                                 verify_runs=1, extract=False, ablate=False))
+    text = result.output.read_text()
+    assert "try:" in text and "except RuntimeError:" in text, text
+    # and what was kept passes without the compiler, as the original does
+    import subprocess
+    import sys
+
+    eager = tmp_path / "eager.py"
+    eager.write_text(text.replace('@torch.compile(fullgraph=True, backend="eager")\n', ""))
+    assert "torch.compile" not in eager.read_text()
+    assert subprocess.run([sys.executable, str(eager)], cwd=tmp_path, capture_output=True).returncode == 0
+    assert any("run eagerly the original passes" in n for n in result.notes), result.notes
+    assert result.oracle.other_errors.get("fails without compiling too", 0) >= 1

@@ -74,8 +74,18 @@ class Oracle:
         gpus: tuple[str, ...] = (),
         rate: float = 1.0,
         pin_variable: str = "CUDA_VISIBLE_DEVICES",
+        contrast: Watch | None = None,
+        contrast_passes: bool = False,
     ):
         self.runner = runner
+        # A torch.compile failure that the original does not have with its compiled code
+        # run eagerly: a candidate that fails alike that way too is a bug of its own code
+        # (a view that fails in eager as well), not the compiler's, and is another bug.
+        self.contrast = contrast
+        # ... and when the original passes that way, a candidate must pass too: one that
+        # fails eagerly at all (``a + b`` of shapes that never broadcast, which the
+        # compiler reports as its own "fake tensor call") is a mistake of its own code
+        self.contrast_passes = contrast_passes
         self.target = target
         self.timeout = timeout
         # Candidates judged together are pinned to these devices in turn.
@@ -151,6 +161,20 @@ class Oracle:
                     first[i] = Verdict.FLAKY
                     self.reproduced.pop(keys[i], None)
             confirm = still
+        if self.contrast is not None and confirm:
+            futures = [self.runner.submit(batch[i], timeout=self.timeout, env=self._pin(k), watch=self.contrast)
+                       for k, i in enumerate(confirm)]
+            for i, fut in zip(confirm, futures):
+                obs = fut.result()
+                self.stats.runs += 1
+                self.stats.run_seconds += obs.wall
+                eager = classify(obs, self.target)
+                if eager is Verdict.REPRODUCED or (self.contrast_passes and eager is not Verdict.PASSED):
+                    first[i] = Verdict.OTHER_ERROR
+                    self.reproduced.pop(keys[i], None)
+                    with self._lock:
+                        self.stats.other_errors["fails without compiling too"] = (
+                            self.stats.other_errors.get("fails without compiling too", 0) + 1)
         for i in order:
             verdicts[i] = self._store(keys[i], first[i])
         for i, key in enumerate(keys):

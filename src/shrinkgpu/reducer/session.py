@@ -276,6 +276,8 @@ class Reduction:
                 gpus=self.plan.gpus,
                 rate=rate.value,
                 pin_variable=self.plan.pin_variable,
+                contrast=(contrast := self.eager_contrast()),
+                contrast_passes=contrast is not None and self.eager_passes,
             )
             outcome = self.search(first)
             verified = self.verify(outcome)
@@ -624,6 +626,31 @@ class Reduction:
                 walls = [wall]
         timeout = self.config.timeout or calibrated_timeout(walls)
         return Calibration(tuple(walls), timeout, calibrated_timeout([first.wall]))
+
+    def eager_contrast(self) -> Watch | None:
+        """For a torch.compile failure, the run that tells the compiler's bug from the
+        program's: the original once with its compiled code run eagerly.  When that does
+        not fail the same way, every candidate that reproduces is run that way too, and
+        one that still fails alike is another bug (``Oracle.contrast``)."""
+        if self.target.signature.family is not Family.COMPILE:
+            return None
+        files = self.replay.texts if self.replay else self.files
+        watch = Watch(eager=True)
+        obs = self.runner.run(files, timeout=self.calibration.timeout, env=self.plan.first_device, watch=watch)
+        if obs.timed_out or obs.infra_error:
+            return None
+        if self.target.matches(obs.signature):
+            self.note("the original fails the same way with its compiled code run eagerly: candidates are not "
+                      "asked to need the compiler")
+            return None
+        self.eager_passes = obs.signature is None and obs.exit_code == 0
+        if self.eager_passes:
+            self.note("with its compiled code run eagerly the original passes: a candidate must pass that way too, "
+                      "or its failure is a mistake of its own code, not the compiler's")
+        else:
+            self.note(f"with its compiled code run eagerly the original fails with {obs.signature.headline if obs.signature else obs.status}: "
+                      "a candidate that fails the same way eagerly too is another bug")
+        return watch
 
     # -- the search ------------------------------------------------------------------------
     def search_deadline(self, result_wall: float) -> float | None:

@@ -88,6 +88,9 @@ class Watch:
     # at the first error, the sizes the user's failing frames read (``len(vocab)``,
     # ``x.size(1)``) evaluated there, as literals (``probe.sizes``)
     sizes: bool = False
+    # compiled callables run eagerly (``torch.compiler.set_stance("force_eager")``):
+    # whether a torch.compile failure needs the compiler at all
+    eager: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -107,6 +110,7 @@ class Watch:
             save_objects=data.get("save_objects"),
             save_results_after=data.get("save_results_after"),
             sizes=bool(data.get("sizes")),
+            eager=bool(data.get("eager")),
         )
 
 

@@ -59,6 +59,12 @@ def run(request: RunRequest, *, forked: bool) -> int:
                 watch_module_construction()
         else:
             mode, shapes = None, None
+        if watch.eager:
+            import torch
+
+            stance = getattr(getattr(torch, "compiler", None), "set_stance", None)
+            if stance is not None:  # (torch 2.6 on; before it the run compiles, and says so by failing alike)
+                stance("force_eager")
         parses: list[dict[str, Any]] = []
         seed_sites: list[list[Any]] = []
         loads: list[dict[str, Any]] = []
