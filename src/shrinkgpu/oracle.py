@@ -169,7 +169,10 @@ class Oracle:
                 self.stats.runs += 1
                 self.stats.run_seconds += obs.wall
                 eager = classify(obs, self.target)
-                if eager is Verdict.REPRODUCED or (self.contrast_passes and eager is not Verdict.PASSED):
+                # (eagerly a candidate may run on where the compiled one failed at once:
+                # reaching the time limit without an error is no failure of its own)
+                if eager is Verdict.REPRODUCED or (
+                        self.contrast_passes and eager not in (Verdict.PASSED, Verdict.TIMEOUT)):
                     first[i] = Verdict.OTHER_ERROR
                     self.reproduced.pop(keys[i], None)
                     with self._lock:

@@ -636,8 +636,13 @@ class Reduction:
             return None
         files = self.replay.texts if self.replay else self.files
         watch = Watch(eager=True)
-        obs = self.runner.run(files, timeout=self.calibration.timeout, env=self.plan.first_device, watch=watch)
+        # Eagerly the original runs on where compiling failed at once (the training after
+        # it): it gets the limit of a whole run, not a candidate's.
+        limit = max(self.calibration.timeout, self.calibration.fresh_timeout)
+        obs = self.runner.run(files, timeout=limit, env=self.plan.first_device, watch=watch)
         if obs.timed_out or obs.infra_error:
+            self.note(f"with its compiled code run eagerly the original did not end within {limit:.0f}s: candidates "
+                      "are not asked to need the compiler")
             return None
         if self.target.matches(obs.signature):
             self.note("the original fails the same way with its compiled code run eagerly: candidates are not "
@@ -645,8 +650,8 @@ class Reduction:
             return None
         self.eager_passes = obs.signature is None and obs.exit_code == 0
         if self.eager_passes:
-            self.note("with its compiled code run eagerly the original passes: a candidate must pass that way too, "
-                      "or its failure is a mistake of its own code, not the compiler's")
+            self.note("with its compiled code run eagerly the original passes: a candidate must not fail that way "
+                      "either, or its failure is a mistake of its own code, not the compiler's")
         else:
             self.note(f"with its compiled code run eagerly the original fails with {obs.signature.headline if obs.signature else obs.status}: "
                       "a candidate that fails the same way eagerly too is another bug")
