@@ -246,6 +246,69 @@ def test_a_script_that_needs_every_gpu_is_not_pinned(script):
     assert result.files == {"train.py": NEEDLE + "\n"}
 
 
+
+def compiles(log: Log, warm: list[tuple[Isolation, bool]], differs_when_warm: bool = False, wall: float = 0.01):
+    """A fake script that compiles: it finds its cache entry where torch.compile's cache
+    variable points (a warm start) or writes it there, and fails with the needle."""
+
+    def behaviour(text, job):
+        entry = Path(job.env["TORCHINDUCTOR_CACHE_DIR"]) / "fxgraph" / "entry"
+        found = entry.exists()
+        warm.append((log.jobs[-1][0], found))
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        entry.write_text("compiled")
+        if found and differs_when_warm:
+            return bug(signature("RuntimeError", "a cache entry could not be loaded", op=None), wall=wall)
+        return bug(wall=wall) if NEEDLE in text else passes(wall=wall)
+
+    return behaviour
+
+
+def test_the_caches_a_compiling_original_left_start_every_candidate_but_the_fresh_checks(script):
+    log, warm = Log(), []
+    result = reduce(config(script), executors=executors(compiles(log, warm), log))
+    assert result.files == {"train.py": NEEDLE + "\n"}
+    assert any(n.startswith("torch.compile's caches from a run of the original (0.0 MiB) are copied into each "
+                            "candidate's directory") for n in result.notes), result.notes
+    # the first run, the two --confirm runs (fresh) and the first calibration run compile
+    # from nothing; every forked run after it finds what that one compiled, and the
+    # fresh checks of the result never do
+    assert warm[:4] == [(Isolation.FRESH, False)] * 3 + [(Isolation.FORK, False)]
+    assert all(found for isolation, found in warm[4:] if isolation is Isolation.FORK)
+    assert len([1 for isolation, _ in warm[4:] if isolation is Isolation.FORK]) > 2
+    assert [found for isolation, found in warm if isolation is Isolation.FRESH] == [False] * 5
+
+
+def test_caches_that_change_the_original_s_bug_are_not_used(script):
+    log, warm = Log(), []
+    result = reduce(config(script), executors=executors(compiles(log, warm, differs_when_warm=True), log))
+    assert result.files == {"train.py": NEEDLE + "\n"}
+    assert result.isolation is Isolation.FORK
+    assert any(n.startswith("the original failed differently in a forked worker (RuntimeError: a cache entry could "
+                            "not be loaded), when it started with torch.compile's caches") for n in result.notes)
+    # the calibration run that found the caches is the only run that ever did
+    assert [found for _, found in warm].count(True) == 1
+
+
+def test_a_slow_compiling_original_is_run_once_more_with_its_caches(script):
+    log, warm = Log(), []
+    result = reduce(config(script), executors=executors(compiles(log, warm, wall=6.0), log))
+    assert any("with them the original ran in 6.0s, without them in 6.0s" in n for n in result.notes), result.notes
+    # one calibration run fills the caches, one more is the check: then the oracle's
+    assert warm[3:5] == [(Isolation.FORK, False), (Isolation.FORK, True)]
+    assert log.texts[3:5] == [SCRIPT, SCRIPT]
+
+
+def test_an_original_that_compiles_nothing_costs_no_run_more(script):
+    log = Log()
+    slow = lambda text, job: bug(wall=6.0) if NEEDLE in text else passes(wall=6.0)  # noqa: E731
+    result = reduce(config(script), executors=executors(slow, log))
+    assert not any("torch.compile's caches" in n for n in result.notes)
+    # the first run, two --confirm runs, one calibration run: the next is a candidate
+    assert [isolation for isolation, _ in log.jobs[:4]] == [Isolation.FRESH] * 3 + [Isolation.FORK]
+    assert log.texts[:4] == [SCRIPT] * 4 and log.texts[4] != SCRIPT
+
+
 # -- the search --------------------------------------------------------------------------------
 def saves_objects(tmp_path):
     pickle = tmp_path / "saved.pkl"

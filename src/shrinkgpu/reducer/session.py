@@ -104,6 +104,7 @@ from shrinkgpu.worker import (
     Sandbox,
     SandboxError,
     Watch,
+    cache_bytes,
     default_executor,
     preload_candidates,
     sweep_stale_sessions,
@@ -606,7 +607,10 @@ class Reduction:
         if self.runner.isolation is Isolation.FORK:
             slow = wall >= SLOW_ORIGINAL
             pin = self.plan.first_device
-            walls, why = calibrate(self.runner, files, self.target, rate.value, pin, slow)
+            fill = self.runner.sandbox.session / "compile-caches" if rate.value >= 1.0 else None
+            walls, why = calibrate(self.runner, files, self.target, rate.value, pin, slow, fill)
+            if self.runner.warm_caches is not None:
+                walls, why = self.check_warm_caches(files, rate, walls, why, slow)
             if why is not None and pin:
                 unpinned, why_unpinned = calibrate(self.runner, files, self.target, rate.value, {}, slow)
                 if why_unpinned is None:
@@ -626,6 +630,37 @@ class Reduction:
                 walls = [wall]
         timeout = self.config.timeout or calibrated_timeout(walls)
         return Calibration(tuple(walls), timeout, calibrated_timeout([first.wall]))
+
+    def check_warm_caches(self, files, rate: Rate, walls: list[float], why: str | None,
+                          slow: bool) -> tuple[list[float], str | None]:
+        """The original's first calibration run compiled, and left its caches for the
+        runs after it (``calibrate``'s ``fill``): candidates start with a copy only if the
+        original fails the same way with them.  Compiling is most of a short compiled
+        script's run (Inductor's code generation and C++ or Triton builds), and a
+        candidate that keeps the failing graph finds it already built."""
+        pin = self.plan.first_device
+        if why is None and slow:
+            # the one run of a slow original filled them: one more says what they do
+            check = self.runner.run(files, timeout=calibrated_timeout(walls), env=pin)
+            if not self.target.matches(check.signature):
+                why = f"the original failed differently in a forked worker ({check.describe()})"
+            else:
+                walls = [*walls, check.wall]
+        if why is not None:
+            # Forking or the caches: the original runs again where candidates run, compiling
+            # from nothing each time, and what it does then decides.
+            self.runner.warm_caches = None
+            cold, cold_why = calibrate(self.runner, files, self.target, rate.value, pin, slow)
+            if cold_why is None:
+                self.note(f"{why}, when it started with torch.compile's caches from an earlier run of it: every "
+                          "candidate compiles from nothing")
+            return cold, cold_why
+        self.note(
+            f"torch.compile's caches from a run of the original ({cache_bytes(self.runner.warm_caches) / 2**20:.1f} MiB) "
+            f"are copied into each candidate's directory: with them the original ran in {min(walls[1:]):.1f}s, "
+            f"without them in {walls[0]:.1f}s"
+        )
+        return walls, None
 
     def eager_contrast(self) -> Watch | None:
         """For a torch.compile failure, the run that tells the compiler's bug from the

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Mapping
 
 from shrinkgpu.core.rates import RateTest, describe_rate
 from shrinkgpu.reducer.first_run import DEFAULT_FRESH_TIMEOUT
 from shrinkgpu.signature import Target
-from shrinkgpu.worker import Isolation, Observation, Runner
+from shrinkgpu.worker import Isolation, Observation, Runner, cache_bytes, compile_caches
 
 TIMEOUT_FACTOR = 10.0
 TIMEOUT_FLOOR = 5.0
@@ -22,6 +23,9 @@ CALIBRATION_RUNS = 3
 SLOW_ORIGINAL = 5.0
 FLAKY_SAMPLE = 10  # fresh runs that measure how often a flaky original fails
 FLAKY_LANES = 4  # fork servers with their own hash seeds when the original is flaky
+# Compile caches past this size are not copied into every candidate's directory: the copy
+# would cost what compiling saves, and jobs x this much disk.
+WARM_CACHE_MAX = 512 * 2**20
 
 
 def runs(
@@ -32,18 +36,27 @@ def runs(
 
 
 def calibrate(
-    runner: Runner, files, target: Target, rate: float, env: Mapping[str, str], slow: bool = False
+    runner: Runner, files, target: Target, rate: float, env: Mapping[str, str], slow: bool = False,
+    fill: Path | None = None,
 ) -> tuple[list[float], str | None]:
     """Run the original where candidates will run: its wall times, and why forking is not
     faithful for it (None when it is).  A deterministic original must reproduce every
-    time; a flaky one at its own rate (the sequential test)."""
+    time; a flaky one at its own rate (the sequential test).
+
+    ``fill`` (deterministic originals only): the first run leaves torch.compile's caches
+    there, and when it compiled anything, the runs after it and every later one of
+    ``runner`` start from a copy (``Runner.warm_caches``): those runs are what says
+    whether the original still fails the same way with them."""
     walls: list[float] = []
     if rate >= 1.0:
-        for _ in range(1 if slow else CALIBRATION_RUNS):
-            forked = runner.run(files, timeout=DEFAULT_FRESH_TIMEOUT, env=env)
+        for i in range(1 if slow else CALIBRATION_RUNS):
+            caches = compile_caches(fill) if fill is not None and i == 0 else {}
+            forked = runner.run(files, timeout=DEFAULT_FRESH_TIMEOUT, env={**env, **caches})
             if not target.matches(forked.signature):
                 return walls, f"the original failed differently in a forked worker ({forked.describe()})"
             walls.append(forked.wall)
+            if caches and 0 < cache_bytes(fill) <= WARM_CACHE_MAX:
+                runner.warm_caches = fill
         return walls, None
     test = RateTest(rate)
     while not test.decided:

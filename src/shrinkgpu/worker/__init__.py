@@ -20,7 +20,7 @@ from shrinkgpu.worker.executors import (
 )
 from shrinkgpu.worker.observation import Observation
 from shrinkgpu.worker.request import Capture, RunRequest, StateAt, Watch
-from shrinkgpu.worker.runner import Runner, ScriptSpec, preload_candidates
+from shrinkgpu.worker.runner import Runner, ScriptSpec, cache_bytes, compile_caches, preload_candidates
 from shrinkgpu.worker.sandbox import Sandbox, SandboxError, sweep_stale_sessions
 
 __all__ = [
@@ -42,6 +42,8 @@ __all__ = [
     "ScriptSpec",
     "StateAt",
     "Watch",
+    "cache_bytes",
+    "compile_caches",
     "default_executor",
     "preload_candidates",
     "sweep_stale_sessions",

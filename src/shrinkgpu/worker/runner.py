@@ -11,6 +11,7 @@ preload.
 from __future__ import annotations
 
 import os
+import shutil
 import site
 import sys
 import sysconfig
@@ -115,6 +116,29 @@ def compile_caches(tmp: Path) -> dict[str, str]:
     return {"TORCHINDUCTOR_CACHE_DIR": str(tmp / "torchinductor"), "TRITON_CACHE_DIR": str(tmp / "triton")}
 
 
+def cache_bytes(tmp: Path) -> int:
+    """What a run left in the compile caches of ``compile_caches(tmp)`` (bytes)."""
+    total = 0
+    for where in compile_caches(tmp).values():
+        for root, _dirs, names in os.walk(where):
+            for name in names:
+                try:
+                    total += os.lstat(os.path.join(root, name)).st_size
+                except OSError:
+                    pass
+    return total
+
+
+def seed_caches(template: Path, tmp: Path) -> None:
+    """Put a copy of the compile caches left in ``template`` where a run in ``tmp``
+    looks for its own.  A copy, not links: a run may rewrite an entry (an autotuning
+    record) and must never change what the next run starts from."""
+    for where in compile_caches(template).values():
+        source = Path(where)
+        if source.is_dir():
+            shutil.copytree(source, tmp / source.name, symlinks=True, dirs_exist_ok=True)
+
+
 class Runner:
     def __init__(
         self,
@@ -155,6 +179,10 @@ class Runner:
         self._fresh: Executor | None = None  # fresh interpreters beside a fork server, made when first asked
         self._lock = threading.Lock()
         self.preload_report: PreloadReport | None = None
+        # A directory holding the compile caches a run of the original left (laid out as
+        # ``compile_caches(warm_caches)``): each run not asked to be fresh starts with a
+        # copy.  None: every run compiles from nothing.
+        self.warm_caches: Path | None = None
 
     @property
     def lanes(self) -> int:
@@ -259,13 +287,20 @@ class Runner:
         caches (``TORCHINDUCTOR_CACHE_DIR``, which holds the FX graph cache, and
         ``TRITON_CACHE_DIR``, which defaults to one under the home directory) are in that
         ``tmp/`` too, even where the user set them, so that a kernel compiled for one
-        candidate never makes another pass or fail; and, when ``threads`` caps the
-        pools, the thread-count variables."""
+        candidate never makes another pass or fail (with ``warm_caches`` a run not asked
+        for ``Isolation.FRESH`` starts with a copy of the original's); and, when
+        ``threads`` caps the pools, the thread-count variables."""
         if self._executor is None:
             raise RuntimeError("Runner.start() was not called")
         fresh = (isolation or self.isolation) is Isolation.FRESH
         executor = self._fresh_executor() if fresh else self._executor
         run = self.sandbox.prepare(files, omit=self.program_files)
+        if self.warm_caches is not None and isolation is not Isolation.FRESH:
+            try:
+                seed_caches(self.warm_caches, run.tmp)
+            except BaseException:
+                self.sandbox.release(run)
+                raise
         job = Job(
             request=self.request(run, watch),
             run=run,
