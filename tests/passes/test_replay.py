@@ -117,7 +117,8 @@ def test_inside_a_function_a_module_the_file_imports_is_not_imported_again():
         for step in range(10):
             opt.step()
     """
-    facts = Facts(state=record(header="for step in range(10):", function="train", entries=(("opt", "load"),), rng=("torch",)))
+    facts = Facts(state=record(header="for step in range(10):", function="train", iteration=7,
+                               entries=(("opt", "load"),), rng=("torch",)))
     text = after(ReplayFromState(), start(src, facts), level=1)
     assert "    import torch\n" not in text
     assert text.endswith(
@@ -126,6 +127,7 @@ def test_inside_a_function_a_module_the_file_imports_is_not_imported_again():
         "    state = torch.load(pathlib.Path(__file__).with_name('a.min.state.pt'), weights_only=False)\n"
         "    opt.load_state_dict(state['opt'])\n"
         "    torch.set_rng_state(state['rng:torch'])\n"
+        "    step = 7\n"  # (a target the state did not hold, taken again from the range)
         "    opt.step()\n"
     )
 
@@ -285,3 +287,68 @@ def test_files_text_uses_the_names_the_file_imports():
         "import pathlib\nsh.copytree(pathlib.Path(__file__).with_name('a.min.state.files'), '.', dirs_exist_ok=True)\n"
     )
     assert files_text(record(), text) == ""
+
+
+REGISTRY = """\
+import torch
+
+cases = {"gelu": (gelu, lambda i: (x, b)), "ema": (ema, lambda i: (p, q, 0.5))}
+for name, (fn, make_args) in cases.items():
+    run_case(name, fn, make_args)
+"""
+
+
+def test_targets_the_state_could_not_carry_are_taken_again_from_a_registry_that_walks_the_same_way():
+    # a function and a lambda are no data a file carries: the state has ``name`` only
+    facts = Facts(state=record(header="for name, (fn, make_args) in cases.items():", iteration=1,
+                               entries=(("name", "value"),), rng=()))
+    assert after(ReplayFromState(), start(REGISTRY, facts), level=1) == dedent(
+        """\
+        import torch
+
+        cases = {"gelu": (gelu, lambda i: (x, b)), "ema": (ema, lambda i: (p, q, 0.5))}
+        import pathlib
+        state = torch.load(pathlib.Path(__file__).with_name('a.min.state.pt'), weights_only=False)
+        name = state['name']
+        import itertools
+        name, (fn, make_args) = next(itertools.islice(cases.items(), 1, None))
+        run_case(name, fn, make_args)
+        """
+    )
+
+
+def test_a_loader_s_items_are_never_taken_again_and_a_literal_s_are():
+    from shrinkgpu.passes.replay import rebind_text
+    import libcst as cst
+
+    state = record(header="", iteration=2, entries=(), rng=())
+    loop = lambda src: cst.parse_statement(src)  # noqa: E731
+    # what a loader yields comes once, or in a new order: the replay's check would pay an
+    # epoch of loading to find that out
+    assert rebind_text(loop("for batch in loader:\n    step(batch)\n"), state) == ""
+    assert rebind_text(loop("for i, batch in enumerate(train_loader):\n    step(batch)\n"), state) == ""
+    assert rebind_text(loop("for case in [A(), B(), C()]:\n    case.run()\n"), state) == (
+        "import itertools\ncase = next(itertools.islice([A(), B(), C()], 2, None))\n"
+    )
+    assert rebind_text(loop("for k, m in enumerate(MODELS.values()):\n    m(k)\n"), state) == (
+        "import itertools\nk, m = (2, next(itertools.islice(MODELS.values(), 2, None)))\n"
+    )
+    # every target saved: nothing to bind again
+    saved = record(header="", iteration=2, entries=(("case", "value"),), rng=())
+    assert rebind_text(loop("for case in [1, 2, 3]:\n    run(case)\n"), saved) == ""
+
+
+def test_a_registry_walked_with_the_file_s_own_itertools_is_not_imported_again():
+    src = """\
+    import itertools as it
+
+
+    def main(cases):
+        for name, fn in cases.items():
+            fn(name)
+    """
+    facts = Facts(state=record(header="for name, fn in cases.items():", function="main", iteration=3,
+                               entries=(("name", "value"),), rng=()))
+    text = after(ReplayFromState(), start(src, facts), level=1)
+    assert "import itertools\n" not in text
+    assert text.endswith("    name, fn = next(it.islice(cases.items(), 3, None))\n    fn(name)\n")

@@ -34,7 +34,7 @@ from shrinkgpu.syntax.code import code_of, module_name
 from shrinkgpu.syntax.edits import Edit
 from shrinkgpu.syntax.facts import StateRecord, loop_header
 from shrinkgpu.syntax.program import Candidate
-from shrinkgpu.syntax.queries import encloses, failing_statements, runs_once
+from shrinkgpu.syntax.queries import bound_sequence, encloses, failing_statements, nth_item, runs_once
 
 
 def state_variable(text: str) -> str:
@@ -99,11 +99,80 @@ def restore_text(record: StateRecord, file_text: str, files: bool = True) -> str
     return "".join(line + "\n" for line in lines)
 
 
-def replay_text(loop: cst.For, record: StateRecord, file_text: str, files: bool = True) -> str:
+# Calls whose result walks a container the same way each time it is made again.
+_WALKS = {"enumerate", "zip", "sorted", "reversed", "range"}
+_VIEWS = {"items", "values", "keys"}
+
+
+def walks_again(node: cst.BaseExpression, program=None) -> bool:
+    """Whether evaluating the loop's iterable again walks the same items from the start:
+    a literal, a dict's ``.items()``/``.values()``/``.keys()``, ``range``, a name bound
+    once to a literal, and ``enumerate``/``zip``/``sorted``/``reversed`` of those.  Never
+    a loader or an iterator, whose items come once (or in a new order)."""
+    if isinstance(node, (cst.List, cst.Tuple, cst.Set, cst.Dict, cst.ListComp, cst.DictComp)):
+        return True
+    if isinstance(node, cst.Name):
+        return program is not None and bound_sequence(
+            program, node, (cst.List, cst.ListComp, cst.Tuple, cst.Dict, cst.DictComp, cst.Set))
+    if not isinstance(node, cst.Call):
+        return False
+    func = node.func
+    if isinstance(func, cst.Attribute) and func.attr.value in _VIEWS and not node.args:
+        base = func.value
+        while isinstance(base, cst.Attribute):
+            base = base.value
+        return isinstance(base, cst.Name)
+    if isinstance(func, cst.Name) and func.value in _WALKS:
+        if func.value == "range":
+            return True
+        positional = [a.value for a in node.args if a.keyword is None and not a.star]
+        return bool(positional) and not any(a.star for a in node.args) and all(
+            walks_again(v, program) for v in positional)
+    return False
+
+
+def _target_names(target: cst.BaseExpression) -> set[str]:
+    names: set[str] = set()
+
+    class Names(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            names.add(node.value)
+
+        def visit_Attribute(self, node: cst.Attribute) -> bool:
+            return False  # ``self.x`` as a target is restored as an attribute
+
+        def visit_Subscript(self, node: cst.Subscript) -> bool:
+            return False
+
+    target.visit(Names())
+    return names
+
+
+def rebind_text(loop: cst.For, record: StateRecord, program=None, file_text: str = "") -> str:
+    """The statement that binds the loop's targets to the failing iteration's item when
+    the state could not carry some of them (a function, a lambda, an object of no data:
+    a registry of models or of benchmark cases), made again from the iterable when that
+    walks the same items each time; "" otherwise.  The replay's check in a fresh
+    interpreter says whether it was the same item."""
+    saved = {expr for expr, _kind in record.entries}
+    if not isinstance(loop, cst.For) or _target_names(loop.target) <= saved:
+        return ""
+    if not walks_again(loop.iter, program):
+        return ""
+    item, module = nth_item(loop.iter, record.iteration, program)
+    imported = module_name(file_text, module) if module else None
+    if imported is not None:
+        # (an import inside the function would make the name local to all of it)
+        item = item.replace(f"{module}.", f"{imported}.", 1)
+    return (f"import {module}\n" if module and imported is None else "") + f"{code_of(loop.target).strip()} = {item}\n"
+
+
+def replay_text(loop: cst.For, record: StateRecord, file_text: str, files: bool = True, program=None) -> str:
     """The restore, then one pass through the loop's body: the body alone when it can
     stand alone, else the loop over the one item its targets now hold (a ``continue``
-    or ``break`` still means what it meant)."""
-    text = restore_text(record, file_text, files)
+    or ``break`` still means what it meant).  Targets the state could not carry are
+    bound from the iterable (``rebind_text``)."""
+    text = restore_text(record, file_text, files) + rebind_text(loop, record, program, file_text)
     if runs_once(loop):
         body = [code_of(stmt) for stmt in loop.body.body]
         return text + "".join(b if b.endswith("\n") else b + "\n" for b in body)
@@ -143,7 +212,7 @@ class ReplayFromState(EditPass):
         if loop is None:
             return []
         file_text = program.texts.get(loop.file, "")
-        unit: list[Edit] = [Edit("replace", loop.id, text=replay_text(loop.node, record, file_text))]
+        unit: list[Edit] = [Edit("replace", loop.id, text=replay_text(loop.node, record, file_text, program=program))]
         if level == 0:
             hot = {(f, h) for f, h, _share in program.facts.hot_loops}
             # A hot loop the failure runs through (the model's ``for block in
@@ -173,7 +242,8 @@ class ReplayFromState(EditPass):
                 loops = [e for e in gone if any(s == e.stmt or encloses(program, e.stmt, s) for s in others)]
                 first = min(loops, key=lambda e: (_function_of(program, e.stmt) not in frames, e.stmt), default=None)
                 if first is not None and program.stmts[first.stmt].file == loop.file:
-                    unit[0] = Edit("replace", loop.id, text=replay_text(loop.node, record, file_text, files=False))
+                    unit[0] = Edit("replace", loop.id, text=replay_text(loop.node, record, file_text, files=False,
+                                                                        program=program))
                     gone = [Edit("replace", e.stmt, text=files_text(record, file_text)) if e is first else e
                             for e in gone]
             unit += gone
@@ -196,4 +266,4 @@ class ReplayFromState(EditPass):
         return sum(stmts[e.stmt].size for e in unit if e.stmt >= 0)
 
 
-__all__ = ["ReplayFromState", "files_text", "replay_text", "restore_text", "state_variable"]
+__all__ = ["ReplayFromState", "files_text", "rebind_text", "replay_text", "restore_text", "state_variable", "walks_again"]
