@@ -119,3 +119,31 @@ def test_compiled_code_runs_with_the_probes_mode_off_the_stack_as_dynamo_sees_it
         obs = runner.run({"n.py": NUMPY_INSIDE}, timeout=300, watch=watch)
     assert obs.signature is not None and obs.signature.type == "IndexError", obs.stderr[-3000:]
     assert obs.signature.op is not None and obs.signature.op.name == "Tensor.__getitem__"  # the watch is back on
+
+
+STANCE = textwrap.dedent("""\
+    import torch
+
+    @torch.compile(backend="eager", dynamic=False)
+    def f(x):
+        return x * 2
+
+    f(torch.ones(2))
+    torch.compiler.set_stance("fail_on_recompile")  # after the warm-up, as a training script does
+    with torch.compiler.set_stance("default"):
+        f(torch.ones(3))
+    f(torch.ones(4))
+    print("ran eagerly")
+    """)
+
+
+def test_a_run_with_its_compiled_code_eager_stays_eager_whatever_stance_the_script_sets(tmp_path):
+    script = tmp_path / "s.py"
+    script.write_text(STANCE)
+    with Runner(ScriptSpec(script=script, cwd=tmp_path), isolation=Isolation.FORK) as runner:
+        runner.start(["torch"])
+        compiled = runner.run({"s.py": STANCE}, timeout=300)
+        eager = runner.run({"s.py": STANCE}, timeout=300, watch=Watch(eager=True))
+    assert compiled.signature is not None and "fail_on_recompile" in compiled.signature.message, compiled.stderr[-2000:]
+    assert eager.signature is None and eager.exit_code == 0, eager.stderr[-2000:]
+    assert "ran eagerly" in eager.stdout

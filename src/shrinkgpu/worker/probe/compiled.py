@@ -68,6 +68,34 @@ def watch_compile_options() -> None:
     torch.compile = compile
 
 
+def stay_eager() -> bool:
+    """Run the script with its compiled code run eagerly (``Watch.eager``), and keep it so
+    whatever stance the script sets itself: a training script that asks for
+    ``set_stance("fail_on_recompile")`` after its warm-up would otherwise compile again
+    and fail as it does compiled, which is no eager run.  False where the torch has no
+    stances (before 2.6): the run compiles, and says so by failing alike."""
+    import torch
+
+    stance = getattr(getattr(torch, "compiler", None), "set_stance", None)
+    if stance is None:
+        return False
+    stance("force_eager")
+    try:
+        from torch._dynamo import decorators, eval_frame
+
+        forced = eval_frame._stance
+
+        def kept(_asked):
+            # set_stance (as a call, a context manager, a decorator) sets through this
+            # name: what it asks for is left out, what it gets back is what it restores
+            return eval_frame._set_stance(forced)
+
+        decorators._set_stance = kept
+    except (ImportError, AttributeError):  # a torch whose internals moved: the stance as it is
+        pass
+    return True
+
+
 def watch_module_construction() -> None:
     """Note the arguments each ``nn.Module`` was built with, read from the outermost
     ``__init__`` of the object when it calls ``nn.Module.__init__``: a compiled module is

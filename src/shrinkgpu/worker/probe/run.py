@@ -10,7 +10,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from shrinkgpu.worker.probe.compiled import keep_compiled_call, watch_compile_options, watch_module_construction
+from shrinkgpu.worker.probe.compiled import keep_compiled_call, stay_eager, watch_compile_options, watch_module_construction
 from shrinkgpu.worker.probe.library_cut import library_cut
 from shrinkgpu.worker.probe.loops import LoopClock, LoopCounter
 from shrinkgpu.worker.probe.objects import saved_objects
@@ -60,11 +60,7 @@ def run(request: RunRequest, *, forked: bool) -> int:
         else:
             mode, shapes = None, None
         if watch.eager:
-            import torch
-
-            stance = getattr(getattr(torch, "compiler", None), "set_stance", None)
-            if stance is not None:  # (torch 2.6 on; before it the run compiles, and says so by failing alike)
-                stance("force_eager")
+            stay_eager()
         parses: list[dict[str, Any]] = []
         seed_sites: list[list[Any]] = []
         loads: list[dict[str, Any]] = []
