@@ -33,6 +33,14 @@ PUBLIC_VARIABLES = frozenset({
     "AMD_SERIALIZE_KERNEL", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "PYTHONUNBUFFERED",
     "PYTHONDONTWRITEBYTECODE", "DEBIAN_FRONTEND", "PIP_DISABLE_PIP_VERSION_CHECK", "PIP_DEFAULT_TIMEOUT",
 })
+# A dotted version ("3.11.9" in PYENV_VERSION, "2.13.0+cpu") names software, not a person;
+# replacing it turned the report's "Python 3.11.9" into "Python $PYENV_VERSION".  Four
+# numbers are an address (MASTER_ADDR=10.0.0.5), which stays private.
+VERSION = re.compile(r"v?\d+(\.\d+){1,2}([+-][A-Za-z0-9.]+|[a-z]+\d*)?")
+
+
+def _private_value(name: str, value: str) -> bool:
+    return name not in PUBLIC_VARIABLES and len(value) >= MIN_SECRET and not VERSION.fullmatch(value)
 
 
 def _user() -> str | None:
@@ -66,7 +74,7 @@ class Redactor:
             if os.path.expanduser("~") != home:
                 rules.append((os.path.expanduser("~"), "~", "the home directory"))
         for name, value in self.env.items():
-            if name in PUBLIC_VARIABLES or len(value) < MIN_SECRET or os.pathsep in value and os.sep in value:
+            if not _private_value(name, value) or os.pathsep in value and os.sep in value:
                 continue
             if value.startswith("/") and Path(value).is_absolute() and len(Path(value).parts) <= 2:
                 continue  # "/usr", "/bin": public
@@ -133,7 +141,7 @@ def leaks(result_text: str, original_text: str, env: Mapping[str, str] | None = 
     if home not in ("/", "") and home in result_text and home not in original_text:
         found.append("the home directory (an expanded ~)")
     for name, value in env.items():
-        if name in PUBLIC_VARIABLES or len(value) < MIN_SECRET:
+        if not _private_value(name, value):
             continue
         if value in result_text and value not in original_text:
             found.append(f"the value of ${name}")
