@@ -106,4 +106,6 @@ def test_a_check_of_batchnorm_and_of_pack_padded_sequence_names_its_suspect_and_
     _, extraction = extract_call(ReduceConfig(script=script, keep_error=keep))
     assert extraction.path == tmp_path / "case.extracted.py"
     assert extraction.signature.op.name == suspect and keep in extraction.signature.message
+    # the same bug by the strict rule: the operator's dtype, shape, stride and device too
+    assert sig.same_bug(extraction.signature), (sig.describe(), extraction.signature.describe())
     assert extraction.lines <= 8, extraction.text  # extract.MAX_LINES: read at a glance
