@@ -473,7 +473,7 @@ def ablate_cmd(result, timeout, jobs, as_json) -> None:
     """Compare RESULT (the x.min.py reduce wrote) again with one change at a time.
 
     The minimal case and the extracted call run with the changes `reduce` makes at its
-    end (valid values, contiguous inputs, float32, one dtype, batch 1, another device,
+    end (valid values, ignored targets, contiguous inputs, float32, one dtype, batch 1, another device,
     compile backends; cuDNN off and deterministic algorithms for a GPU case), each once
     in a fresh interpreter, and the bug's kind is read from the outcomes. Writes
     nothing. Exits 3 when the minimal case does not fail the recorded way here.

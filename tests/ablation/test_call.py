@@ -39,6 +39,7 @@ def test_a_class_target_out_of_range_is_clamped_to_the_classes_and_the_batch_cut
     changes = call_changes(CROSS_ENTROPY, "torch.nn.functional.cross_entropy", CE_ARGS, script="c.py")
     assert _edits(changes) == {
         "valid values": (DATA, "+ x1 = x1.clamp(0, 3)"),
+        "ignored targets": (DATA, "+ x1 = x1.masked_fill((x1 < 0) | (x1 >= 4), -100)"),
         "batch 1": (SIZE, "+ x0 = x0[:1]\n+ x1 = x1[:1]"),
     }
     assert all(c.subject == CALL for c in changes)
@@ -49,10 +50,22 @@ def test_a_class_target_out_of_range_is_clamped_to_the_classes_and_the_batch_cut
     assert "print('shrinkgpu-output: ' + _shrinkgpu_summary(out))" in text
     # values already in range: no data change (and a batch of 6 also tries 4, a power of two)
     valid = (CE_ARGS[0], ("args[1]", "x1", _meta("int64", [6], values=[0, 1, 2, 3, 0, 1])))
-    assert "valid values" not in _edits(call_changes(CROSS_ENTROPY, "torch.nn.functional.cross_entropy", valid))
+    assert not {"valid values", "ignored targets"} & set(
+        _edits(call_changes(CROSS_ENTROPY, "torch.nn.functional.cross_entropy", valid)))
     six = (("args[0]", "x0", _meta("float32", [6, 4])), valid[1])
     assert _edits(call_changes(CROSS_ENTROPY, "torch.nn.functional.cross_entropy", six))["batch 4"] == (
         SIZE, "+ x0 = x0[:4]\n+ x1 = x1[:4]")
+
+
+def test_ignored_targets_take_the_ignore_index_the_call_names():
+    text = CROSS_ENTROPY.replace("cross_entropy(x0, x1)", "cross_entropy(x0, x1, ignore_index=7)")
+    edits = _edits(call_changes(text, "torch.nn.functional.cross_entropy", CE_ARGS))
+    assert edits["ignored targets"] == (DATA, "+ x1 = x1.masked_fill((x1 < 0) | (x1 >= 4), 7)")
+    # only a loss's class targets: an embedding's indices have no value it skips
+    emb = (("args[0]", "x0", _meta("int64", [3], values=[0, 9, 1])), ("args[1]", "x1", _meta("float32", [5, 2])))
+    assert "ignored targets" not in _edits(call_changes(
+        "import torch\n\nx0 = torch.tensor([0, 9, 1])\nx1 = torch.randn(5, 2)\ntorch.nn.functional.embedding(x0, x1)\n",
+        "torch.nn.functional.embedding", emb))
 
 
 def test_indices_of_an_unknown_operator_are_clamped_below_the_smallest_dimension_and_nan_replaced():
@@ -90,7 +103,8 @@ def test_with_edit_loads_the_tensors_from_the_path_given():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("text, op, arguments, kind, passing", [
-    (CROSS_ENTROPY, "torch.nn.functional.cross_entropy", CE_ARGS, "invalid data", {"valid values", "batch 1"}),
+    (CROSS_ENTROPY, "torch.nn.functional.cross_entropy", CE_ARGS, "invalid data",
+     {"valid values", "ignored targets", "batch 1"}),
     (VIEW, "Tensor.view", VIEW_ARGS, "operator contract", {"contiguous inputs", "reshape for view"}),
     (LINEAR, "torch._C._nn.linear", LINEAR_ARGS, "operator contract", {"one dtype (float64)", "float32"}),
 ], ids=["class-index", "view-after-transpose", "double-meets-float"])

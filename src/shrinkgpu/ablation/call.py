@@ -8,7 +8,9 @@ that the edit the report shows is the whole difference:
 - **data**: the offending values made valid: an index or class target clamped into the
   range of the dimension it indexes (``target = target.clamp(0, 3)`` for four classes), a
   probability into [0, 1], NaN and inf replaced (``torch.nan_to_num``).  It tells invalid
-  data from a broken operator;
+  data from a broken operator.  For a loss's class targets, also the offending ones set to
+  the call's ``ignore_index`` (-100 unless the call names one): what a script that should
+  skip unlabelled rows does;
 - **layout**: every strided input that is not contiguous made so, and for ``view`` the
   ``reshape`` its error suggests;
 - **precision**: the floating-point inputs in float32, and, when they mix dtypes, in one
@@ -170,6 +172,24 @@ def _data(op: str, arguments: Sequence[Argument], call: str) -> list[str]:
     return lines
 
 
+def _ignored(op: str, arguments: Sequence[Argument], call: str) -> list[str]:
+    """A loss's out-of-range class targets set to its ``ignore_index``, the value the loss
+    skips: the other way a user makes such targets valid."""
+    if _short(op) not in ("cross_entropy", "nll_loss"):
+        return []
+    target = _named(arguments, _INDEXES[_short(op)][0])
+    if target is None or not _is_index(target[2]):
+        return []
+    bound = _index_bound(op, arguments, call, target)
+    values = target[2].get("values")
+    if not bound or values is not None and all(0 <= v < bound for v in _flat(values)):
+        return []
+    given = re.search(r"\bignore_index\s*=\s*(-?\d+)", call)
+    ignore = int(given.group(1)) if given else -100
+    name = target[1]
+    return [f"{name} = {name}.masked_fill(({name} < 0) | ({name} >= {bound}), {ignore})"]
+
+
 def _flat(values) -> list:
     if isinstance(values, (list, tuple)):
         return [v for item in values for v in _flat(item)]
@@ -195,6 +215,8 @@ def call_changes(text: str, op: str, arguments: Sequence[Argument], *, script: s
     lines = _data(op, arguments, call)
     add("valid values", "the offending values made valid: invalid data, or an operator that refuses valid ones",
         DATA, lines)
+    add("ignored targets", "the out-of-range class targets set to the loss's ignore_index, which it skips", DATA,
+        _ignored(op, arguments, call))
 
     strided = [a for a in arguments if a[2].get("stride") is not None and a[2].get("shape") is not None]
     loose = [a for a in strided if list(a[2]["stride"]) != contiguous_strides(a[2]["shape"])]
