@@ -697,3 +697,89 @@ def test_a_cut_that_fails_otherwise_is_said_and_the_search_starts_from_the_origi
     assert any(n.startswith("the original with the loops that took its time cut does not fail the same way")
                for n in result.notes), result.notes
     assert not any(n.startswith("the search starts from") for n in result.notes)
+
+
+# -- a torch.compile failure: the eager contrast and the comparisons ---------------------------
+COMPILED = textwrap.dedent("""\
+    import torch
+
+
+    def gate(x):
+        return x
+
+
+    data = [1, 2, 3]
+    print("logging", data)
+    fn = torch.compile(gate, fullgraph=True)
+    explode(3)
+    """)
+GRAPH_BREAK = signature("torch._dynamo.exc.Unsupported", "Data-dependent branching", op=None)
+
+
+def compiled_behaviour(text, job):
+    """A program fails (compiled) while it calls ``explode``; run eagerly (the contrast)
+    it passes while it still compiles ``gate`` with fullgraph=True: without that line its
+    failure is its own code's, with or without the compiler."""
+    if NEEDLE not in text:
+        return passes()
+    if job.request.watch.eager and "torch.compile(gate, fullgraph=True)" in text:
+        return passes()
+    return bug(GRAPH_BREAK)
+
+
+def test_a_compile_failure_that_passes_eagerly_keeps_what_needs_the_compiler(tmp_path):
+    path = tmp_path / "train.py"
+    path.write_text(COMPILED)
+    log = Log()
+    result = reduce(config(path, keep_error="Data-dependent", ablate=False), executors=executors(compiled_behaviour, log))
+    assert "with its compiled code run eagerly the original passes: a candidate must not fail that way either, or " \
+           "its failure is a mistake of its own code, not the compiler's" in result.notes
+    # what fails eagerly too was refused, and what does not need the compiler went
+    assert result.files == {"train.py": "import torch\n\n\ndef gate(x):\n    pass\n"
+                                        "torch.compile(gate, fullgraph=True)\nexplode(3)\n"}
+    assert result.oracle.other_errors.get("fails without compiling too", 0) >= 1
+    # the original's eager run, then every reproducing candidate's
+    eager_runs = [text for (_, job), text in zip(log.jobs, log.texts) if job.request.watch.eager]
+    assert eager_runs[0] == COMPILED and len(eager_runs) > 1
+
+
+def test_a_compile_failure_that_fails_alike_eagerly_asks_nothing_of_candidates(tmp_path):
+    path = tmp_path / "train.py"
+    path.write_text(COMPILED)
+    log = Log()
+    result = reduce(config(path, keep_error="Data-dependent", ablate=False),
+                    executors=executors(lambda text, job: bug(GRAPH_BREAK) if NEEDLE in text else passes(), log))
+    assert "the original fails the same way with its compiled code run eagerly: candidates are not asked to need " \
+           "the compiler" in result.notes
+    assert result.files == {"train.py": NEEDLE + "\n"}
+    assert len([1 for _, job in log.jobs if job.request.watch.eager]) == 1  # the original's, and no candidate's
+
+
+def test_the_comparisons_of_a_compile_failure_run_each_backend_in_a_fresh_interpreter(tmp_path):
+    path = tmp_path / "train.py"
+    path.write_text(COMPILED)
+    log = Log()
+
+    def behaviour(text, job):
+        # the comparisons: compilation off passes, so does fullgraph=False; Dynamo alone
+        # (backend="eager") fails the same way, and so does every other backend
+        if "torch.compile" not in text or "fullgraph=False" in text:
+            return passes()
+        return compiled_behaviour(text, job)
+
+    result = reduce(config(path, keep_error="Data-dependent"), executors=executors(behaviour, log))
+    ablated = result.ablation
+    assert ablated is not None
+    by = {o.change: o for o in ablated.outcomes}
+    assert by["torch.compile off"].result == "passes"
+    assert by['backend="eager"'].result == "same bug"
+    assert by['backend="eager"'].edit == ('- torch.compile(gate, fullgraph=True)\n'
+                                          '+ torch.compile(gate, fullgraph=True, backend="eager")')
+    assert by["fullgraph=False"].result == "passes"
+    # fullgraph=False passes where backend="eager" does not: the graph break is fatal only
+    # because fullgraph=True makes it so
+    assert ablated.kind == "operator contract" and "fullgraph=False" in ablated.reason
+    # each change is its own fresh run of the result, after the verification's
+    texts = {text for (iso, _), text in zip(log.jobs, log.texts) if iso is Isolation.FRESH}
+    for o in ablated.outcomes:
+        assert any(all(line[2:] in text for line in o.edit.splitlines() if line.startswith("+ ")) for text in texts), o
