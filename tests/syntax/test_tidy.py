@@ -81,3 +81,41 @@ def test_a_program_without_comments_or_stray_blank_lines_is_left_as_it_is():
     # a comment above a statement the reduction changed describes what is gone
     assert tidy("# ten classes\nn = 3\n", ["# ten classes\nn = 10\n"]) == "n = 3\n"
     assert tidy("# ten classes\nn = 10\n", ["# ten classes\nn = 10\n"]) == "# ten classes\nn = 10\n"
+
+
+def test_a_statement_left_right_under_a_definition_gets_the_original_s_blank_lines():
+    original = textwrap.dedent('''\
+        import torch
+
+
+        def gate(x):
+            return x
+
+
+        data = [1, 2, 3]
+        fn = torch.compile(gate)
+
+
+        class Head:
+            size = 4
+
+            def forward(self, x):
+                return x
+
+            # the width
+            width = 8
+            depth = 2
+        ''')
+    # the blank lines under ``gate`` belonged to ``data``, those under ``forward`` to
+    # ``width``'s comment block: both deleted
+    reduced = "import torch\n\n\ndef gate(x):\n    pass\nfn = torch.compile(gate)\n\n\nclass Head:\n" \
+              "    def forward(self, x):\n        return x\n    depth = 2\n"
+    assert tidy(reduced, [original]) == (
+        "import torch\n\n\ndef gate(x):\n    pass\n\n\nfn = torch.compile(gate)\n\n\nclass Head:\n"
+        "    def forward(self, x):\n        return x\n\n    depth = 2\n")
+    # a file whose definitions sit right against the code keeps that style
+    tight = "import torch\ndef f():\n    pass\nf()\n"
+    assert tidy(tight, [tight]) == tight
+    # one blank line where the original used one
+    one = "def f():\n    pass\n\nx = 1\nf()\n"
+    assert tidy("def f():\n    pass\nf()\n", [one]) == "def f():\n    pass\n\nf()\n"

@@ -16,6 +16,11 @@ unchanged:
 - commented-out code (``#self.dropout = nn.Dropout(p)``) goes;
 - the first lines' ``#!`` and coding cookie stay.
 
+A statement directly under a function's or class's body, where the blank lines that
+separated them belonged to a statement the reduction removed, gets the separation the
+original puts around its definitions (``def gate(x):\n    return x\nfn = ...`` is no
+one's style).
+
 Only comments and blank lines change: the program runs as before (its line numbers
 move, so the result is verified after this, not before).
 """
@@ -26,6 +31,7 @@ import ast
 import io
 import re
 import tokenize
+from collections import Counter
 
 __all__ = ["is_commented_code", "tidy"]
 
@@ -70,6 +76,7 @@ def tidy(text: str, originals: list[str]) -> str:
     """``text`` with the comments that no longer describe code taken out, trailing
     whitespace and runs of more than two blank lines removed.  ``originals``: the texts
     the program was reduced from (its lines are what "unchanged" means)."""
+    text = _separated(text, originals)
     comments = _comment_lines(text)
     if not comments and text == _spaced(text):
         return text
@@ -118,6 +125,72 @@ def tidy(text: str, originals: list[str]) -> str:
         i = j
     kept = [line.rstrip() for line, k in zip(lines, keep) if k]
     return _spaced("\n".join(kept) + ("\n" if text.endswith("\n") or kept else ""))
+
+
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _first_line(node: ast.stmt) -> int:
+    return min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", ())])
+
+
+def _blocks(tree: ast.Module) -> list[tuple[list[ast.stmt], bool]]:
+    """The module's body and each class's body (at any depth), with whether it is the
+    module's: where definitions sit beside other statements."""
+    out: list[tuple[list[ast.stmt], bool]] = [(tree.body, True)]
+    out += [(node.body, False) for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]
+    return out
+
+
+def _gaps(text: str) -> tuple[Counter, Counter]:
+    """How many blank lines separate a definition from its neighbours in ``text``: at
+    the top level, and between a class's members."""
+    top, members = Counter(), Counter()
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return top, members
+    lines = text.splitlines()
+    for body, module in _blocks(tree):
+        for prev, node in zip(body, body[1:]):
+            if isinstance(prev, _DEFINITIONS) or isinstance(node, _DEFINITIONS):
+                between = lines[prev.end_lineno:_first_line(node) - 1]
+                (top if module else members)[sum(1 for ln in between if not ln.strip())] += 1
+    return top, members
+
+
+def _separated(text: str, originals: list[str]) -> str:
+    """``text`` with the original's blank lines between a definition and a statement
+    that the reduction made neighbours with none between them."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return text
+    top, members = Counter(), Counter()
+    for original in originals:
+        t, m = _gaps(original)
+        top.update(t)
+        members.update(m)
+    # The original's usual separation; PEP 8's when it has no definition beside another
+    # statement to learn from.
+    gap_top = top.most_common(1)[0][0] if top else 2
+    gap_member = members.most_common(1)[0][0] if members else 1
+    lines = text.splitlines()
+    inserts: list[tuple[int, int]] = []  # (after this many lines, blank lines)
+    for body, module in _blocks(tree):
+        gap = gap_top if module else gap_member
+        for prev, node in zip(body, body[1:]):
+            if not (isinstance(prev, _DEFINITIONS) or isinstance(node, _DEFINITIONS)) or not gap:
+                continue
+            between = lines[prev.end_lineno:_first_line(node) - 1]
+            if any(not ln.strip() for ln in between) or prev.end_lineno >= _first_line(node):
+                continue  # separated already, or on one line (``class A: pass``)
+            inserts.append((prev.end_lineno, gap))
+    if not inserts:
+        return text
+    for at, gap in sorted(inserts, reverse=True):
+        lines[at:at] = [""] * gap
+    return "\n".join(lines) + ("\n" if text.endswith("\n") else "")
 
 
 def _spaced(text: str) -> str:
