@@ -119,3 +119,15 @@ def test_a_statement_left_right_under_a_definition_gets_the_original_s_blank_lin
     # one blank line where the original used one
     one = "def f():\n    pass\n\nx = 1\nf()\n"
     assert tidy("def f():\n    pass\nf()\n", [one]) == "def f():\n    pass\n\nf()\n"
+
+
+def test_the_cleanup_never_changes_a_program_s_tokens():
+    # issue 24: no result may grow from the cleanup; it changes comments and blank lines
+    # only, which are not tokens
+    from shrinkgpu.syntax import count_tokens
+
+    reduced = "import torch\n\n\ndef gate(x):\n    pass\nfn = torch.compile(gate)  # the gate\n# a note\n"
+    for text, originals in [(ORIGINAL, [ORIGINAL]), (reduced, [ORIGINAL]), (reduced, ["def f():\n    pass\n\n\nx = 1\n"])]:
+        out = tidy(text, originals)
+        assert count_tokens(out) == count_tokens(text)
+        assert out != text
