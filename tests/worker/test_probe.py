@@ -628,3 +628,21 @@ def test_the_autocast_a_library_entered_around_the_users_code_is_kept_with_the_c
         torch.no_grad()(step)(torch.randn(4, 4), torch.arange(4))
         """, cut=str(tmp_path / "call2.pt"))
     assert without.cut is not None and without.cut["autocast"] == []
+
+
+def test_a_file_the_run_makes_itself_is_not_data_it_reads(runner):
+    obs = run(runner, """\
+        import os
+        import torch
+        os.makedirs("runs/ckpt", exist_ok=True)
+        torch.save({"w": torch.ones(2)}, "runs/ckpt/model.pt")
+        state = torch.load("runs/ckpt/model.pt")
+        with open("log.txt", "a") as f:
+            f.write("x")
+        open("log.txt").read()
+        open("config.json").read()
+        raise SystemExit(3)
+        """)
+    # the checkpoint it saved and loaded, the log it appended to a file not there before:
+    # its own; the configuration it only read is what a result needs beside it
+    assert set(obs.reads) == {"config.json", "s.py"}  # (the script: read for its traceback)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from typing import Any
 
 from shrinkgpu.worker.probe.literals import config_literal, private_literal
@@ -210,9 +211,26 @@ def watch_seeding(recorder: Recorder, sites: list[list[Any]]) -> None:
 MAX_READS = 256
 
 
+def _creates(full: str, mode, flags) -> bool:
+    """Whether an ``open`` makes the file it opens (``"w"``, ``"x"``, an append to a file
+    not there yet, ``os.open`` with ``O_CREAT``/``O_TRUNC``): what the run then reads of it
+    is its own, not data a result needs beside it."""
+    if isinstance(mode, str):
+        return "w" in mode or "x" in mode or ("a" in mode and not os.path.exists(full))
+    if isinstance(flags, int):
+        return bool(flags & os.O_TRUNC) or (bool(flags & os.O_CREAT) and not os.path.exists(full))
+    return False
+
+
 def watch_reads(roots: tuple[str, ...], reads: list[str]) -> None:
     """Note the files under the run's root the script opens (audit event ``open``): the
-    data a result needs beside it, and files an output must never overwrite."""
+    data a result needs beside it, and files an output must never overwrite.  A file the
+    run made itself (a checkpoint it saves, then loads) is neither: copied beside a
+    result, it is what a result that makes its directory with ``os.makedirs`` finds there
+    already.  torch.save writes from C++ (no audit event), so a file modified since the
+    run started counts as made by it too."""
+    made: set[str] = set()
+    started = time.time()
 
     def hook(event: str, args) -> None:
         if event != "open" or len(reads) >= MAX_READS:
@@ -222,11 +240,22 @@ def watch_reads(roots: tuple[str, ...], reads: list[str]) -> None:
             if not isinstance(path, (str, bytes, os.PathLike)) or isinstance(path, int):
                 return
             full = os.path.abspath(os.fsdecode(path))
+            mode = args[1] if len(args) > 1 else None
+            flags = args[2] if len(args) > 2 else None
         except Exception:
             return
         for root in roots:
             if is_under(full, (root,)) and "__pycache__" not in full:
-                reads.append(os.path.relpath(full, root))
+                rel = os.path.relpath(full, root)
+                if rel in made:
+                    return
+                try:
+                    if _creates(full, mode, flags) or os.stat(full).st_mtime > started:
+                        made.add(rel)
+                        return
+                except Exception:
+                    pass
+                reads.append(rel)
                 return
 
     try:
