@@ -26,6 +26,10 @@ _SIMPLE = (cst.Call, cst.Name, cst.Attribute, cst.Subscript)
 # Allocators of uninitialised memory: ``torch.empty(n).uniform_(a, b)`` must not become
 # ``torch.empty(n)``, whose values differ from run to run (and process to process).
 _UNINITIALISED = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"})
+# Keywords that let a file operation find its work done (``os.makedirs(d, exist_ok=True)``):
+# every candidate runs in a clean copy of the directory, where they never matter, so
+# without them the result would fail otherwise the second time a user runs it.
+_RERUNNABLE = frozenset({"exist_ok", "dirs_exist_ok", "missing_ok", "ignore_errors"})
 
 
 def _allocates_uninitialised(node: cst.BaseExpression) -> bool:
@@ -424,6 +428,8 @@ def _alternatives(stmt: cst.CSTNode, sizes: Sequence[int] = ()) -> list[tuple[cs
         if options:
             out.append((call, options))
         for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value in _RERUNNABLE:
+                continue
             if arg.keyword is not None or arg.star == "**":
                 out.append((arg, [("remove", "")]))
         # ``nn.Sequential(a, b, c, d)``: cut to the layers that matter.
