@@ -109,3 +109,25 @@ def test_a_check_of_batchnorm_and_of_pack_padded_sequence_names_its_suspect_and_
     # the same bug by the strict rule: the operator's dtype, shape, stride and device too
     assert sig.same_bug(extraction.signature), (sig.describe(), extraction.signature.describe())
     assert extraction.lines <= 8, extraction.text  # extract.MAX_LINES: read at a glance
+
+
+LOAD = """\
+import torch
+import torch.nn as nn
+
+saved = nn.Sequential(nn.Embedding(12, 4), nn.Linear(4, 2)).state_dict()
+model = nn.Sequential(nn.Embedding(15, 4), nn.Linear(4, 2))
+model.load_state_dict(saved)
+"""
+
+
+def test_a_state_dict_of_another_size_is_the_same_bug_only_into_a_model_of_the_same_size(tmp_path):
+    sig = first_error(tmp_path, "a.py", LOAD)
+    assert sig.op is not None and sig.op.name.endswith("Module.load_state_dict")
+    # both halves of the mismatch: the checkpoint's tensor and the model's
+    shapes = {t.path: t.shape for t in sig.op.tensors}
+    assert shapes["kwargs['state_dict']['0.weight']"] == (12, 4) and shapes["self['0.weight']"] == (15, 4)
+    assert sig.same_bug(first_error(tmp_path, "b.py", LOAD.replace("model.load_state_dict(saved)",
+                                                                    "result = model.load_state_dict(saved)")))
+    # a model of another size fails with the same words, but it is not the model that failed
+    assert not sig.same_bug(first_error(tmp_path, "c.py", LOAD.replace("nn.Embedding(15, 4)", "nn.Embedding(1, 4)")))

@@ -311,6 +311,7 @@ def _torch_check_record(tb, roots: tuple[str, ...]) -> dict[str, Any] | None:
     if module_name == "torch.nn.functional":
         name = f"torch.nn.functional.{code.co_name}"
     tensors, others = _walk_args((), values)
+    tensors += _loading_into(name, values)
     arguments: list[str] = []
     if func is not None:
         try:
@@ -324,6 +325,23 @@ def _torch_check_record(tb, roots: tuple[str, ...]) -> dict[str, Any] | None:
         except (TypeError, ValueError):
             pass
     return {"name": name, "tensors": tensors, "others": others, "arguments": arguments}
+
+
+def _loading_into(name: str, values: dict) -> list[dict[str, Any]]:
+    """For ``Module.load_state_dict``, the module's own tensors the state dict's entries
+    are copied into: a size mismatch is between the two (``[450, 64]`` from the
+    checkpoint, ``[465, 64]`` in the model), and the model's side is the half of the bug
+    that ``state_dict``'s tensors alone do not show."""
+    import torch
+
+    if not name.endswith("Module.load_state_dict"):
+        return []
+    module, state = values.get("self"), values.get("state_dict")
+    if not isinstance(module, torch.nn.Module) or not isinstance(state, dict):
+        return []
+    own = module.state_dict()
+    return [_tensor_meta(own[key], f"self[{key!r}]") for key in list(state)[:MAX_FLAT_ARGS]
+            if key in own and isinstance(own[key], torch.Tensor)]
 
 
 def _holds_tensor(value, depth: int = 0) -> bool:
