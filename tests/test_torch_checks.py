@@ -131,3 +131,47 @@ def test_a_state_dict_of_another_size_is_the_same_bug_only_into_a_model_of_the_s
                                                                     "result = model.load_state_dict(saved)")))
     # a model of another size fails with the same words, but it is not the model that failed
     assert not sig.same_bug(first_error(tmp_path, "c.py", LOAD.replace("nn.Embedding(15, 4)", "nn.Embedding(1, 4)")))
+
+
+WORKER = """\
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+
+class Logs(Dataset):
+    def __init__(self, lines):
+        self.lines = lines
+
+    def __len__(self):
+        return len(self.lines)
+
+    def parse(self, line):
+        name, readings = line.split(",")
+        return [float(v) for v in readings.split("|")]  # the readings
+
+    def __getitem__(self, i):
+        return torch.tensor(self.parse(self.lines[i]))
+
+
+lines = ["a,1|2", "b,3|4", "c,5|", "d,7|8"]
+for batch in DataLoader(Logs(lines), batch_size=2, num_workers=1):
+    pass
+"""
+
+
+def test_an_error_in_a_dataloader_worker_is_the_expression_that_raised_not_the_frames_quoted(tmp_path):
+    sig = first_error(tmp_path, "a.py", WORKER)
+    assert sig.message.startswith("Caught ValueError in DataLoader worker process 0.\nOriginal Traceback")
+    assert sig.normalized == ("Caught ValueError in DataLoader worker process <n>.\n"
+                              "<traceback raised at: float(v)>\n"
+                              "ValueError: could not convert string to float: ''")
+    # ``parse`` inlined, a comment gone, the lines moved: the frames the worker quotes
+    # change, the bug does not
+    inlined = WORKER.replace("        return torch.tensor(self.parse(self.lines[i]))",
+                             "        name, readings = self.lines[i].split(',')\n"
+                             "        return torch.tensor([float(v) for v in readings.split(\"|\")])")
+    assert sig.same_bug(first_error(tmp_path, "b.py", inlined))
+    # the same words raised by another expression are another bug
+    other = WORKER.replace("return torch.tensor(self.parse(self.lines[i]))",
+                           "return torch.tensor(float(self.lines[i].split('|')[-1]))")
+    assert not sig.same_bug(first_error(tmp_path, "c.py", other))

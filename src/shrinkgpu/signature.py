@@ -25,7 +25,9 @@ worker (which fills it in) and the reducer (which compares) share one definition
 from __future__ import annotations
 
 import enum
+import io
 import re
+import tokenize
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -293,11 +295,62 @@ _SPACE = re.compile(r"[ \t]+")
 _OOM_HEAD = re.compile(r"^(.*?\bout of memory\b\.?)", re.I | re.S)
 
 
+# A traceback inside a message: a DataLoader worker's error re-raised in the main process
+# ("Caught ValueError in DataLoader worker process 0.\nOriginal Traceback (most recent call
+# last): ..."), a rank's under torch.multiprocessing.spawn ("-- Process 0 terminated with
+# the following error:\nTraceback ...").
+_TRACEBACK_HEAD = re.compile(r"^[ \t]*(?:Original )?Traceback \(most recent call last\):[ \t]*$", re.M)
+_CARETS = re.compile(r"^[\s^~]+$")
+
+
+def _code_only(line: str) -> str:
+    """A source line without its comment."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(line).readline))
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return line
+    comment = next((t for t in tokens if t.type == tokenize.COMMENT), None)
+    return line[:comment.start[1]].rstrip() if comment is not None else line
+
+
+def fold_tracebacks(message: str) -> str:
+    """Each traceback quoted in a message reduced to what identifies the bug: the
+    expression that raised (what Python marks under the innermost frame's source line,
+    else that line without its comment) and the exception it ended with.  The frames between
+    quote the program's lines and line numbers (``unit, ts, label, values =
+    self.parse(self.lines[i])``), and inlining ``parse`` or editing a comment there is not
+    another bug."""
+    for _ in range(8):  # a chain quotes one traceback per exception
+        head = _TRACEBACK_HEAD.search(message)
+        if head is None:
+            break
+        lines = message[head.end():].split("\n")
+        source, tail, last = None, len(lines), ""
+        for i, line in enumerate(lines):
+            if not line.strip():
+                continue
+            if line[:1] not in (" ", "\t"):
+                tail = i
+                break
+            text = line.strip()
+            if _CARETS.match(line) and last:
+                # Python's marks under the source line: the very expression that raised
+                marked = "".join(c for c, m in zip(last, line) if m in "^~").strip()
+                source = marked or source
+            elif not (text.startswith("File ") or text.startswith("[Previous line repeated")):
+                last, source = line, _code_only(text)
+        where = f"raised at: {source}" if source else "raised"
+        message = message[:head.start()] + f"<traceback {where}>\n" + "\n".join(lines[tail:])
+    return message
+
+
 def normalize_message(message: str) -> str:
     """The part of a message that names the bug, without the values that vary with it
-    (and, for a torch.compile error, without what quotes the program: ``compile_identity``)."""
+    (and, for a torch.compile error, without what quotes the program: ``compile_identity``;
+    for a traceback quoted in it, its frames: ``fold_tracebacks``)."""
     if COMPILE_MARKERS.search(message):
         message = compile_identity(message)
+    message = fold_tracebacks(message)
     lines = [ln for ln in message.splitlines() if ln.strip() and not _BOILERPLATE.match(ln)]
     text = "\n".join(lines)
     oom = _OOM_HEAD.match(text)
