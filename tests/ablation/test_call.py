@@ -95,6 +95,15 @@ def test_mixed_dtypes_get_one_dtype_and_float32_and_a_gpu_call_the_cpu():
     assert "on a GPU" not in _edits(call_changes(LINEAR, "torch._C._nn.linear", LINEAR_ARGS))
 
 
+def test_a_sparse_argument_gets_no_batch_cut():
+    sparse = (("args[0]", "x0", {**_meta("float32", [6, 6]), "stride": None}),
+              ("args[1]", "x1", _meta("float32", [5, 3])))
+    edits = _edits(call_changes("import torch\n\nx0 = data['args[0]']\nx1 = torch.randn(5, 3)\n"
+                                "torch._C._sparse._sparse_mm(x0, x1)\n", "torch._C._sparse._sparse_mm", sparse))
+    assert not any(name.startswith("batch") for name in edits), edits
+    assert "contiguous inputs" not in edits
+
+
 def test_with_edit_loads_the_tensors_from_the_path_given():
     text = "import torch\n\ndata = torch.load('t.extracted.pt')\nx0 = data['args[0]']\nx0.sum()\n"
     assert with_edit(text, ["x0 = x0.float()"], data="/abs/t.extracted.pt", summary=False) == (

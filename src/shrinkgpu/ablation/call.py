@@ -237,7 +237,9 @@ def call_changes(text: str, op: str, arguments: Sequence[Argument], *, script: s
             PRECISION, [f"{a[1]} = {a[1]}.float()" for a, k in zip(floats, kinds) if k != "float32"])
 
     shaped = [a for a in arguments if a[2].get("shape")]
-    if shaped:
+    # A sparse or nested tensor has no strides to slice by (``x0[:1]`` of a sparse COO
+    # tensor fails in ``as_strided``): its rows are not a batch to cut.
+    if shaped and all(a[2].get("stride") is not None for a in shaped):
         batch = shaped[0][2]["shape"][0]
         batched = [a for a in shaped if a[2]["shape"][0] == batch]
         if batch > 1:

@@ -403,11 +403,18 @@ def _contract(func, args, kwargs) -> list[str]:
     return out
 
 
+def _strided():
+    import torch
+
+    return torch.strided
+
+
 def _tensor_meta(t, path: str) -> dict[str, Any]:
     # Metadata only: touching values would synchronise (or fail) on a broken CUDA context.
     try:
-        stride = list(t.stride())
-    except Exception:  # sparse and nested layouts have none
+        # (a sparse COO tensor answers stride() with zeros: its layout has none)
+        stride = list(t.stride()) if t.layout is _strided() else None
+    except Exception:  # nested layouts raise
         stride = None
     meta = {
         "path": path,
