@@ -9,6 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 
 EXE = [sys.executable, "-m", "shrinkgpu"]
 
@@ -119,3 +121,17 @@ def test_a_functional_seen_under_its_private_module_is_written_under_its_public_
     assert text.endswith("torch.nn.functional.linear(x0, x1)\n") and "torch._C" not in text
     plain = subprocess.run([sys.executable, "s.extracted.py"], cwd=tmp_path, capture_output=True, text=True)
     assert "mat1 and mat2 shapes cannot be multiplied (6x5 and 4x3)" in plain.stderr
+
+
+@pytest.mark.parametrize("call, public", [
+    ("torch.sparse.mm(torch.eye(6).to_sparse(), torch.randn(5, 3))", "torch.sparse.mm"),
+    ("torch.linalg.inv(torch.randn(3, 4))", "torch.linalg.inv"),
+    ("torch.fft.irfft(torch.randn(4, dtype=torch.complex64), n=-3)", "torch.fft.irfft"),
+], ids=["sparse", "linalg", "fft"])
+def test_sparse_linalg_and_fft_calls_are_written_under_their_public_names(tmp_path, call, public):
+    done = extract(tmp_path, f"import torch\n{call}\n")
+    assert done.returncode == 0, done.stderr
+    text = (tmp_path / "s.extracted.py").read_text()
+    assert f"\n{public}(x0" in text and "torch._C" not in text, text
+    again = subprocess.run([sys.executable, "s.extracted.py"], cwd=tmp_path, capture_output=True, text=True)
+    assert again.returncode != 0 and "AttributeError" not in again.stderr, again.stderr

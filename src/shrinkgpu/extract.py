@@ -92,19 +92,37 @@ def _extent(meta: dict) -> int:
     return meta["offset"] + sum((s - 1) * st for s, st in zip(meta["shape"], meta["stride"])) + 1
 
 
-# torch.nn.functional's names for torch._C._nn's functions: these are the very same
-# objects (``F.linear is torch._C._nn.linear``, from torch 2.1 on), which a torch function
-# mode sees under their private module.  (A table: the parent never imports torch.)
-_FUNCTIONAL = frozenset({
-    "avg_pool2d", "avg_pool3d", "elu_", "gelu", "hardtanh_", "leaky_relu_", "linear", "one_hot",
-    "scaled_dot_product_attention", "softplus", "softshrink",
-})
+# The public names of functions a torch function mode sees under their private module:
+# they are the very same objects (``F.linear is torch._C._nn.linear``, from torch 2.1 on;
+# ``torch.sparse.mm is torch._C._sparse._sparse_mm``, ``torch.linalg.inv`` is
+# ``torch._C._linalg.linalg_inv``).  (A table: the parent never imports torch; the
+# extracted call is checked in a fresh interpreter, so a name a release lacks is caught.)
+_FUNCTIONAL = {
+    "avg_pool2d": "avg_pool2d", "avg_pool3d": "avg_pool3d", "elu_": "elu_", "gelu": "gelu",
+    "hardtanh_": "hardtanh_", "leaky_relu_": "leaky_relu_", "linear": "linear", "one_hot": "one_hot",
+    "scaled_dot_product_attention": "scaled_dot_product_attention", "softplus": "softplus",
+    "softshrink": "softshrink", "log_sigmoid": "logsigmoid",
+}
+_SPARSE = {"_sparse_mm": "mm", "_sparse_addmm": "addmm", "_sparse_softmax": "softmax",
+           "_sparse_log_softmax": "log_softmax", "_spdiags": "spdiags", "_spsolve": "spsolve",
+           "sparse_sampled_addmm": "sampled_addmm"}
+# torch.fft, torch.linalg and torch.special are generated from torch._C's functions of
+# the same name after a prefix: ``fft_rfft`` is ``torch.fft.rfft``.
+_PREFIXED = {"torch._C._fft": ("fft_", "torch.fft"), "torch._C._linalg": ("linalg_", "torch.linalg"),
+             "torch._C._special": ("special_", "torch.special")}
 
 
 def public_name(op: str) -> str:
     """The name a user writes for an operator the probe recorded by its private module."""
     module, _, name = op.rpartition(".")
-    return f"torch.nn.functional.{name}" if module == "torch._C._nn" and name in _FUNCTIONAL else op
+    if module == "torch._C._nn" and name in _FUNCTIONAL:
+        return f"torch.nn.functional.{_FUNCTIONAL[name]}"
+    if module == "torch._C._sparse" and name in _SPARSE:
+        return f"torch.sparse.{_SPARSE[name]}"
+    if module in _PREFIXED and name.startswith(_PREFIXED[module][0]) and len(name) > len(_PREFIXED[module][0]):
+        prefix, public = _PREFIXED[module]
+        return f"{public}.{name[len(prefix):]}"
+    return op
 
 
 def render(record: dict, level: str, data_name: str) -> tuple[str, bool, int]:
