@@ -124,6 +124,10 @@ model.load_state_dict(saved)
 def test_a_state_dict_of_another_size_is_the_same_bug_only_into_a_model_of_the_same_size(tmp_path):
     sig = first_error(tmp_path, "a.py", LOAD)
     assert sig.op is not None and sig.op.name.endswith("Module.load_state_dict")
+    # the message's first line ends with a colon: the headline goes on to what it announces
+    assert sig.headline == ("RuntimeError: Error(s) in loading state_dict for Sequential: size mismatch for "
+                            "0.weight: copying a param with shape torch.Size([12, 4]) from checkpoint, the shape "
+                            "in current model is torch.Size([15, 4]).")
     # both halves of the mismatch: the checkpoint's tensor and the model's
     shapes = {t.path: t.shape for t in sig.op.tensors}
     assert shapes["kwargs['state_dict']['0.weight']"] == (12, 4) and shapes["self['0.weight']"] == (15, 4)

@@ -481,8 +481,14 @@ class Signature:
 
     @property
     def headline(self) -> str:
-        """``Class: first line of the message``; what ``--keep-error`` is matched against."""
-        first = self.message.strip().splitlines()[0] if self.message.strip() else ""
+        """``Class: first line of the message``, and its next line when the first ends
+        with a colon (``Error(s) in loading state_dict for Net:`` says nothing without
+        ``size mismatch for fc.weight: ...``, Inductor's ``backend='inductor' raised:``
+        nothing without the error it raised)."""
+        lines = [ln.strip() for ln in self.message.strip().splitlines() if ln.strip()]
+        first = lines[0] if lines else ""
+        if first.endswith(":") and len(lines) > 1:
+            first = f"{first} {lines[1]}"
         return f"{self.type}: {first}" if first else self.type
 
     def keep_text(self) -> str:
