@@ -109,3 +109,27 @@ def test_a_registering_decorator_goes_with_the_registry_reads_under_its_key():
     # a decorator without one string key is removed alone
     gat = next(t for t in texts if "@CONVS.setdefault" not in t)
     assert "layer = CONVS['gcn']()" in gat and "other = CONVS.get('sage')()" in gat
+
+
+def test_the_static_methods_of_an_autograd_function_stay_static():
+    source = (
+        "import torch\n"
+        "class LSQ(torch.autograd.Function):\n"
+        "    @staticmethod\n"
+        "    def forward(ctx, x):\n"
+        "        return x\n"
+        "    @staticmethod\n"
+        "    @torch.no_grad()\n"
+        "    def backward(ctx, g):\n"
+        "        return g\n"
+        "class Plain:\n"
+        "    @staticmethod\n"
+        "    def make():\n"
+        "        return 1\n"
+    )
+    cand = Program({"s.py": source}, "s.py").initial()
+    units = StripDecorators().units(cand, 0)
+    # torch.no_grad() on backward and Plain's staticmethod; never LSQ's staticmethods
+    assert len(units) == 2
+    assert StripDecorators().apply(cand, units).files["s.py"] == source.replace(
+        "    @torch.no_grad()\n", "").replace("class Plain:\n    @staticmethod\n", "class Plain:\n")

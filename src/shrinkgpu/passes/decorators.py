@@ -25,6 +25,15 @@ from shrinkgpu.syntax.edits import Edit
 from shrinkgpu.syntax.program import Candidate
 
 
+def _in_autograd_function(cand: Candidate, s) -> bool:
+    """Whether statement ``s`` is a method of a ``torch.autograd.Function`` subclass."""
+    if s.parent is None:
+        return False
+    owner = cand.program.stmts[s.parent].node
+    return isinstance(owner, cst.ClassDef) and any(
+        code_of(base.value).split(".")[-1] == "Function" for base in owner.bases)
+
+
 class _Reads(cst.CSTVisitor):
     """Every ``<expr>.name`` read (not assigned) in a tree."""
 
@@ -101,9 +110,15 @@ class StripDecorators(LevelZeroPass):
             node = s.node
             if not isinstance(node, (cst.FunctionDef, cst.ClassDef)) or not node.decorators:
                 continue
+            autograd = _in_autograd_function(cand, s)
             for dec in node.decorators:
                 remove = Edit("remove", node=program.node_index(dec))
                 text = code_of(dec.decorator)
+                if autograd and text in ("staticmethod", "classmethod"):
+                    # torch documents forward/backward/setup_context of an
+                    # ``autograd.Function`` as static; a result without it reads as
+                    # another mistake (``apply`` happens to call them either way)
+                    continue
                 if text == "property" and isinstance(node, cst.FunctionDef):
                     calls = self._property_reads(cand, node.name.value)
                     if calls is None:
