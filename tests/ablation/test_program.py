@@ -128,3 +128,28 @@ def test_a_failure_that_the_programs_fallback_avoids_is_the_binary_environment(t
     assert [(o.change, o.result) for o in found] == [("fastattn disabled", "passes")]
     kind = kind_of(found, on_gpu=False)
     assert kind.kind == ENVIRONMENT and "fastattn disabled" in kind.reason
+
+
+OFFSET = textwrap.dedent('''\
+    import torch
+
+    try:
+        from fastidx import offset
+    except ImportError:
+        def offset():
+            return 0
+
+    table = torch.randn(3, 2)
+    ids = torch.tensor([0, 1, 2]) + offset()
+    rows = torch.nn.functional.embedding(ids, table)
+    ''')
+
+
+@pytest.mark.slow
+def test_a_change_of_the_whole_case_that_passes_says_what_the_failing_call_returned(tmp_path):
+    # the field guide's "outputs, not only exceptions": a pass that returned NaN is seen
+    sig, found = run_changes(tmp_path, "a.py", OFFSET, lambda: extension_changes({"a.py": OFFSET}, "a.py"),
+                             summarise=True, fastidx="def offset():\n    return 1\n")
+    assert sig.op.name == "torch.nn.functional.embedding" and sig.call == 1
+    assert [(o.change, o.result, o.output) for o in found] == [
+        ("fastidx disabled", "passes", "float32[3, 2] all finite")]

@@ -784,3 +784,25 @@ def test_the_comparisons_of_a_compile_failure_run_each_backend_in_a_fresh_interp
     texts = {text for (iso, _), text in zip(log.jobs, log.texts) if iso is Isolation.FRESH}
     for o in ablated.outcomes:
         assert any(all(line[2:] in text for line in o.edit.splitlines() if line.startswith("+ ")) for text in texts), o
+
+
+def test_a_change_of_the_whole_case_records_what_the_failing_call_returned(tmp_path):
+    import dataclasses
+
+    path = tmp_path / "train.py"
+    path.write_text("try:\n    import fastmod\nexcept ImportError:\n    fastmod = None\n" + SCRIPT)
+    log = Log()
+
+    def behaviour(text, job):
+        if "sys.modules['fastmod'] = None" in text:
+            return dataclasses.replace(passes(), output="float32[] all finite")
+        # (the optional module is what fails: the minimal case keeps its import)
+        return bug() if NEEDLE in text and "    import fastmod\nexcept ImportError" in text else passes()
+
+    result = reduce(config(path), executors=executors(behaviour, log))
+    assert result.ablation is not None, (result.files, result.notes)
+    (outcome,) = [o for o in result.ablation.outcomes if o.change == "fastmod disabled"]
+    assert (outcome.result, outcome.output) == ("passes", "float32[] all finite")
+    # asked of the run: the result of the call that failed in the minimal case
+    (job,) = [job for (_, job), text in zip(log.jobs, log.texts) if "sys.modules['fastmod'] = None" in text]
+    assert job.request.watch.output_of == ("torch.nn.functional.cross_entropy", 1)

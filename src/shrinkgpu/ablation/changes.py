@@ -83,7 +83,9 @@ def outcome_of(change: Change, obs: Observation, target: Target) -> Outcome:
         return Outcome(change.name, result=SAME, **kept)
     if (obs.signature is None and not obs.timed_out and not obs.infra_error and obs.signal is None
             and obs.exit_code in (0, None)):
-        return Outcome(change.name, result=PASSES, output=_output(obs.stdout), **kept)
+        # (the extracted call prints its result; a whole program's run records the
+        # result of the call that failed in the original: ``Watch.output_of``)
+        return Outcome(change.name, result=PASSES, output=_output(obs.stdout) or obs.output, **kept)
     return Outcome(change.name, result=DIFFERENT, error=obs.describe(), **kept)
 
 

@@ -961,16 +961,24 @@ class Reduction:
         self.emit(Stage(f"one change at a time: {len(changes)} runs ({', '.join(c.name for c in changes)})"))
         pin = self.plan.first_device
 
-        def run_as(isolation: Isolation, timeout: float):
+        # A change of the whole case that passes: what the call that failed in it (the
+        # N-th of its operator in the minimal case, not in the original) returned there
+        # (a compiled callable or a module's own check is no call the probe numbers).
+        failed = verified.signature
+        summarised = (Watch(output_of=(failed.op.name, failed.call))
+                      if failed is not None and failed.op is not None and failed.call else None)
+
+        def run_as(isolation: Isolation, timeout: float, watch: Watch | None = None):
             return lambda batch: self.runner.run_each([(c.files, {**pin, **c.env}) for c in batch],
-                                                      at_once=self.plan.jobs, timeout=timeout, isolation=isolation)
+                                                      at_once=self.plan.jobs, timeout=timeout, isolation=isolation,
+                                                      watch=watch)
 
         try:
             # The extracted call runs where candidates run (it is one import and one call);
             # a compiled case in a fresh interpreter, where Inductor's state is its own.
             found = ablation.outcomes(forked, run_as(self.runner.isolation, min(self.oracle.fresh_timeout,
                                                                                  EXTRACT_CHECK_MAX)), target)
-            found += ablation.outcomes(fresh, run_as(Isolation.FRESH, self.oracle.fresh_timeout), target)
+            found += ablation.outcomes(fresh, run_as(Isolation.FRESH, self.oracle.fresh_timeout, summarised), target)
         except KeyboardInterrupt:
             self.note("interrupted while the result ran with one change at a time: no comparison", show=False)
             return None

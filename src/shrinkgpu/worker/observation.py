@@ -58,6 +58,9 @@ class Observation:
     # the torch calls that raised, their arguments saved as they raised: [{"op", "call",
     # "path"}]; only from runs asked for them (``Watch.keep_raised``)
     raised_calls: tuple[dict[str, Any], ...] = field(default=(), compare=False, repr=False)
+    # what the call ``Watch.output_of`` names returned, summarised (``float32[4] all
+    # finite``); only from runs asked for it
+    output: str | None = field(default=None, compare=False, repr=False)
     # what ``Watch.state`` saved (``probe.state``): the entries, what was left out and
     # why, the RNGs, the file; None when the run never reached that iteration
     state: dict[str, Any] | None = field(default=None, compare=False, repr=False)
@@ -141,6 +144,7 @@ class Observation:
             raised_calls=tuple((data or {}).get("raised_calls") or ()),
             state=(data or {}).get("state"),
             sizes=tuple((data or {}).get("sizes") or ()),
+            output=(data or {}).get("output"),
         )
 
     def describe(self) -> str:

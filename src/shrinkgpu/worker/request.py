@@ -91,6 +91,9 @@ class Watch:
     # compiled callables run eagerly (``torch.compiler.set_stance("force_eager")``):
     # whether a torch.compile failure needs the compiler at all
     eager: bool = False
+    # (operator, N): the result of its N-th call summarised (dtype, shape, all finite or
+    # not): what a comparison that passes returned where the original failed
+    output_of: tuple[str, int] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -111,6 +114,7 @@ class Watch:
             save_results_after=data.get("save_results_after"),
             sizes=bool(data.get("sizes")),
             eager=bool(data.get("eager")),
+            output_of=tuple(data["output_of"]) if data.get("output_of") else None,  # type: ignore[arg-type]
         )
 
 

@@ -339,12 +339,12 @@ class Runner:
         return self.submit(files, **kwargs).result()
 
     def run_each(self, programs: Sequence[tuple[Mapping[str, str], Mapping[str, str]]], *, at_once: int,
-                 timeout: float, isolation: Isolation | None = None) -> list[Observation]:
+                 timeout: float, isolation: Isolation | None = None, watch: Watch | None = None) -> list[Observation]:
         """One run of each (files, env) of ``programs``, ``at_once`` at a time, their
         observations in the same order."""
         out: list[Observation] = []
         while len(out) < len(programs):
-            batch = [self.submit(files, timeout=timeout, isolation=isolation, env=env)
+            batch = [self.submit(files, timeout=timeout, isolation=isolation, env=env, watch=watch or Watch())
                      for files, env in programs[len(out):len(out) + max(1, at_once)]]
             out += [f.result() for f in batch]
         return out

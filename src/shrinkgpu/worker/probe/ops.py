@@ -534,12 +534,14 @@ RAISED_MAX_BYTES = 2**30
 
 
 def watch_torch_calls(note: Callable[..., None], capture: Capture | None = None, shapes: ShapeLog | None = None,
-                      raised: tuple[str, list] | None = None):
+                      raised: tuple[str, list] | None = None,
+                      output_of: tuple[tuple[str, int], list] | None = None):
     """A ``TorchFunctionMode`` that hands every torch call that raises to ``note`` (with
     which call of that operator it was), saves the arguments of the call ``capture``
-    names before it runs, logs every call's shapes in ``shapes``, and with ``raised``
+    names before it runs, logs every call's shapes in ``shapes``, with ``raised``
     (a directory, and a list for the records) saves the arguments of each call that
-    raises as it raised."""
+    raises as it raised, and with ``output_of`` ((operator, N), a list) summarises what
+    the N-th call of that operator returned."""
     from torch.overrides import TorchFunctionMode
 
     compiling = getattr(getattr(__import__("torch"), "compiler", None), "is_compiling", lambda: False)
@@ -580,6 +582,9 @@ def watch_torch_calls(note: Callable[..., None], capture: Capture | None = None,
                 raise
             if pending is not None:
                 shapes.returned(pending)
+            if output_of is not None and calls[key] == output_of[0][1] and not output_of[1]:
+                if op_name(func) == output_of[0][0]:
+                    output_of[1].append(summary_of(result))
             return result
 
     calls: dict[int, int] = {}  # the N-th call of each operator: which call failed
@@ -587,6 +592,25 @@ def watch_torch_calls(note: Callable[..., None], capture: Capture | None = None,
     mode = _WatchTorchCalls()
     _compiled_code_outside(mode)
     return mode
+
+
+def summary_of(value, depth: int = 0) -> str:
+    """``float32[4, 3] all finite``: a call's result as the comparisons show it (the
+    extracted call prints the same, ``ablation.call``)."""
+    try:
+        import torch
+
+        with torch._C.DisableTorchFunctionSubclass():
+            if isinstance(value, torch.Tensor):
+                floating = value.is_floating_point() or value.is_complex()
+                finite = "all finite" if not floating or bool(torch.isfinite(value.detach()).all()) else \
+                    "not all finite"
+                return f"{str(value.dtype).removeprefix('torch.')}{list(value.shape)} {finite}"
+            if isinstance(value, (tuple, list)) and depth < 2:
+                return "(" + ", ".join(summary_of(v, depth + 1) for v in value) + ")"
+            return type(value).__name__
+    except Exception:  # a note must never change the run
+        return type(value).__name__
 
 
 def _compiled_code_outside(mode) -> None:

@@ -43,6 +43,7 @@ def run(request: RunRequest, *, forked: bool) -> int:
     recorder = Recorder(roots)
     raised_calls: list[dict[str, Any]] = []
     state_saved: dict[str, Any] = {}
+    outputs: list[str] = []
     try:
         prepare_process(request, forked=forked)
         if request.crash_log:
@@ -53,7 +54,8 @@ def run(request: RunRequest, *, forked: bool) -> int:
 
             shapes = ShapeLog() if watch.op_shapes else None
             raised = (watch.keep_raised, raised_calls) if watch.keep_raised else None
-            mode = watch_torch_calls(recorder.note, watch.capture, shapes, raised)
+            output_of = (watch.output_of, outputs) if watch.output_of else None
+            mode = watch_torch_calls(recorder.note, watch.capture, shapes, raised, output_of)
             if raised is not None:
                 watch_compile_options()
                 watch_module_construction()
@@ -137,6 +139,8 @@ def run(request: RunRequest, *, forked: bool) -> int:
         obs["loop_time"] = clock.stop()
     obs["exit_code"] = code
     obs["torch_errors"] = recorder.errors
+    if outputs:
+        obs["output"] = outputs[0]
     if shapes is not None:
         obs["op_shapes"] = shapes.of({(r.get("op") or {}).get("name") for r in recorder.errors} - {None})
     if watch.keep_raised:
