@@ -90,6 +90,9 @@ class ReductionResult:
     surfaced: Signature | None = None  # where an asynchronous error surfaced without synchronous launches
     original_rate: tuple[int, int] = (1, 1)  # (reproduced, runs) of the original in fresh interpreters
     collect_env: str | None = None  # torch.utils.collect_env, run once in a fresh process
+    # the user's code revision when the reduction started (a commit made during a long
+    # reduction is not the code it reduced)
+    revision: str | None = None
     needs: tuple[str, ...] = ()  # files beside it the result read in its verified runs
     in_place: str | None = None  # how the result ran where it was written, when that is elsewhere
     loops: tuple[tuple[str, int, int], ...] = ()  # (file, loop header line, iteration) of the failure

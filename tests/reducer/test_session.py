@@ -806,3 +806,34 @@ def test_a_change_of_the_whole_case_records_what_the_failing_call_returned(tmp_p
     # asked of the run: the result of the call that failed in the minimal case
     (job,) = [job for (_, job), text in zip(log.jobs, log.texts) if "sys.modules['fastmod'] = None" in text]
     assert job.request.watch.output_of == ("torch.nn.functional.cross_entropy", 1)
+
+
+def test_the_report_names_the_code_revision_the_reduction_started_from(script, monkeypatch):
+    import subprocess
+
+    monkeypatch.setattr(session_module, "CollectEnv", NoCollectEnv)
+    repo = script.parent
+
+    def git(*args):
+        return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                              capture_output=True, text=True, check=True).stdout.strip()
+
+    git("init", "-q")
+    git("add", "train.py")
+    git("commit", "-qm", "one")
+    started = git("rev-parse", "--short", "HEAD")
+    committed = []
+
+    def commits_during_the_run(text, job):
+        if not committed:  # the user commits something else while the reduction runs
+            (repo / "notes.txt").write_text("x")
+            git("add", "notes.txt")
+            git("commit", "-qm", "two")
+            committed.append(git("rev-parse", "--short", "HEAD"))
+        return fails_with_needle(text, job)
+
+    out = repo / "out" / "repro.min.py"
+    result = reduce(config(script, write=True, output=out, extract=False),
+                    executors=executors(commits_during_the_run))
+    assert committed and committed[0] != started
+    assert f"- code revision: {started} (when the reduction started)" in result.report.read_text()

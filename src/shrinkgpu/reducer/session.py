@@ -85,6 +85,7 @@ from shrinkgpu.report import (
     PartialWriter,
     Reducing,
     Stage,
+    git_revision,
     place_needed_files,
     read_partial,
     write_outputs,
@@ -201,6 +202,7 @@ class Reduction:
         self.trace: list[tuple[float, int]] = []
         self.deadline = None if config.max_time is None else self.started + config.max_time
         self.versions: CollectEnv | None = None
+        self.revision: str | None = None
         self.partial: PartialWriter | None = None
         self.sandbox: Sandbox | None = None
         self.runner: Runner | None = None
@@ -302,6 +304,7 @@ class Reduction:
         )
         if config.write:
             self.versions = CollectEnv(sys.executable, spec.env)
+            self.revision = git_revision(spec.script.parent)
             # The best program so far is on disk at every moment: nothing is lost to an
             # interrupt, a SIGTERM or a crash.
             self.partial = PartialWriter(self.layout)
@@ -1401,6 +1404,7 @@ class Reduction:
             shutil.rmtree(self.state_files()[2], ignore_errors=True)
         if config.write:
             result.collect_env = self.versions.result() if self.versions is not None else None
+            result.revision = self.revision
             write_outputs(result, self.layout, spec)
             if result.output.is_dir():
                 self.emit(Stage(f"run it with: {result.command}"))

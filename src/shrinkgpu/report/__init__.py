@@ -12,7 +12,7 @@ from shrinkgpu.report.files import (
     write_outputs,
 )
 from shrinkgpu.report.progress import BestSoFar, LiveProgress, ProgressPrinter, Reducing, Stage
-from shrinkgpu.report.versions import CollectEnv
+from shrinkgpu.report.versions import CollectEnv, git_revision
 
 __all__ = [
     "BESIDE_MAX_BYTES",
@@ -30,6 +30,7 @@ __all__ = [
     "reproduce_command",
     "suggest_check",
     "tidy_layout",
+    "git_revision",
     "verbatim_error",
     "write_outputs",
 ]

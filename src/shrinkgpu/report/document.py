@@ -145,7 +145,8 @@ def render_report(result: ReductionResult, spec: ScriptSpec, target: Path) -> st
         verified,
         f"- backend: CUDA {env.get('cuda') or 'none'}, HIP {env.get('hip') or 'none'}"
         + (f", devices: {', '.join(env['devices'])}" if env.get("devices") else ""),
-        f"- code revision: {git_revision(spec.script.parent)}",
+        f"- code revision: {result.revision or git_revision(spec.script.parent)}"
+        + (" (when the reduction started)" if result.revision else ""),
     ]
     rate = result.original_rate
     if rate[0] < rate[1]:
