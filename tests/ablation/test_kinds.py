@@ -61,3 +61,14 @@ def test_a_compiled_case_is_read_from_its_backends():
     broken = kind_of([o(off, DIFFERENT, BACKEND, CASE, error="RuntimeError: Boolean value of Tensor"),
                       o('backend="eager"', SAME, BACKEND, CASE)], on_gpu=False, compiled=True)
     assert broken.kind == UNDECIDED and "Boolean value of Tensor" in broken.reason
+
+
+def test_a_whole_case_that_passes_with_a_nan_result_says_so():
+    from shrinkgpu.ablation import EXTENSION
+
+    nan = kind_of([o("fastops disabled", PASSES, EXTENSION, CASE, output="float32[4] not all finite")], on_gpu=False)
+    assert nan.kind == ENVIRONMENT and "float32[4] not all finite" in nan.reason
+    cudnn = kind_of([o("cuDNN off", PASSES, BACKEND, CASE, output="float16[2, 3] not all finite")], on_gpu=True)
+    assert cudnn.kind == ENVIRONMENT and "not all finite" in cudnn.reason
+    fine = kind_of([o("cuDNN off", PASSES, BACKEND, CASE, output="float16[2, 3] all finite")], on_gpu=True)
+    assert "finite" not in fine.reason

@@ -86,14 +86,16 @@ def kind_of(found: Sequence[Outcome], *, on_gpu: bool, compiled: bool = False) -
                                "runs eagerly, so the outcomes cannot tell what the program asks of Dynamo from a bug "
                                "of Dynamo's (the stage above says where it breaks)")
     if by_category[EXTENSION]:
-        return kind(ENVIRONMENT, f"it passes with {_names(by_category[EXTENSION])} (torch's own operator, or the "
+        return kind(ENVIRONMENT, f"it passes with {_names(by_category[EXTENSION])}"
+                                 f"{_with_output(by_category[EXTENSION][0])} (torch's own operator, or the "
                                  "program's fallback, instead of the extension's): the extension's kernel (or its "
                                  "build) is where it breaks")
     other_backends = [o for o in by_category[BACKEND] if not o.change.startswith(("backend=", "dynamic=",
                                                                                    "fullgraph="))]
     if other_backends:
-        return kind(ENVIRONMENT, f"the same values pass with {_names(other_backends)}: a kernel of the backend "
-                                 "that was switched off, not the values or the call")
+        return kind(ENVIRONMENT, f"the same values pass with {_names(other_backends)}"
+                                 f"{_with_output(other_backends[0])}: a kernel of the backend that was switched off, "
+                                 "not the values or the call")
     mixed = [o for o in by_category[PRECISION] if o.change.startswith("one dtype")]
     if mixed:
         return kind(CONTRACT, f"it passes with {_names(mixed)}: the inputs mix dtypes, which the operator does not "
