@@ -37,10 +37,29 @@ each command writes and its `--json` keys.
   `pyproject.toml` at or above the working directory, spelled as on the command line
   (`keep-error = "out of bounds"`, `confirm = 0`); a `[tool.shrinkgpu.reduce]` or
   `[tool.shrinkgpu.run]` table applies to one command only. The command line wins.
-- `SCRIPT` may be a notebook (`.ipynb`): its code cells run in order, IPython magics and
-  shell escapes dropped (with a note), and the result is a `.py`.
-"""
+- `SCRIPT` may be a notebook (`.ipynb`): its code cells are reduced in order, IPython
+  magics and shell escapes dropped (with a note), and the result is a `.py`. Sources are
+  read as Python reads them (a `# -*- coding: latin-1 -*-` declaration, a BOM) and
+  written back in their encoding.
+- Every run gets a copy of the working directory when the script is inside it (so
+  `cd repo && shrinkgpu reduce scripts/train.py` finds `data/` as
+  `python scripts/train.py` does), else of the script's directory, or of `--root`.
+- A stdin that stays open without data (ssh, `docker exec -i`, a CI runner) is not
+  waited for: after a quiet second the script gets what arrived.
 
+Where the rules behind the options are explained:
+
+| options | rules |
+|---|---|
+| `--keep-error`, `--family`, `--strictness`, `--confirm`, `--hash-seed` | docs/signature.md: the first error, "same bug", families, flaky first errors |
+| `--timeout`, `--max-time`, `--resume`, `--replay-state` | docs/long-runs.md |
+| `--load-objects`, `--observed-sizes` | docs/passes.md (`load-saved-objects`, `observed-sizes`) |
+| `--isolation`, `-j/--jobs`, `--root`, `--stdin` | docs/executors.md |
+| `--gpus`, `--sync-launches` | docs/gpu.md, docs/signature.md (asynchronous errors) |
+| `--ablate` and `shrinkgpu ablate` | docs/ablation.md |
+| `--extract`, `--emit-test`, `verify` | docs/handoff.md |
+| `--search` | docs/architecture.md (the search core) |
+"""
 
 def click_version() -> str:
     """click's major.minor: its help layout may change between versions."""
