@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = ROOT / "fixtures"
+FIXTURES = ROOT / "tests" / "fixtures"  # one case.toml each (evaluation/README.md)
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class Fixture:
 
 def load_fixture(name: str) -> Fixture:
     d = FIXTURES / name
-    data = tomllib.loads((d / "fixture.toml").read_text())
+    data = tomllib.loads((d / "case.toml").read_text())
     return Fixture(
         name=name,
         dir=d,
@@ -45,7 +45,7 @@ def load_fixture(name: str) -> Fixture:
     )
 
 
-ALL_FIXTURES = sorted(p.parent.name for p in FIXTURES.glob("*/fixture.toml"))
+ALL_FIXTURES = sorted(p.parent.name for p in FIXTURES.glob("*/case.toml"))
 FIXTURE_NAMES = [n for n in ALL_FIXTURES if load_fixture(n).device == "cpu"]
 CUDA_FIXTURE_NAMES = [n for n in ALL_FIXTURES if load_fixture(n).device == "cuda"]
 
