@@ -1,7 +1,8 @@
-"""Keeps the benchmark working: ``python -m benchmarks.compare --smoke`` end to end.
+"""Keeps the evaluation runner working: ``python -m evaluation.run --smoke`` end to end.
 
 The smoke run is shrinkgpu alone on one small fixture with a small test budget, no
-peers, and its markdown written into its own work directory (never docs/benchmarks.md).
+peers, and its markdown written into its own work directory (never docs/results.md nor
+the baselines).
 This checks that it runs, that it prints a result row for shrinkgpu with a positive
 token count and an output that still reproduces, and that the shared oracle answers
 correctly for the original script and for a script that does not fail.
@@ -19,43 +20,43 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # benchmarks/ is a top-level package of the repository, not installed
+if str(ROOT) not in sys.path:  # evaluation/ is a top-level package of the repository, not installed
     sys.path.insert(0, str(ROOT))
 
 
 @pytest.mark.slow
 def test_smoke_benchmark_reports_a_reproducing_shrinkgpu_row(tmp_path):
-    doc = ROOT / "docs" / "benchmarks.md"
-    before = doc.read_bytes() if doc.exists() else None
+    recorded = [ROOT / "docs" / "results.md", *sorted((ROOT / "evaluation" / "baselines").glob("*.json"))]
+    before = [p.read_bytes() if p.exists() else None for p in recorded]
     work = tmp_path / "work"
     proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.compare", "--smoke", "--workdir", str(work)],
+        [sys.executable, "-m", "evaluation.run", "--smoke", "--workdir", str(work)],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     assert len(rows) == 1, proc.stdout
     row = rows[0]
-    assert "tool=shrinkgpu" in row and "fixture=class_index" in row
+    assert "tool=shrinkgpu" in row and "case=class_index" in row
     tokens = int(re.search(r"tokens=(\d+)", row).group(1))
     assert tokens > 0
     assert "reproduce=yes" in row
-    # the markdown table has a shrinkgpu row, and the results are on disk
-    assert re.search(r"^\| class_index \| shrinkgpu \|", proc.stdout, re.M)
+    # the fixtures' table has a class_index row, and the results are on disk
+    assert re.search(r"^\| class_index \| \d+ \|", proc.stdout, re.M)
     results = json.loads((work / "results.json").read_text())
     (sg,) = [r for r in results["reductions"] if r["tool"] == "shrinkgpu"]
-    assert sg["tokens"] == tokens and 0 < tokens <= results["fixtures"]["class_index"]["tokens"]
+    assert sg["tokens"] == tokens and 0 < tokens <= results["cases"]["class_index"]["tokens"]
     assert sg["calls"] and sg["calls"] <= 30
-    assert (work / "benchmarks.md").is_file()
-    # the real doc is never rewritten by a smoke run
-    assert (doc.read_bytes() if doc.exists() else None) == before
+    assert "| class_index |" in (work / "results.md").read_text()
+    # the real doc and the baselines are never rewritten by a smoke run
+    assert [p.read_bytes() if p.exists() else None for p in recorded] == before
 
 
 @pytest.mark.slow
 def test_shared_oracle_accepts_the_original_and_rejects_a_passing_script(tmp_path):
-    from benchmarks import common
+    from evaluation import catalog, common
 
-    fx = common.load_fixture("class_index")
+    fx = catalog.load("class_index")
     setup = common.setup_oracle(fx.name, fx.dir, fx.script, fx.args, fx.keep_error, tmp_path)
     assert setup.reference["type"] == fx.exception
     state = tmp_path / "state"
@@ -88,7 +89,7 @@ def test_shared_oracle_accepts_the_original_and_rejects_a_passing_script(tmp_pat
 def test_a_programs_tokens_count_the_local_package_it_imports(tmp_path):
     # A result that keeps a package is counted whole; so must the original be, or its
     # share comes out more than twice too large (pkg_tagger: 1310 tokens instead of 3112).
-    from benchmarks.common import imported_local_files
+    from evaluation.common import imported_local_files
 
     (tmp_path / "tagger").mkdir()
     (tmp_path / "tagger" / "__init__.py").write_text("from .models import Net\n")
@@ -109,7 +110,7 @@ def test_the_sandbox_benchmark_prints_both_costs_and_their_ratio(tmp_path):
         (measured / rel).write_text("x\n")
     temp = tmp_path / "tmp"
     temp.mkdir()
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.sandbox", str(measured), "--runs", "3"],
+    proc = subprocess.run([sys.executable, "-m", "evaluation.sandbox", str(measured), "--runs", "3"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120, env={**os.environ, "TMPDIR": str(temp)})
     assert proc.returncode == 0, proc.stderr
     row = proc.stdout.splitlines()[-1]

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.readability import orphaned_comments, placeholders
+from evaluation.readability import orphaned_comments, placeholders
 from conftest import FIXTURE_NAMES, load_fixture, tree_digest
 from shrinkgpu.reducer import ReduceConfig, reduce, run_once
 from shrinkgpu.reducer.kept_first import PAYLOAD

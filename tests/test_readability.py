@@ -1,8 +1,8 @@
-"""benchmarks/readability.py: what it counts as an orphaned comment or a placeholder."""
+"""evaluation/readability.py: what it counts as an orphaned comment or a placeholder."""
 
 from __future__ import annotations
 
-from benchmarks.readability import orphaned_comments, placeholders
+from evaluation.readability import orphaned_comments, placeholders
 
 
 def test_orphaned_comments_are_the_ones_no_statement_follows_and_commented_out_code():

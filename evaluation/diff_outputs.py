@@ -1,12 +1,15 @@
-"""Whether two benchmark runs wrote the same programs: for a change that must not change
-any result (a redesign), every fixture's and corpus script's result and extracted call
-are diffed between two ``--workdir``s of ``python -m benchmarks.compare``.
+"""Whether two runs wrote the same programs: for a change that must not change any result
+(a redesign), every case's result and extracted call are diffed between two
+``--workdir``s of ``python -m evaluation.run``.
 
-    python -m benchmarks.diff_outputs RUN_BEFORE RUN_AFTER
+    python -m evaluation.diff_outputs RUN_BEFORE RUN_AFTER [--measure]
 
 Prints one line per result (``same`` or ``DIFFERENT``, with a unified diff) and exits 1
 when any differs or is missing on one side.  Run both with the same ``PYTHONHASHSEED``:
 the reducer's own set iteration order otherwise picks different, equally good paths.
+
+Comparing a change's before and after is tuning, so the results of held-out cases are
+left out unless ``--measure`` says the comparison is a measurement.
 """
 
 from __future__ import annotations
@@ -20,10 +23,23 @@ from pathlib import Path
 RESULT_GLOBS = ("*.min.py", "*.min/**/*.py", "*.extracted.py")
 
 
-def results(run: Path) -> dict[str, str]:
-    """Relative path under ``run`` -> text, of every result file of every reduction."""
+def held_out(out_dir: Path) -> bool:
+    """Whether the result directory ``<case>/shrinkgpu/out`` belongs to a held-out case."""
+    from evaluation import catalog
+
+    try:
+        return catalog.load(out_dir.parents[1].name).held_out
+    except KeyError:
+        return False  # a generated script (the scaling part)
+
+
+def results(run: Path, measure: bool = False) -> dict[str, str]:
+    """Relative path under ``run`` -> text, of every result file of every reduction
+    (held-out cases only when ``measure``)."""
     out = {}
     for out_dir in sorted(run.glob("**/shrinkgpu/out")):
+        if not measure and held_out(out_dir):
+            continue
         for pattern in RESULT_GLOBS:
             for path in sorted(out_dir.glob(pattern)):
                 out[str(path.relative_to(run))] = path.read_text(encoding="utf-8")
@@ -31,11 +47,12 @@ def results(run: Path) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.diff_outputs", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m evaluation.diff_outputs", description=__doc__.split("\n\n")[0])
     ap.add_argument("before", type=Path)
     ap.add_argument("after", type=Path)
+    ap.add_argument("--measure", action="store_true", help="compare held-out cases too (a measurement, not tuning)")
     args = ap.parse_args(argv)
-    before, after = results(args.before), results(args.after)
+    before, after = results(args.before, args.measure), results(args.after, args.measure)
     differ = 0
     for key in sorted(set(before) | set(after)):
         if key not in before or key not in after:

@@ -1,7 +1,7 @@
 """What the libraries users import do to a fork server: threads at import, and whether
 those threads stop at a fork.
 
-    python -m benchmarks.fork_survey            # a markdown table on stdout
+    python -m evaluation.fork_survey            # a markdown table on stdout
 
 Each library is imported in its own fresh interpreter.  The table shows the threads
 running after the import (names as the kernel or ``threading`` knows them), those left

@@ -1,19 +1,19 @@
-"""The one interestingness test every tool in the benchmark is judged by.
+"""The one interestingness test every tool in the evaluation is judged by.
 
 Run with the project's Python (it imports ``shrinkgpu.signature``)::
 
-    python benchmarks/oracle.py --config ORACLE.json [--no-record] [--overlay DIR] CANDIDATE
+    python evaluation/oracle.py --config ORACLE.json [--no-record] [--overlay DIR] CANDIDATE
 
-It copies the fixture directory into a fresh temporary directory, puts CANDIDATE in
-place of the fixture's script (files in ``--overlay`` go on top), runs it once with
+It copies the case's folder into a fresh temporary directory, puts CANDIDATE in
+place of the case's script (files in ``--overlay`` go on top), runs it once with
 ``python -m shrinkgpu run SCRIPT --json`` (a fresh interpreter) and exits 0 -- the
 candidate is *interesting* -- iff the first error is the same bug as the original's by
 ``Signature.same_bug`` (class, normalised message, operator, tensor metadata) and its
-text matches the fixture's ``keep_error`` regex.  Anything else exits 1.  When
+text matches the case's ``keep_error`` regex.  Anything else exits 1.  When
 interesting it also prints ``MARKER`` (the ``--track`` string for pysource-minimize).
 
 Unless ``--no-record`` is given, every call appends one line to ``STATE/calls.log``
-(the benchmark's oracle-call counter) and an interesting candidate that is smaller, in
+(the runner's oracle-call counter) and an interesting candidate that is smaller, in
 ``shrinkgpu.syntax.count_tokens``, than every earlier one is kept as ``STATE/best.py``:
 the best output so far for tools that keep none on disk themselves.
 
@@ -49,7 +49,7 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 def observe(
-    fixture_dir: Path,
+    case_dir: Path,
     script: str,
     files: dict[str, str],
     args: list[str],
@@ -57,11 +57,11 @@ def observe(
     python: str,
     overlay: Path | None = None,
 ) -> dict:
-    """Run one program (fixture copy + ``files``) via ``shrinkgpu run --json``; the JSON."""
+    """Run one program (case folder copy + ``files``) via ``shrinkgpu run --json``; the JSON."""
     tmp = Path(tempfile.mkdtemp(prefix="sgbench-oracle-"))
     try:
         root = tmp / "root"
-        shutil.copytree(fixture_dir, root, ignore=IGNORE, symlinks=True)
+        shutil.copytree(case_dir, root, ignore=IGNORE, symlinks=True)
         for rel, text in files.items():
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             (root / rel).write_text(text, encoding="utf-8")
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--config", required=True, type=Path)
     ap.add_argument("--no-record", action="store_true", help="do not count this call or keep a best")
-    ap.add_argument("--overlay", type=Path, default=None, help="files copied over the fixture copy")
+    ap.add_argument("--overlay", type=Path, default=None, help="files copied over the case folder's copy")
     ap.add_argument("--free", default="", help="ARGUMENT:DIM,... the original varied (a reduction's varying_dimensions)")
     ap.add_argument("candidate", type=Path)
     ns = ap.parse_args(argv)
@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
             verdict = "syntax-error"
         else:
             data = observe(
-                Path(cfg["fixture_dir"]), cfg["script"], {cfg["script"]: text}, cfg.get("args", []),
+                Path(cfg["case_dir"]), cfg["script"], {cfg["script"]: text}, cfg.get("args", []),
                 float(cfg["timeout"]), cfg["python"], ns.overlay,
             )
             free = frozenset((a.rsplit(":", 1)[0], int(a.rsplit(":", 1)[1])) for a in ns.free.split(",") if a)

@@ -1,4 +1,6 @@
-"""Shared pieces of the benchmark: fixtures, the machine, process trees, the oracle setup."""
+"""Shared pieces of the evaluation runner: the machine, process trees, the oracle setup.
+
+The cases themselves are in ``evaluation.catalog``."""
 
 from __future__ import annotations
 
@@ -11,79 +13,23 @@ import statistics
 import subprocess
 import sys
 import time
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-FIXTURES = REPO / "fixtures"
 BENCH_ENVS = REPO / "bench-envs"
 PROJECT_PYTHON = Path(sys.executable)
 ORACLE = Path(__file__).resolve().parent / "oracle.py"
 
 
-@dataclass(frozen=True)
-class Fixture:
-    name: str
-    dir: Path
-    script: str
-    args: tuple[str, ...]
-    keep_error: str
-    exception: str
-    operator: str
-    device: str = "cpu"
-    ideal: Path | None = None
-
-    @property
-    def path(self) -> Path:
-        return self.dir / self.script
-
-
-CORPUS = REPO / "corpus"
-LONG_CORPUS = REPO / "corpus-long"
-# Targets of the long part (issue 21), from the original's fresh run time.
+# Targets of long cases (issue 21), from the original's fresh run time.
 LONG_EXTRACT_TARGET = (1.5, 30.0)  # the extracted call within 1.5x the original + 30 s
 LONG_RESULT_TARGET = (5.0, 120.0)  # a result at <= 30% of the tokens within 5x + 120 s
 LONG_SHARE = 0.30
 
 
-def load_fixture(name: str) -> Fixture:
-    """A bundled fixture by name (``class_index``), or any directory holding a
-    ``fixture.toml``, relative to the repository (``corpus/lightning_reviews``)."""
-    d = FIXTURES / name
-    if not (d / "fixture.toml").is_file():
-        d = REPO / name
-    data = tomllib.loads((d / "fixture.toml").read_text())
-    ideal = d / "ideal_cut.py"
-    return Fixture(
-        name=name,
-        dir=d,
-        script=data["script"],
-        args=tuple(data.get("args", ())),
-        keep_error=data["keep_error"],
-        exception=data["expect"]["exception"],
-        operator=data["expect"]["operator"],
-        device=data.get("device", "cpu"),
-        ideal=ideal if ideal.is_file() else None,
-    )
-
-
-def fixture_names() -> list[str]:
-    return sorted(p.parent.name for p in FIXTURES.glob("*/fixture.toml"))
-
-
-def corpus_names() -> list[str]:
-    """The scripts nobody here tuned on (corpus/README.md), as load_fixture names."""
-    return sorted(f"corpus/{p.parent.name}" for p in CORPUS.glob("*/fixture.toml"))
-
-
-def long_names() -> list[str]:
-    """The scripts that fail after a long run (corpus-long/README.md)."""
-    return sorted(f"corpus-long/{p.parent.name}" for p in LONG_CORPUS.glob("*/fixture.toml"))
-
-
 def long_timings(row: dict, started: float, original: float) -> dict:
-    """When a long script's reduction reached what a user with a long job waits for, in
+    """When a long case's reduction reached what a user with a long job waits for, in
     seconds since ``shrinkgpu reduce`` started: the extracted call on disk, and the first
     accepted program at or under LONG_SHARE of the tokens (from its trace); with the
     targets that follow from the original's run time."""
@@ -247,10 +193,10 @@ def run_capped(cmd: list[str], *, cwd: Path, cap: float, log: Path, env: dict | 
 # -- the shared oracle ---------------------------------------------------------------------
 @dataclass
 class OracleSetup:
-    """The oracle's config for one fixture (or generated script), and the reference run."""
+    """The oracle's config for one case (or generated script), and the reference run."""
 
     name: str
-    fixture_dir: Path
+    case_dir: Path
     script: str
     args: tuple[str, ...]
     keep_error: str
@@ -264,7 +210,7 @@ class OracleSetup:
         state_dir.mkdir(parents=True, exist_ok=True)
         p = state_dir / "oracle.json"
         p.write_text(json.dumps({
-            "fixture_dir": str(self.fixture_dir),
+            "case_dir": str(self.case_dir),
             "script": self.script,
             "args": list(self.args),
             "keep_error": self.keep_error,
@@ -281,7 +227,7 @@ class OracleSetup:
         sh = state_dir / "interesting.sh"
         sh.write_text(
             "#!/bin/sh\n"
-            "# Shared oracle of the shrinkgpu benchmark (benchmarks/oracle.py).\n"
+            "# Shared oracle of the shrinkgpu evaluation (evaluation/oracle.py).\n"
             f'exec "{PROJECT_PYTHON}" "{ORACLE}" --config "{cfg}" "$@"\n'
         )
         sh.chmod(0o755)
@@ -298,7 +244,7 @@ def setup_oracle(name: str, directory: Path, script: str, args: tuple[str, ...],
     """Run the original once through the oracle's own runner; its signature is the reference."""
     import re
 
-    from benchmarks.oracle import observe
+    from evaluation.oracle import observe
 
     text = (directory / script).read_text(encoding="utf-8")
     data = observe(directory, script, {script: text}, list(args), 600.0, str(PROJECT_PYTHON))
@@ -312,7 +258,7 @@ def setup_oracle(name: str, directory: Path, script: str, args: tuple[str, ...],
         raise RuntimeError(f"{name}: the original's first error does not match keep_error: {s.headline}")
     _, extra = program_tokens(text, directory, script)
     return OracleSetup(
-        name=name, fixture_dir=directory, script=script, args=args, keep_error=keep_error, reference=sig,
+        name=name, case_dir=directory, script=script, args=args, keep_error=keep_error, reference=sig,
         fresh_seconds=float(data.get("seconds") or 0.0),
         timeout=calibrated_oracle_timeout(float(data.get("seconds") or 0.0)),
         config_dir=work, extra_files=extra,

@@ -30,7 +30,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.common import BENCH_ENVS, REPO
+from evaluation.common import BENCH_ENVS, REPO
 
 LITHIUM_CONDITION = Path(__file__).resolve().parent / "lithium_condition.py"
 
@@ -54,7 +54,7 @@ class Peer:
         return (os.cpu_count() or 1) if self.name == "shrinkray" else 1
 
     def command(self, wrapper: Path, cand: Path, run_dir: Path) -> list[str]:
-        from benchmarks.oracle import MARKER
+        from evaluation.oracle import MARKER
 
         if self.name == "pysource-minimize":
             return [str(self.bin / "pysource-minimize"), "--file", str(cand), "--track", MARKER, "-w", "--",

@@ -1,7 +1,7 @@
 """What a candidate's run directory costs: reset and used again, against made anew and
 removed (what every run paid before, and what ``--keep-temp`` still does, removed here).
 
-    python -m benchmarks.sandbox [ROOT] [--runs N]
+    python -m evaluation.sandbox [ROOT] [--runs N]
 
 ROOT (default: this repository, the directory the README's first command copies) is the
 user's directory.  Each run writes one program file and one output file, as a candidate

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The device check, in one go, for a machine with an NVIDIA (or ROCm) GPU:
 #
-#   bash benchmarks/gpu_check.sh [OUTDIR]      # default OUTDIR: bench-envs/gpu-check
+#   bash evaluation/gpu_check.sh [OUTDIR]      # default OUTDIR: bench-envs/gpu-check
 #
 # 1. what the machine is (GPUs without initialising CUDA, torch's build);
 # 2. the tests marked `cuda`;
@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 OUT=${1:-bench-envs/gpu-check}
 CAP=${CAP:-120}
 mkdir -p "$OUT"
-FX=fixtures/cuda_class_index
+FX=tests/fixtures/cuda_class_index
 export PYTHONUNBUFFERED=1
 summary="$OUT/summary.md"
 {
@@ -54,8 +54,8 @@ step reduce-never python -m shrinkgpu reduce "$FX/train_cuda.py" -k 'device-side
 step reduce-auto python -m shrinkgpu reduce "$FX/train_cuda.py" -k 'device-side assert' \
   --max-time "$CAP" --verify 1 --confirm 0 -o "$OUT/auto/train_cuda.min.py" --json
 step ablate-auto python -m shrinkgpu ablate "$OUT/auto/train_cuda.min.py" --json
-step cost python -m benchmarks.compare --parts cost --fixtures cuda_class_index --cost-fork-runs 10 \
-  --cost-fresh-runs 3 --no-doc --workdir "$OUT/cost"
+step cost python -m evaluation.run --parts cost --cost-cases cuda_class_index --cost-fork-runs 10 \
+  --cost-fresh-runs 3 --workdir "$OUT/cost"
 
 python - "$OUT" >> "$summary" <<'PY'
 import json, sys

@@ -1,11 +1,10 @@
-"""What a maintainer would have to clean up by hand in the written results of a benchmark
-run: orphaned comments and placeholders the reduction introduced (issue 24).
+"""What a maintainer would have to clean up by hand in the written results of a run:
+orphaned comments and placeholders the reduction introduced (issue 24).
 
-    python -m benchmarks.readability RUN_DIR [RUN_DIR ...]
+    python -m evaluation.readability RUN_DIR [RUN_DIR ...] [--measure]
 
-RUN_DIR is a ``benchmarks.compare`` workdir (``<corpus>/<script>/shrinkgpu/out/``); each
-result is compared with the corpus script it came from (``<repo>/<corpus>/<script>/``).
-Counted per result:
+RUN_DIR is an ``evaluation.run`` workdir (``<case>/shrinkgpu/out/``); each result is
+compared with the case it came from.  Counted per result:
 
 - *orphaned comments*: a comment on a line of its own with no statement directly under
   it (a blank line or the end of the file follows), other than the first lines' ``#!``
@@ -13,6 +12,9 @@ Counted per result:
 - *placeholders*: lines the original does not have that no person writes: a
   self-assignment (``h = h``), a bound ``self`` outside a method (``self = 0``), a bare
   name or constant as a statement (``h``), subscripting a literal (``0[0]``).
+
+These counts steer how results are tidied, so this is a tuning script: results of
+held-out cases are left out unless ``--measure`` says the count is a measurement.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ import re
 import tokenize
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
 _COOKIE = re.compile(r"^#!|^#.*coding[:=]")
 
 
@@ -104,24 +105,33 @@ def placeholders(text: str, originals: list[str]) -> list[str]:
     return [f for f in found if f not in known]
 
 
-def results(run: Path):
-    """(corpus/script name, result files, original files) for each result in a run."""
-    for out in sorted(run.glob("*/*/shrinkgpu/out")):
-        name = f"{out.parents[2].name}/{out.parents[1].name}"
+def results(run: Path, measure: bool = False):
+    """(case name, result files, original files) for each result in a run; held-out
+    cases only when ``measure``."""
+    from evaluation import catalog
+
+    for out in sorted(run.glob("*/shrinkgpu/out")):
+        name = out.parents[1].name
+        try:
+            case = catalog.load(name)
+        except KeyError:
+            continue  # a generated script of the scaling part: no original to compare with
+        if case.held_out and not measure:
+            continue
         written = [p for p in out.rglob("*.py") if not p.name.endswith(".extracted.py")]
-        source = REPO / out.parents[2].name / out.parents[1].name
-        originals = [p for p in source.rglob("*.py") if p.name not in ("ideal_cut.py", "_check.py")]
+        originals = [p for p in case.dir.rglob("*.py") if p.name != "ideal_cut.py"]
         yield name, written, originals
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("runs", nargs="+", type=Path)
+    ap.add_argument("--measure", action="store_true", help="count held-out cases too (a measurement, not tuning)")
     args = ap.parse_args(argv)
     for run in args.runs:
         print(f"## {run}\n\n| result | orphaned comments | placeholders |\n| --- | ---: | ---: |")
         total_c = total_p = 0
-        for name, written, originals in results(run):
+        for name, written, originals in results(run, args.measure):
             texts = [o.read_text(encoding="utf-8", errors="replace") for o in originals]
             comments = [c for w in written for c in orphaned_comments(w.read_text(encoding="utf-8"))]
             holders = [p for w in written for p in placeholders(w.read_text(encoding="utf-8"), texts)]
