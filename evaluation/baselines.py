@@ -3,9 +3,10 @@
 A baseline holds, for every case of its suite, the most recent measurement recorded
 (``python -m evaluation.run --measure --save-baseline``): shrinkgpu's row, the case's
 original (tokens, first error), and the run each row came from (commit, date, machine,
-command).  The file's own ``commit`` and ``date`` are those of its newest row.  The
-fixtures' file also holds the parts that are about no suite: the candidate cost, the
-peers, scaling and the search strategies, each row with its commit.
+command).  The file's own ``commit`` and ``date`` are those of its newest row.  Cost
+rows go with their case's suite; the fixtures' file also holds the parts that are about
+no suite of their own (the peers, scaling, the search strategies), each row with its
+commit.
 
 docs/results.md is rendered from these files alone (``python -m evaluation.run
 --render``), and a run's own markdown sets its rows beside them.

@@ -345,7 +345,9 @@ def render_only(paths: list[Path], doc: Path) -> int:
             runs = [data] if "suite" in data else list(baselines.from_run(data).values())
             for rec in runs:
                 records[rec["suite"]] = baselines.merge(records.get(rec["suite"]), rec)
-    report.write(report.render(records, intro=RESULTS_INTRO), doc)
+    intro = RESULTS_INTRO if not paths else \
+        "Rendered by `python -m evaluation.run --render` from " + ", ".join(f"`{p.name}`" for p in paths) + "."
+    report.write(report.render(records, intro=intro), doc)
     log(f"wrote {doc} from {len(records)} suite(s)")
     return 0
 
@@ -637,6 +639,10 @@ def main(argv: list[str] | None = None) -> int:
     if "shrinkgpu" in parts and not cases:
         print("python -m evaluation.run: no case selected" + (" that is not held out" if held else ""),
               file=sys.stderr)
+        return 2
+    if ns.save_baseline and "uncommitted" in (common.machine_info().get("revision") or ""):
+        print("python -m evaluation.run: --save-baseline names the commit that produced the figures; "
+              "src/ has uncommitted changes", file=sys.stderr)
         return 2
     tools = [t.strip() for t in ns.tools.split(",") if t.strip()]
     return Evaluation(ns, parts, cases, held).run(tools)

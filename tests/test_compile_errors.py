@@ -105,7 +105,7 @@ def test_the_stage_of_torch_compile_that_raised_is_named_from_the_class_and_mess
 
 
 def test_an_inductor_lowering_error_is_named_by_its_head_and_target_not_by_the_buffers_it_dumps():
-    # Recorded from corpus-compile/cpu_bench_autotune_triton (torch 2.13, CPU): the dump of
+    # Recorded from evaluation/cases/cpu_bench_autotune_triton (torch 2.13, CPU): the dump of
     # the node's arguments names the graph's buffers and quotes stack traces, and one run
     # of the same script printed it otherwise than another.
     message = (Path(__file__).parent / "data" / "inductor_lowering_message.txt").read_text()
