@@ -119,10 +119,10 @@ SHORT_RUN_SECONDS = 600.0
 
 @pytest.fixture
 def short_scripts_stay_short(monkeypatch):
-    import shrinkgpu.reducer.kept_first as kept_first
-    import shrinkgpu.reducer.session as session
+    import shrinkgpu.reducer.resume as kept_first
+    import shrinkgpu.reducer.state as state_rules
 
-    monkeypatch.setattr(session, "STATE_MIN_SECONDS", SHORT_RUN_SECONDS)
+    monkeypatch.setattr(state_rules, "STATE_MIN_SECONDS", SHORT_RUN_SECONDS)
     monkeypatch.setattr(kept_first, "KEEP_MIN_SECONDS", SHORT_RUN_SECONDS)
 
 

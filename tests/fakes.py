@@ -90,3 +90,70 @@ def executors(behaviour: Behaviour, log: Log | None = None, *, refuse_fork: str 
 
     make.log = log  # type: ignore[attr-defined]
     return make
+
+
+# -- a small script and a reduction's context, for tests of the phases ---------------------------
+SCRIPT = """\
+import os
+import sys
+
+
+def helper(n):
+    return n + 1
+
+
+data = [1, 2, 3]
+print("logging", data)
+total = helper(3)
+explode(3)
+"""
+NEEDLE = "explode(3)"
+
+
+def fails_with_needle(text, job):
+    return bug() if NEEDLE in text else passes()
+
+
+def config(script: Path, **kw):
+    """A reduction's config for ``script``: keep 'out of bounds', write nothing."""
+    from shrinkgpu.reducer import ReduceConfig
+
+    kw.setdefault("keep_error", "out of bounds")
+    kw.setdefault("write", False)
+    return ReduceConfig(script=script, cwd=script.parent, **kw)
+
+
+class NoCollectEnv:
+    """torch.utils.collect_env would run in a process of its own: not in these tests."""
+
+    def __init__(self, python, env):
+        pass
+
+    def result(self, timeout: float = 0) -> str:
+        return "PyTorch version: (not collected in this test)"
+
+    def close(self) -> None:
+        pass
+
+
+class Contexts:
+    """Makes the ``Context`` a reduction's phases read (``Reduction.prepare``), with fake
+    executors, and closes what it made (the sandboxes) at the end of a test."""
+
+    def __init__(self):
+        self.made = []
+
+    def __call__(self, cfg, behaviour: Behaviour = fails_with_needle, log: Log | None = None, on_event=None):
+        from shrinkgpu.reducer import Reduction
+
+        reduction = Reduction(cfg, on_event, executors=executors(behaviour, log))
+        ctx = reduction.prepare()
+        self.made.append((reduction, ctx))
+        return ctx
+
+    def close(self) -> None:
+        while self.made:
+            reduction, ctx = self.made.pop()
+            ctx.sandbox.close()
+            if reduction.versions is not None:
+                reduction.versions.close()

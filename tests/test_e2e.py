@@ -23,7 +23,7 @@ import pytest
 from evaluation.readability import orphaned_comments, placeholders
 from conftest import FIXTURE_NAMES, load_fixture, tree_digest
 from shrinkgpu.reducer import ReduceConfig, reduce, run_once
-from shrinkgpu.reducer.kept_first import PAYLOAD
+from shrinkgpu.reducer.resume import PAYLOAD
 from shrinkgpu.signature import normalize_message
 from shrinkgpu.syntax import count_tokens
 from shrinkgpu.worker import Isolation

@@ -100,10 +100,10 @@ def test_a_trainers_compute_loss_override_is_called_directly_as_the_trainer_call
     # run saw, and the attributes this test is about are no longer read.
     pytest.importorskip("transformers")
     pytest.importorskip("accelerate")
-    from shrinkgpu.reducer import session
+    from shrinkgpu.reducer import start, state as state_rules
 
-    monkeypatch.setattr(session, "STATE_MIN_SECONDS", 0.0)
-    monkeypatch.setattr(session, "SLOWER_REPLAY", 10.0)
+    monkeypatch.setattr(state_rules, "STATE_MIN_SECONDS", 0.0)
+    monkeypatch.setattr(start, "SLOWER_REPLAY", 10.0)
     result = reduce_copy("hf_reweight.py", tmp_path, max_tests=80, keep_error="weight tensor should be defined",
                          observed_sizes=False)
     assert_forked_with_everything_preloaded(result)

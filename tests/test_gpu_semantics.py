@@ -262,37 +262,36 @@ def test_rocm_gpus_are_read_from_the_kernel_drivers_topology(tmp_path):
     assert _rocm_devices(tmp_path) == ("0", "1")
 
 
-class _DyingRunner:
-    """A runner whose first run loses its supervisor: the retry must keep the device."""
+def test_a_retry_after_a_lost_supervisor_keeps_the_candidates_device(tmp_path):
+    """The runner retries a run its executor died under, on a new executor, with the same
+    variables: a candidate never moves to another GPU."""
+    from fakes import FakeExecutor, Log, passes
 
-    def __init__(self):
-        self.calls: list[dict] = []
-        self.alive = True
+    from shrinkgpu.limits import Limits
+    from shrinkgpu.worker import Runner, ScriptSpec
 
-    def submit(self, files, *, timeout, env=None, isolation=None, watch=None):
-        from concurrent.futures import Future
+    log, made = Log(), []
 
-        fut: Future = Future()
-        self.calls.append(dict(env or {}))
-        if len(self.calls) == 1:
-            self.alive = False
-            fut.set_result(Observation.infrastructure("the supervisor process exited"))
-        else:
-            fut.set_result(Observation(1, None, False, 0.1, "exception", None))
-        return fut
+    class DiesOnce(FakeExecutor):
+        def submit(self, job):
+            future = super().submit(job)
+            if len(log.jobs) == 1:  # the first run loses its supervisor
+                self._alive = False
+                future = type(future)()
+                future.set_result(Observation.infrastructure("the supervisor process exited"))
+            return future
 
-    def run(self, files, **kw):
-        return self.submit(files, **kw).result()
+    def make(isolation, settings):
+        made.append(DiesOnce(isolation, settings, lambda text, job: passes(), log))
+        return made[-1]
 
-    def restart(self):
-        self.alive = True
-
-
-def test_a_retry_after_a_lost_supervisor_keeps_the_candidates_device():
-    runner = _DyingRunner()
-    sig = Signature("IndexError", "x", "x", None, None)
-    oracle = Oracle(runner, Target(sig), 5.0, gpus=("3", "5"), pin_variable="HIP_VISIBLE_DEVICES")
-    verdicts = oracle.many([{"a.py": "1\n"}, {"a.py": "2\n"}])
-    assert verdicts == [Verdict.PASSED, Verdict.PASSED]
-    assert runner.calls[0] == {"HIP_VISIBLE_DEVICES": "3"}
-    assert runner.calls[2] == {"HIP_VISIBLE_DEVICES": "3"}  # the retry of the first, same device
+    (tmp_path / "a.py").write_text("1\n")
+    with Runner(ScriptSpec(script=tmp_path / "a.py", cwd=tmp_path), executors=make) as runner:
+        runner.start()
+        oracle = Oracle(runner, Target(Signature("IndexError", "x", "x", None, None)), Limits(timeout=5.0),
+                        gpus=("3", "5"), pin_variable="HIP_VISIBLE_DEVICES")
+        judged = oracle.judge([{"a.py": "1\n"}, {"a.py": "2\n"}])
+    assert [j.verdict for j in judged] == [Verdict.PASSED, Verdict.PASSED]
+    pins = [dict(job.env).get("HIP_VISIBLE_DEVICES") for _, job in log.jobs]
+    assert pins == ["3", "5", "3"]  # the retry of the first, on its device
+    assert len(made) == 2  # a new executor for the retry

@@ -10,11 +10,12 @@ import sys
 
 import pytest
 
-import shrinkgpu.reducer.kept_first as kept_first
-import shrinkgpu.reducer.session as session
+import shrinkgpu.reducer.resume as kept_first
+import shrinkgpu.reducer.start as start
+import shrinkgpu.reducer.state as state_rules
 from conftest import tree_digest
 from shrinkgpu.reducer import ReduceConfig, reduce
-from shrinkgpu.report import Stage
+from shrinkgpu.reducer.events import Stage
 
 # The bug needs all three of the step's states: the weights after training, the
 # optimizer's momentum, the scheduler's count.  Cut the loop, or restore only some of
@@ -187,10 +188,10 @@ for epoch in range(6):
 
 def reduce_script(tmp_path, monkeypatch, text: str, max_tests: int = 200, keep_error: str = "index out of range",
                   slower: float = 10.0):
-    monkeypatch.setattr(session, "STATE_MIN_SECONDS", 0.0)
+    monkeypatch.setattr(state_rules, "STATE_MIN_SECONDS", 0.0)
     # These originals fail within 2-3 s, where a replay's interpreter start is most of its
     # time: whether it saves enough (0.7 of the original) depends on the machine's speed.
-    monkeypatch.setattr(session, "SLOWER_REPLAY", slower)
+    monkeypatch.setattr(start, "SLOWER_REPLAY", slower)
     work = tmp_path / "job"
     work.mkdir()
     script = work / "train.py"
@@ -277,11 +278,11 @@ def test_a_state_whose_replay_saves_too_little_time_is_reported_and_not_used(tmp
 
 @pytest.mark.slow
 def test_resume_keeps_the_saved_state_and_the_extracted_call(tmp_path, monkeypatch):
-    monkeypatch.setattr(session, "STATE_MIN_SECONDS", 0.0)
+    monkeypatch.setattr(state_rules, "STATE_MIN_SECONDS", 0.0)
     monkeypatch.setattr(kept_first, "KEEP_MIN_SECONDS", 0.0)  # its first run is kept too
     # (what is tested is what --resume keeps, not whether the start saves enough time: on
     # a loaded machine the fresh start of torch alone nears this short original's run)
-    monkeypatch.setattr(session, "SLOWER_REPLAY", 10.0)
+    monkeypatch.setattr(start, "SLOWER_REPLAY", 10.0)
     script = tmp_path / "train.py"
     script.write_text(TRAINED)
     out = tmp_path / "out" / "train.min.py"
@@ -327,7 +328,7 @@ def test_resume_keeps_the_saved_state_and_the_extracted_call(tmp_path, monkeypat
 def test_the_state_of_a_function_called_before_is_saved_in_the_call_that_failed(tmp_path, monkeypatch):
     # (what is tested is where the state is saved and what it carries, not whether the
     # start saves enough time: this original takes seconds, as a fresh start of torch does)
-    monkeypatch.setattr(session, "SLOWER_REPLAY", 10.0)
+    monkeypatch.setattr(start, "SLOWER_REPLAY", 10.0)
     result, events, out = reduce_script(tmp_path, monkeypatch, EVALUATED, max_tests=30)
 
     # the fifth call of evaluate (one before training, three validations, the test), with
@@ -355,7 +356,7 @@ def test_the_state_of_a_function_called_before_is_saved_in_the_call_that_failed(
 
 @pytest.mark.slow
 def test_a_library_call_into_the_users_function_that_fails_alone_needs_no_saved_state(tmp_path, monkeypatch):
-    monkeypatch.setattr(session, "SLOWER_REPLAY", 10.0)  # (this original takes as long as a start of torch)
+    monkeypatch.setattr(start, "SLOWER_REPLAY", 10.0)  # (this original takes as long as a start of torch)
     result, events, out = reduce_script(tmp_path, monkeypatch, COLLATED, max_tests=60, keep_error="stack expects")
 
     assert any(n.startswith("the original with the library's call into your code made directly fails the same "

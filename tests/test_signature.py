@@ -31,6 +31,7 @@ from shrinkgpu.signature import (
     parse_kernel_assertion,
 )
 from shrinkgpu.worker.observation import Observation
+from shrinkgpu.worker.protocol import Finished
 
 # --------------------------------------------------------------------------------------
 # Realistic texts
@@ -893,9 +894,9 @@ def test_keep_text_of_an_argparse_exit_does_not_contain_what_it_printed():
 
 
 def finished(**kw):
-    event = {"event": "finished", "id": 1, "exit_code": None, "signal": None, "timed_out": False, "cancelled": False, "wall": 0.25}
-    event.update(kw)
-    return event
+    """The supervisor's event for a run that is over, as the client reads it."""
+    return Finished.from_json({"event": "finished", "id": 1, "exit_code": None, "signal": None, "timed_out": False,
+                               "cancelled": False, "wall": 0.25, **kw})
 
 
 def rec_json(type, message, *, ident, op=None, frame=None):
@@ -1084,7 +1085,7 @@ def test_from_run_probe_error_has_no_signature(run_dir):
 def test_from_run_error_event_is_an_infrastructure_observation(run_dir):
     root = rec_json("IndexError", "Target 4 is out of bounds.", ident=1, op=CE_JSON)
     files = run_dir(report(chain=[root]))
-    obs = Observation.from_run({"event": "finished", "id": 3, "error": "cannot fork: CUDA is initialized"}, *files)
+    obs = Observation.from_run(Finished(id=3, error="cannot fork: CUDA is initialized"), *files)
     assert obs.status == "infra"
     assert obs.infra_error == "cannot fork: CUDA is initialized"
     assert obs.signature is None and not obs.failed

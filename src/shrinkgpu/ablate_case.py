@@ -38,7 +38,7 @@ class NotReproducedHere(Exception):
 
 
 def _runs(runner: Runner, changes: Sequence[ablation.Change], timeout: float, jobs: int) -> list[Observation]:
-    return runner.run_each([(c.files, c.env) for c in changes], at_once=jobs, timeout=timeout,
+    return runner.run_all([(c.files, c.env) for c in changes], at_once=jobs, timeout=timeout,
                            isolation=Isolation.FRESH)
 
 

@@ -48,15 +48,16 @@ class ExtractionFailed(Exception):
 def capture_call(runner: Runner, files: dict[str, str], sig: Signature, where: Path, timeout: float,
                  env: dict | None = None) -> dict:
     """Run ``files`` once with the failing call saved before it runs; its record."""
-    capture = capture_of(sig, where)
+    capture = capture_of(sig, where / "call.pt")
     obs = runner.run(files, timeout=timeout, watch=Watch(capture=capture), env=env or {})
     if not Path(capture.path + ".json").is_file():
         raise ExtractionFailed(f"the call was not reached in the capture run ({obs.describe()})")
     return read_record(Path(capture.path))
 
 
-def capture_of(sig: Signature, where: Path) -> Capture:
-    """What a run is told to save of the failing call (why not, when it cannot be)."""
+def capture_of(sig: Signature, path: Path) -> Capture:
+    """What a run is told to save of the failing call, to ``path`` (why not, when it
+    cannot be)."""
     if compiled_call(sig):
         raise ExtractionFailed("the compiled function's inputs are read as its call raises (Dynamo fails before "
                                "the compiled code runs): the run did not keep them")
@@ -74,7 +75,7 @@ def capture_of(sig: Signature, where: Path) -> Capture:
             f"the error is raised in {sig.op.name}: it depends on the autograd graph that produced the tensor, "
             "which the call's arguments do not carry; the minimal example keeps that graph"
         )
-    return Capture(op=sig.op.name, call=sig.call or 1, path=str(where / "call.pt"))
+    return Capture(op=sig.op.name, call=sig.call or 1, path=str(path))
 
 
 def _name(where: str) -> str:

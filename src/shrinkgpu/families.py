@@ -78,6 +78,12 @@ _KEYS = {
 }
 
 
+# Errors raised from the tensors' metadata (dtype, shape, strides, device) before any
+# value is read: a tensor of the same metadata with other values raises the same one.
+METADATA_FAMILIES = frozenset({Family.SHAPE, Family.VIEW, Family.DTYPE, Family.DEVICE_MISMATCH,
+                               Family.MISSING_KERNEL})
+
+
 def family_by_name(name: str) -> Family:
     """``index``, ``device-assert``, or the long name; ValueError naming the choices."""
     wanted = name.strip().lower().replace("_", "-")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import enum
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +38,21 @@ from shrinkgpu.worker import Isolation, Observation, Runner, ScriptSpec
 
 DIAGNOSTIC_VARIABLES = ("CUDA_LAUNCH_BLOCKING", "AMD_SERIALIZE_KERNEL", "TORCH_USE_CUDA_DSA", "PYTORCH_USE_CUDA_DSA",
                         "TORCH_SHOW_CPP_STACKTRACES", "PYTORCH_NO_CUDA_MEMORY_CACHING")
-FIXED, REJECTED, STILL, DIFFERENT = "fixed", "rejected", "still failing", "failing differently"
+
+
+class Outcome(str, enum.Enum):
+    """How one check of ``verify`` came out."""
+
+    FIXED = "fixed"  # it ran without the bug
+    REJECTED = "rejected"  # an input check refused it (ValueError, AssertionError outside torch)
+    STILL = "still failing"  # with the same bug
+    DIFFERENT = "failing differently"
+
+    __str__ = str.__str__
+    __format__ = str.__format__
+
+
+FIXED, REJECTED, STILL, DIFFERENT = Outcome.FIXED, Outcome.REJECTED, Outcome.STILL, Outcome.DIFFERENT
 # What a check raises when it rejects an input (shrinkgpu.checks: ValueError); anything
 # else outside torch is a failure of the program, not a rejection.
 REJECTIONS = ("ValueError", "AssertionError")
@@ -52,7 +67,7 @@ class CaseError(Exception):
 class Check:
     name: str
     bad_input: bool  # the input is known to be bad: rejected counts as passing
-    outcome: str
+    outcome: Outcome
     detail: str = ""
     # Shown, never deciding: the extracted call is the operator's contract, which a fix
     # in the user's code leaves failing and only a change in PyTorch itself would not.
@@ -115,7 +130,7 @@ def target_of(case: dict) -> Target:
     return Target(recorded, pattern, Strictness.OPERATOR, family)
 
 
-def classify(obs: Observation, target: Target) -> tuple[str, str]:
+def classify(obs: Observation, target: Target) -> tuple[Outcome, str]:
     if obs.infra_error:
         return DIFFERENT, f"could not run: {obs.infra_error}"
     if obs.timed_out:

@@ -30,6 +30,6 @@ def run_changes(where: Path, name: str, text: str, changes: Callable[[], list[Ch
         target = dataclasses.replace(Target(first.signature), strictness=Strictness.OPERATOR)
         sig = first.signature
         watch = Watch(output_of=(sig.op.name, sig.call)) if summarise and sig.op and sig.call else None
-        found = outcomes(changes(), lambda cs: runner.run_each([(c.files, c.env) for c in cs], at_once=2,
+        found = outcomes(changes(), lambda cs: runner.run_all([(c.files, c.env) for c in cs], at_once=2,
                                                                timeout=120, watch=watch), target)
     return first.signature, found

@@ -53,3 +53,29 @@ def test_the_receivers_attributes_the_library_set_are_restored_one_statement_eac
         "model.state = _call['attributes']['state']",
         "model.training_step(*_call['args'], **_call['kwargs'])",
     ]
+
+
+def test_tensors_are_drawn_afresh_only_for_errors_their_layout_alone_raises(tmp_path):
+    from fakes import SCRIPT, Contexts, bug, config, signature
+    from shrinkgpu.reducer.facts import build_program
+    from shrinkgpu.signature import Target
+
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    sizes = (
+        {"file": "train.py", "function": "<module>", "expression": "len(data)", "literal": "3"},
+        {"file": "train.py", "function": "<module>", "expression": "x", "literal": "torch.randn(4, 3)", "kind": "tensor"},
+    )
+    contexts = Contexts()
+    try:
+        for sig, kept in [
+            (signature(), ["len(data)"]),  # an index out of bounds: the values matter, no tensor is drawn
+            (signature("RuntimeError", "mat1 and mat2 shapes cannot be multiplied (4x3 and 4x2)",
+                       op="torch._C._nn.linear"), ["len(data)", "x"]),
+        ]:
+            ctx = contexts(config(script, keep_error=None))
+            inp = build_program(ctx, bug(sig, sizes=sizes), Target(sig))
+            assert [s.expression for s in inp.program.facts.sizes] == kept
+            assert inp.facts.sizes == inp.program.facts.sizes  # what every later program carries
+    finally:
+        contexts.close()

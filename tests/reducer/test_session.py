@@ -1,88 +1,20 @@
-"""The reduction's phases with a fake executor: no process runs, a candidate's verdict is a
-function of its text, so each phase is tested alone in milliseconds."""
+"""A whole reduction with a fake executor (no process runs, a candidate's verdict is a
+function of its text): the phases together, in milliseconds.  Each phase alone is
+tested in the module of its name (test_original.py, test_pool.py, ...)."""
 
 from __future__ import annotations
 
-import re
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from shrinkgpu.core import Budget
-from shrinkgpu.families import Family
-from shrinkgpu.reducer import NotReproduced, ReduceConfig, ReduceError, Reduction, reduce
+from shrinkgpu.reducer import ReduceError, reduce
+from shrinkgpu.reducer import search as search_module
 from shrinkgpu.reducer import session as session_module
-from shrinkgpu.syntax import Edit
 from shrinkgpu.worker import Isolation
 
-from fakes import Log, bug, executors, passes, signature
-
-SCRIPT = textwrap.dedent("""\
-    import os
-    import sys
-
-
-    def helper(n):
-        return n + 1
-
-
-    data = [1, 2, 3]
-    print("logging", data)
-    total = helper(3)
-    explode(3)
-    """)
-NEEDLE = "explode(3)"
-
-
-@pytest.fixture
-def script(tmp_path) -> Path:
-    path = tmp_path / "train.py"
-    path.write_text(SCRIPT)
-    return path
-
-
-def config(script: Path, **kw) -> ReduceConfig:
-    kw.setdefault("keep_error", "out of bounds")
-    kw.setdefault("write", False)
-    return ReduceConfig(script=script, cwd=script.parent, **kw)
-
-
-def fails_with_needle(text, job):
-    return bug() if NEEDLE in text else passes()
-
-
-# Reductions a test prepared by hand: their sandboxes (and CollectEnv) are closed after
-# the test, as Reduction.run closes them, so that no session directory is left behind.
-_PREPARED: list[Reduction] = []
-
-
-@pytest.fixture(autouse=True)
-def _close_prepared():
-    yield
-    while _PREPARED:
-        reduction = _PREPARED.pop()
-        reduction.sandbox.close()
-        if reduction.versions is not None:
-            reduction.versions.close()
-
-
-def prepared(reduction: Reduction) -> Reduction:
-    reduction.prepare()
-    _PREPARED.append(reduction)
-    return reduction
-
-
-def started(reduction: Reduction) -> Reduction:
-    """The phases before the workers, run on ``reduction`` (prepared)."""
-    prepared(reduction)
-    original = reduction.observe_original()
-    reduction.spec = original.first.spec
-    reduction.target = reduction.target_of(original)
-    reduction.program = reduction.build_program(original.first.observation)
-    reduction.plan = reduction.plan_workers(original.first.observation)
-    reduction.original = original
-    return reduction
+from fakes import NEEDLE, SCRIPT, Log, NoCollectEnv, bug, config, executors, fails_with_needle, passes, signature
 
 
 # -- the whole run ---------------------------------------------------------------------------
@@ -115,43 +47,6 @@ def test_the_progress_events_and_notes_come_in_order(script):
     assert result.notes == [stages[1]]
 
 
-# -- the original ------------------------------------------------------------------------------
-def test_a_flaky_original_that_passed_first_is_run_again(script):
-    calls = []
-
-    def flaky(text, job):
-        calls.append(text)
-        return passes() if len(calls) == 1 else bug()
-
-    reduction = prepared(Reduction(config(script), executors=executors(flaky)))
-    original = reduction.observe_original()
-    assert [o.signature is not None for o in original.attempts] == [False, True]
-    assert original.first.observation.signature is not None
-
-
-@pytest.mark.parametrize(
-    ("behaviour", "kw", "message"),
-    [
-        (lambda t, j: passes(), {}, "the script did not fail"),
-        (lambda t, j: bug(signature("RuntimeError", "mat1 and mat2 shapes cannot be multiplied")), {},
-         "does not match --keep-error 'out of bounds'"),
-        (lambda t, j: bug(), {"keep_error": None, "family": Family.OUT_OF_MEMORY}, "is not of the family 'out-of-memory'"),
-    ],
-)
-def test_an_original_that_does_not_fail_as_asked_is_not_reproduced(script, behaviour, kw, message):
-    with pytest.raises(NotReproduced, match=re.escape(message)) as caught:
-        reduce(config(script, confirm=0, **kw), executors=executors(behaviour))
-    assert caught.value.exit_code == 3
-
-
-def test_an_original_that_times_out_names_the_limit(script):
-    def slow(text, job):
-        return passes().__class__(None, None, True, 7.0, "timeout", None)
-
-    with pytest.raises(NotReproduced, match=r"did not finish within 7s \(--timeout\)"):
-        reduce(config(script, confirm=0), executors=executors(slow))
-
-
 def test_a_program_whose_output_is_one_of_its_modules_is_refused(script):
     (script.parent / "helpers.py").write_text("x = 1\n")
 
@@ -161,25 +56,6 @@ def test_a_program_whose_output_is_one_of_its_modules_is_refused(script):
     with pytest.raises(ReduceError, match="one of the script's own files") as caught:
         reduce(config(script, output=script.parent / "helpers.py"), executors=executors(imports_helpers))
     assert caught.value.exit_code == 2
-
-
-# -- the workers ---------------------------------------------------------------------------------
-def test_more_jobs_than_cores_cap_each_candidates_threads(script, monkeypatch):
-    monkeypatch.setattr(session_module, "usable_cpus", lambda: 2)
-    behaviour = lambda t, j: bug(environment={"threads": {"torch": 2}})  # noqa: E731
-    reduction = started(Reduction(config(script, jobs=4), executors=executors(behaviour)))
-    assert (reduction.plan.jobs, reduction.plan.threads) == (4, 1)
-    assert reduction.notes == ["4 candidates at once on 2 CPU cores: each runs with 1 thread(s) where python "
-                               "would use 2 (-j 1 keeps 2)"]
-
-
-def test_an_out_of_memory_error_gets_one_candidate_per_gpu(script):
-    oom = signature("torch.OutOfMemoryError", "CUDA out of memory. Tried to allocate 2.00 GiB", op=None)
-    assert oom.family is Family.OUT_OF_MEMORY
-    reduction = started(Reduction(config(script, keep_error=None, family=Family.OUT_OF_MEMORY, gpus=("0", "1"),
-                                         jobs=4), executors=executors(lambda t, j: bug(oom))))
-    assert (reduction.plan.jobs, reduction.plan.gpus) == (2, ("0", "1"))
-    assert "one per GPU, never two on one device" in reduction.notes[0]
 
 
 def test_a_refused_fork_server_falls_back_to_fresh_interpreters_and_says_why(script):
@@ -196,28 +72,6 @@ def test_isolation_fork_asked_for_stops_when_the_server_is_refused(script):
     make = executors(fails_with_needle, refuse_fork="a thread was running at fork")
     with pytest.raises(ReduceError, match="--isolation fork is not possible here: a thread was running at fork"):
         reduce(config(script, isolation=Isolation.FORK), executors=make)
-
-
-def test_a_flaky_original_is_measured_and_candidates_get_fork_servers_of_their_own_seeds(script):
-    log = Log()
-    count = []
-
-    def seven_in_ten(text, job):
-        count.append(1)
-        return bug() if NEEDLE in text and len(count) % 10 not in (2, 5, 8) else passes()
-
-    reduction = started(Reduction(config(script), executors=executors(seven_in_ten, log)))
-    reduction.runner = reduction.new_runner(Isolation.FORK)
-    try:
-        reduction.preload = reduction.start_workers(reduction.original.first.observation)
-        rate = reduction.measure_rate(reduction.original.first.observation, reduction.original.attempts)
-        lanes = reduction.runner.lanes
-    finally:
-        reduction.runner.close()
-        reduction.sandbox.close()
-    assert (rate.reproduced, rate.runs) == (7, 10)
-    assert lanes == session_module.FLAKY_LANES
-    assert any(n.startswith("the original reproduced in 7 of 10 runs") for n in reduction.notes)
 
 
 def test_forked_runs_that_fail_differently_send_every_candidate_to_fresh_interpreters(script):
@@ -333,32 +187,7 @@ def test_rebase_runs_go_through_the_oracle_and_are_counted(script, tmp_path):
     assert result.oracle.runs == len(log.jobs) - 6
 
 
-def test_no_rebase_run_once_the_test_budget_is_spent(script, tmp_path):
-    log = Log()
-
-    class Spent(Reduction):
-        def search(self, first):
-            self.original_wall = first.wall
-            cand = self.program.initial()
-            edit = Edit("delete", next(s.id for s in self.program.stmts if "print" in self.program.stmt_code(s.id)))
-            smaller = cand.with_edits([edit])
-            self.oracle.many([smaller.files])
-            before = len(log.jobs)
-            self.budget = Budget(max_tests=0)
-            self.rebase(smaller)
-            self.jobs_in_rebase = len(log.jobs) - before
-            self.budget = Budget()
-            self.rebase(smaller)
-            self.jobs_in_second_rebase = len(log.jobs) - before
-            return super().search(first)
-
-    reduction = Spent(config(script), executors=executors(saves_objects(tmp_path), log))
-    reduction.run()
-    assert reduction.jobs_in_rebase == 0
-    assert reduction.jobs_in_second_rebase == 1
-
-
-def test_the_sizes_only_the_first_run_evaluates_stay_with_every_program_the_search_rebases(script):
+def test_the_sizes_only_the_first_run_evaluates_stay_with_every_program_the_search_rebases(script, monkeypatch):
     size = {"file": "train.py", "function": "<module>", "expression": "len(data)", "literal": "3"}
 
     def behaviour(text, job):
@@ -367,38 +196,21 @@ def test_the_sizes_only_the_first_run_evaluates_stay_with_every_program_the_sear
         return bug(sizes=(size,) if job.request.watch.sizes else ())
 
     programs = []
+    rebase = search_module.Adapter.rebase
 
-    class Watched(Reduction):
-        def rebase(self, cand):
-            rebased = super().rebase(cand)
-            programs.append(rebased.program)
-            return rebased
+    def watched(self, cand):
+        rebased = rebase(self, cand)
+        programs.append(rebased.program)
+        return rebased
 
+    monkeypatch.setattr(search_module.Adapter, "rebase", watched)
     log = Log()
-    Watched(config(script), executors=executors(behaviour, log)).run()
+    reduce(config(script), executors=executors(behaviour, log))
     assert [job.request.watch.sizes for _, job in log.jobs].count(True) == 1  # the first run only
     assert programs and all(
         [(s.function, s.expression, s.literal) for s in p.facts.sizes] == [("<module>", "len(data)", "3")]
         for p in programs
     )
-
-
-@pytest.mark.parametrize("sig, kept", [
-    (signature(), ["len(data)"]),  # an index out of bounds: the values matter, no tensor is drawn
-    (signature("RuntimeError", "mat1 and mat2 shapes cannot be multiplied (4x3 and 4x2)", op="torch._C._nn.linear"),
-     ["len(data)", "x"]),
-])
-def test_tensors_are_drawn_afresh_only_for_errors_their_layout_alone_raises(script, sig, kept):
-    sizes = (
-        {"file": "train.py", "function": "<module>", "expression": "len(data)", "literal": "3"},
-        {"file": "train.py", "function": "<module>", "expression": "x", "literal": "torch.randn(4, 3)", "kind": "tensor"},
-    )
-
-    def behaviour(text, job):
-        return bug(sig, sizes=sizes if job.request.watch.sizes else ())
-
-    reduction = started(Reduction(config(script, keep_error=None), executors=executors(behaviour)))
-    assert [s.expression for s in reduction.program.facts.sizes] == kept
 
 
 def test_the_result_falls_back_when_the_smallest_program_does_not_reproduce_fresh(script):
@@ -417,44 +229,7 @@ def test_the_result_falls_back_when_the_smallest_program_does_not_reproduce_fres
 
 
 
-def test_a_best_program_with_more_tokens_than_the_start_falls_back_to_the_start(script, monkeypatch):
-    # The search minimises a weighted order: a candidate with fewer blocks may render to
-    # more tokens than the program it came from, and that is no reduction.
-    from shrinkgpu.core import Outcome
-    from shrinkgpu.syntax import Program
-
-    larger = SCRIPT.replace("data = [1, 2, 3]", "data = [1, 2, 3] + [4, 5, 6] + [7, 8, 9]")
-
-    def search(self, first):
-        start = self.program.initial()
-        self.original_size = start.size
-        grown = Program({"train.py": larger}, "train.py").initial()
-        assert grown.size > start.size
-        return Outcome(grown, (start, grown), 1, None)
-
-    monkeypatch.setattr(Reduction, "search", search)
-    result = reduce(config(script, verify_runs=1), executors=executors(fails_with_needle))
-    assert result.files == {"train.py": SCRIPT}
-    assert result.tokens_after == result.tokens_before
-    assert result.verified == (1, 1)
-    assert any(n.startswith("1 accepted program(s) had more tokens than the one the search started from") and
-               n.endswith("the search's start is the result") for n in result.notes), result.notes
-
-
 # -- after the search ----------------------------------------------------------------------------
-class NoCollectEnv:
-    """torch.utils.collect_env would run in a process of its own: not in these tests."""
-
-    def __init__(self, python, env):
-        pass
-
-    def result(self, timeout: float = 0) -> str:
-        return "PyTorch version: (not collected in this test)"
-
-    def close(self) -> None:
-        pass
-
-
 def captures_the_call(text, job):
     """The script fails at cross_entropy; a capture run saves the call as the probe would,
     and the extracted call fails the same way."""
@@ -482,20 +257,6 @@ def test_the_failing_call_is_extracted_and_checked_through_the_same_executors(sc
     assert "torch.tensor([0, 2, 4]" in extracted.read_text()  # labels exact, floats random
     # The check of the extracted call ran through the fake too: no process anywhere.
     assert any("cross_entropy(" in text for text in log.texts)
-
-
-def test_finish_writes_the_result_its_report_and_case_file_where_the_layout_says(script, monkeypatch):
-    monkeypatch.setattr(session_module, "CollectEnv", NoCollectEnv)
-    out = script.parent / "out" / "repro.min.py"
-    result = reduce(config(script, write=True, output=out, extract=False), executors=executors(fails_with_needle))
-    assert result.output == out and out.read_text() == NEEDLE + "\n"  # verified: no partial mark
-    assert result.report == out.with_name("repro.min.md")
-    report = result.report.read_text()
-    assert "PyTorch version: (not collected in this test)" in report
-    assert "```python\n" + NEEDLE + "\n```" in report
-    case = __import__("json").loads(out.with_name("repro.min.json").read_text())
-    assert case["case"] == "repro.min.py" and case["signature"]["type"] == "IndexError"
-    assert sorted(p.name for p in out.parent.iterdir()) == ["repro.min.json", "repro.min.md", "repro.min.py"]
 
 
 # -- where the result is (issue 25) ------------------------------------------------------------
@@ -564,93 +325,6 @@ def test_data_too_large_to_copy_makes_the_command_run_where_the_data_is(with_dat
     assert result.run_from == with_data.parent
     assert result.command == f"cd {with_data.parent} && python {out}"
     assert result.in_place == "reproduces there too, run from the directory that holds its data"
-
-
-# -- a long original is not silence (issue 21) -----------------------------------------------------
-def test_a_long_first_run_says_it_is_still_running(script):
-    import threading
-
-    from fakes import FakeExecutor
-
-    class Slow(FakeExecutor):
-        def submit(self, job):
-            future = super().submit(job)
-            if len(self.log.jobs) > 1:
-                return future
-            late = type(future)()
-            threading.Timer(0.35, lambda: late.set_result(future.result())).start()
-            return late
-
-    log = Log()
-
-    def make(isolation, settings):
-        return Slow(isolation, settings, fails_with_needle, log)
-
-    events = []
-    reduction = Reduction(config(script), on_event=events.append, executors=make)
-    reduction.heartbeat = 0.1
-    reduction.run()
-    waits = [e.message for e in events if type(e).__name__ == "Stage" and "still running" in e.message]
-    assert 2 <= len(waits) <= 4
-    assert waits[0].startswith("the original is still running (0:00)")
-
-
-def test_a_check_cut_short_by_max_time_is_said_in_the_progress_lines(script, monkeypatch):
-    events = []
-    reduction = Reduction(config(script, max_time=3600), on_event=events.append, executors=executors(fails_with_needle))
-    monkeypatch.setattr(Reduction, "out_of_time", lambda self: self.oracle is not None and self.oracle.stats.runs > 6)
-    result = reduction.run()
-    assert result.verified == (0, 0)
-    stages = [e.message for e in events if type(e).__name__ == "Stage"]
-    assert any(s.startswith("--max-time was reached: the result was not re-checked in fresh interpreters (2 asked")
-               for s in stages)
-
-
-def test_a_length_the_original_grew_does_not_identify_the_bug(script):
-    def grown(length: int):
-        return signature("IndexError", "index out of range in self", op="torch.nn.functional.embedding",
-                         shape=(1, length))
-
-    def grows_until_it_fails(text, job):
-        if NEEDLE not in text:
-            return passes()
-        if job.request.watch.op_shapes:  # the first run: the loop grew the context to 57
-            return bug(grown(57), op_shapes={"torch.nn.functional.embedding": {"args[0]": ((1, 1), (1, 2), (1, 57))}})
-        return bug(grown(2))  # without the training, the same bug two tokens in
-
-    reduction = started(Reduction(config(script, keep_error="out of range"), executors=executors(grows_until_it_fails)))
-    reduction.sandbox.close()
-    assert reduction.target.free == {("args[0]", 1)}
-    assert reduction.target.matches(grown(2)) and not reduction.target.matches(
-        signature("IndexError", "index out of range in self", op="torch.nn.functional.embedding", shape=(2, 2)))
-    assert reduction.notes == [
-        "across the original's calls of torch.nn.functional.embedding, dimension 1 of args[0] (1, 2, 57) took several "
-        "sizes: the program varies them (a sequence a loop grows, a short last batch), so a candidate that fails the "
-        "same way with another size there is the same bug; every other dimension stays strict"
-    ]
-    result = reduce(config(script, keep_error="out of range"), executors=executors(grows_until_it_fails))
-    assert result.files == {"train.py": NEEDLE + "\n"} and result.varying == (("args[0]", 1),)
-
-
-# -- long originals ----------------------------------------------------------------------------
-def test_the_users_own_run_has_no_default_limit_but_the_ones_asked_for(script):
-    from shrinkgpu.reducer.first_run import UNLIMITED
-
-    make = executors(fails_with_needle)
-    reduce(config(script), executors=make)
-    assert make.log.jobs[0][1].timeout == UNLIMITED  # a job that fails after two hours is the point
-    make = executors(fails_with_needle)
-    reduce(config(script, timeout=30.0), executors=make)
-    assert make.log.jobs[0][1].timeout == 30.0
-
-
-def test_a_runs_limit_lets_a_whole_run_of_the_original_end():
-    from shrinkgpu.reducer import calibrated_timeout
-
-    assert calibrated_timeout([1.0]) == 11.0
-    assert calibrated_timeout([100.0]) == 600.0  # the ceiling for candidates
-    # an original of 15 minutes: the run that saves its state must not be killed at 10
-    assert calibrated_timeout([900.0]) == 1800.0
 
 
 LONG = textwrap.dedent("""\

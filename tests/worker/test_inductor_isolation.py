@@ -87,11 +87,11 @@ def test_two_candidates_compiled_with_inductor_share_no_cache_artifact_and_leave
     # the graph compiled; what it writes there never reaches the next run's start.  (That
     # a run asked to be fresh starts without them: tests/reducer/test_session.py.)
     before = cache_bytes(template)
-    inductor_runner.warm_caches = template
+    inductor_runner.use_warm_caches(template)
     try:
         warm = facts(inductor_runner.run({"s.py": COMPILED}, timeout=240))
     finally:
-        inductor_runner.warm_caches = None
+        inductor_runner.use_warm_caches(None)
     assert warm["cache"] not in (first["cache"], second["cache"])
     assert (warm["hits"], warm["misses"]) == (1, 0)
     assert cache_bytes(template) == before

@@ -157,20 +157,6 @@ def test_a_parsed_path_into_the_runs_own_copy_is_written_relative_to_the_working
     assert parse["values"] == {"config": "'config.yaml'", "out": "'/definitely/elsewhere/out'"}
 
 
-# -- the time kept for the final checks under --max-time ----------------------------------------
-def test_the_time_kept_for_the_final_checks_follows_the_results_run_time():
-    from shrinkgpu.reducer import checks_reserve
-
-    # A 34 s original whose training loop the first candidate cut (a 0.2 s forked run,
-    # 2.3 s of imports in a fresh one): the original's run once, for the capture, and
-    # three short fresh runs; not four runs of the original (138 s), which stopped such a
-    # search at half of a 300 s --max-time.
-    assert checks_reserve(2, True, 34.0, 0.2, 2.3) == pytest.approx(34.5 + 3 * 3.0)
-    assert checks_reserve(2, False, 34.0, 0.2, 2.3) == pytest.approx(2 * 3.0)
-    # Before any cut, the result is the original: a run costs no more than the original's.
-    assert checks_reserve(2, True, 34.0, 34.0, 2.3) == pytest.approx(4 * 34.5)
-
-
 def test_the_users_data_objects_alive_at_the_error_are_saved_and_models_and_configs_are_not(runner, tmp_path):
     obs = run(runner, """\
         import numpy as np

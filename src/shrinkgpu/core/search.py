@@ -51,13 +51,29 @@ class Pass(Protocol[S, U]):
     # ``unit_size(state, unit) -> number``, how much the unit removes (largest first).
 
 
-@dataclass
 class Budget:
-    max_tests: int | None = None
-    # A time.monotonic() value, read before every test: the caller may move it while the
-    # search runs (the reducer does, as the time left for its final checks falls with the
-    # program's run time).
-    deadline: float | None = None
+    """What a search may spend: ``max_tests`` tests, and time until ``deadline`` (a
+    ``time.monotonic()`` value).  The search asks ``exhausted()`` before each test and
+    ``charge()``s each one here, the one place tests are counted.  A caller that spends
+    the same budget outside the search (a run the search did not ask for), or whose
+    deadline moves while the search runs, subclasses it: the search reads nothing else."""
+
+    def __init__(self, max_tests: int | None = None, deadline: float | None = None):
+        self.max_tests = max_tests
+        self.deadline = deadline
+        self.charged = 0
+
+    def charge(self, tests: int = 1) -> None:
+        self.charged += tests
+
+    def exhausted(self) -> str | None:
+        """Why nothing more may be spent, or None."""
+        if self.max_tests is not None and self.charged >= self.max_tests:
+            return f"test budget of {self.max_tests} used up"
+        deadline = self.deadline
+        if deadline is not None and time.monotonic() >= deadline:
+            return "time limit reached"
+        return None
 
 
 class ReductionStopped(Exception):
@@ -107,13 +123,13 @@ class Tracker(Generic[S]):
             self.on_event(event)
 
     def check(self) -> None:
-        if self.budget.max_tests is not None and self.tests >= self.budget.max_tests:
-            raise ReductionStopped(f"test budget of {self.budget.max_tests} used up", self.best)
-        if self.budget.deadline is not None and time.monotonic() >= self.budget.deadline:
-            raise ReductionStopped("time limit reached", self.best)
+        reason = self.budget.exhausted()
+        if reason is not None:
+            raise ReductionStopped(reason, self.best)
 
     def record(self, size, verdict: Verdict) -> None:
         self.tests += 1
+        self.budget.charge()
         self.emit(Tested(verdict, size, self.best_size, self.tests))
 
     def accept(self, state: S, size) -> None:
@@ -139,7 +155,6 @@ def reduce_to_fixpoint(
     *,
     budget: Budget | None = None,
     on_event: Callable[[object], None] | None = None,
-    max_sweeps: int | None = None,
     normalize: Callable[[S], S] | None = None,
     test_many: Callable[[list[S]], list[Verdict]] | None = None,
     jobs: int = 1,
@@ -161,111 +176,19 @@ def reduce_to_fixpoint(
     ``ddmin`` and ``probdd``).  ``search`` is "probdd" (the default: it also learns across
     sweeps which units were needed, through the passes' optional ``unit_key``) or "ddmin".
     """
-    budget = Budget() if budget is None else budget
     if search not in SEARCHES:
         raise ValueError(f"unknown search {search!r}; choose from {SEARCHES}")
-    needed: set = set()
     tiers: list[Sequence[Pass]] = (
         [list(t) for t in passes] if passes and isinstance(passes[0], (list, tuple)) else [list(passes)]  # type: ignore[index]
     )
-    tracker: Tracker[S] = Tracker(state, size(state), budget, on_event)
+    tracker: Tracker[S] = Tracker(state, size(state), Budget() if budget is None else budget, on_event)
     tracker.history.append(state)
-
-    def judged(candidate: S) -> Verdict:
-        return judged_many([candidate])[0]
-
-    def measured(candidate: S) -> int | None:
-        try:
-            return size(candidate)
-        except Exception:  # a candidate that cannot even be built is just invalid
-            return None
-
-    def judged_many(candidates: list[S]) -> list[Verdict]:
-        tracker.check()
-        sizes = [measured(c) for c in candidates]
-        # Only strictly smaller programs count as progress; this is what makes the sweep
-        # terminate whatever the passes propose.
-        runnable = [i for i, n in enumerate(sizes) if n is not None and n < tracker.best_size]
-        verdicts = [Verdict.INVALID] * len(candidates)
-        if runnable:
-            try:
-                if len(runnable) == 1 or test_many is None:
-                    results = [test(candidates[i]) for i in runnable]
-                else:
-                    results = test_many([candidates[i] for i in runnable])
-            except KeyboardInterrupt:
-                raise ReductionStopped("interrupted", tracker.best) from None
-            for i, v in zip(runnable, results):
-                verdicts[i] = v
-                tracker.record(sizes[i], v)
-        return verdicts
-
-    def sweep(tier: Sequence[Pass]) -> bool:
-        before = tracker.best_size
-        for p in tier:
-            pass_start = tracker.best_size
-            level = 0
-            while True:
-                current = tracker.best
-                units = p.units(current, level)
-                if units is None:
-                    break
-                level += 1
-                if not units:
-                    continue
-                tracker.emit(PassStarted(p.name, level - 1, len(units), tracker.best_size))
-                start_size = tracker.best_size
-                index = list(range(len(units)))
-                built: dict[tuple[int, ...], S] = {}
-
-                def build(kept: Sequence[int], units=units, current=current, p=p, built=built) -> S:
-                    # Memoised: the candidate ddmin accepts is one it just tested, and a
-                    # rendered candidate is worth keeping.
-                    key = tuple(kept)
-                    if key not in built:
-                        keep = set(kept)
-                        built[key] = p.apply(current, [units[i] for i in index if i not in keep])
-                    return built[key]
-
-                def accept(kept: Sequence[int]) -> None:
-                    chosen = build(kept)
-                    tracker.accept(chosen, measured(chosen))
-
-                key_of = getattr(p, "unit_key", None)
-                keys = [key_of(current, u) for u in units] if key_of is not None else [None] * len(units)
-                common = dict(
-                    test_many=lambda many: judged_many([build(k) for k in many]),
-                    jobs=jobs,
-                    on_accept=accept,
-                )
-                if search == "probdd":
-                    size_of = getattr(p, "unit_size", None)
-                    sizes = [size_of(current, u) for u in units] if size_of is not None else [0] * len(units)
-                    remaining = probdd(
-                        index,
-                        lambda kept: judged(build(kept)),
-                        prior=lambda i, keys=keys: NEEDED_BEFORE if keys[i] in needed else 0.1,
-                        weight=lambda i, sizes=sizes: sizes[i],
-                        **common,
-                    )
-                else:
-                    remaining = ddmin(index, lambda kept: judged(build(kept)), **common)
-                needed.update(keys[i] for i in remaining if keys[i] is not None)
-                if tracker.best_size < start_size:
-                    tracker.emit(Improved(p.name, tracker.best_size, start_size))
-            if normalize is not None and tracker.best_size < pass_start:
-                tracker.best = normalize(tracker.best)
-        return tracker.best_size < before
-
-    sweeps = 0
+    fixpoint = Fixpoint(tracker, test, size, normalize, test_many, jobs, search)
     stopped: str | None = None
     try:
         tier = 0
         while tier < len(tiers):
-            if max_sweeps is not None and sweeps >= max_sweeps:
-                break
-            sweeps += 1
-            if sweep(tiers[tier]):
+            if fixpoint.sweep(tiers[tier]):
                 tier = 0
             else:
                 tier += 1
@@ -274,3 +197,111 @@ def reduce_to_fixpoint(
     except KeyboardInterrupt:
         stopped = "interrupted"
     return Outcome(tracker.best, tuple(tracker.history), tracker.tests, stopped)
+
+
+class Fixpoint(Generic[S]):
+    """One ``reduce_to_fixpoint``: its sweeps over a tier, each pass's levels, the search
+    over a level's units, and the tests (the budget checked before each batch)."""
+
+    def __init__(self, tracker: Tracker[S], test, size, normalize, test_many, jobs: int, search: str):
+        self.tracker = tracker
+        self.test = test
+        self.size = size
+        self.normalize = normalize
+        self.test_many = test_many
+        self.jobs = jobs
+        self.search = search
+        # the units found needed in a sweep, by the passes' ``unit_key``
+        self.needed: set = set()
+
+    def measured(self, candidate: S) -> int | None:
+        try:
+            return self.size(candidate)
+        except Exception:  # a candidate that cannot even be built is just invalid
+            return None
+
+    def judged(self, candidate: S) -> Verdict:
+        return self.judged_many([candidate])[0]
+
+    def judged_many(self, candidates: list[S]) -> list[Verdict]:
+        tracker = self.tracker
+        tracker.check()
+        sizes = [self.measured(c) for c in candidates]
+        # Only strictly smaller programs count as progress; this is what makes the sweep
+        # terminate whatever the passes propose.
+        runnable = [i for i, n in enumerate(sizes) if n is not None and n < tracker.best_size]
+        verdicts = [Verdict.INVALID] * len(candidates)
+        if runnable:
+            try:
+                if len(runnable) == 1 or self.test_many is None:
+                    results = [self.test(candidates[i]) for i in runnable]
+                else:
+                    results = self.test_many([candidates[i] for i in runnable])
+            except KeyboardInterrupt:
+                raise ReductionStopped("interrupted", tracker.best) from None
+            for i, v in zip(runnable, results):
+                verdicts[i] = v
+                tracker.record(sizes[i], v)
+        return verdicts
+
+    def sweep(self, tier: Sequence[Pass]) -> bool:
+        """Each pass of ``tier`` once, level by level; whether the best state shrank."""
+        tracker = self.tracker
+        before = tracker.best_size
+        for p in tier:
+            pass_start = tracker.best_size
+            level = 0
+            while True:
+                units = p.units(tracker.best, level)
+                if units is None:
+                    break
+                level += 1
+                if units:
+                    self.search_level(p, level - 1, tracker.best, units)
+            if self.normalize is not None and tracker.best_size < pass_start:
+                tracker.best = self.normalize(tracker.best)
+        return tracker.best_size < before
+
+    def search_level(self, p: Pass, level: int, current: S, units: Sequence) -> None:
+        """The search over one level's ``units`` of pass ``p`` on ``current``."""
+        tracker = self.tracker
+        tracker.emit(PassStarted(p.name, level, len(units), tracker.best_size))
+        start_size = tracker.best_size
+        index = list(range(len(units)))
+        built: dict[tuple[int, ...], S] = {}
+
+        def build(kept: Sequence[int]) -> S:
+            # Memoised: the candidate ddmin accepts is one it just tested, and a rendered
+            # candidate is worth keeping.
+            key = tuple(kept)
+            if key not in built:
+                keep = set(kept)
+                built[key] = p.apply(current, [units[i] for i in index if i not in keep])
+            return built[key]
+
+        def accept(kept: Sequence[int]) -> None:
+            chosen = build(kept)
+            tracker.accept(chosen, self.measured(chosen))
+
+        key_of = getattr(p, "unit_key", None)
+        keys = [key_of(current, u) for u in units] if key_of is not None else [None] * len(units)
+        common = dict(
+            test_many=lambda many: self.judged_many([build(k) for k in many]),
+            jobs=self.jobs,
+            on_accept=accept,
+        )
+        if self.search == "probdd":
+            size_of = getattr(p, "unit_size", None)
+            sizes = [size_of(current, u) for u in units] if size_of is not None else [0] * len(units)
+            remaining = probdd(
+                index,
+                lambda kept: self.judged(build(kept)),
+                prior=lambda i: NEEDED_BEFORE if keys[i] in self.needed else 0.1,
+                weight=lambda i: sizes[i],
+                **common,
+            )
+        else:
+            remaining = ddmin(index, lambda kept: self.judged(build(kept)), **common)
+        self.needed.update(keys[i] for i in remaining if keys[i] is not None)
+        if tracker.best_size < start_size:
+            tracker.emit(Improved(p.name, tracker.best_size, start_size))

@@ -1,19 +1,128 @@
-"""What a run of a program tells the passes (``syntax.Facts``), decoded from its
-observation: the program's files, the call chain, argparse and configuration values,
-seeding, the library cut and the data objects it saved."""
+"""The program and its facts (a reduction's second phase): what a run of a program tells
+the passes (``syntax.Facts``), decoded from its observation, and what the original's
+first run showed that every later program carries (``RunFacts``: no later run records
+it again).
+
+``build_program`` is the phase: the script and the local modules its run imported, with
+the facts of that run (the loops around the failure, the library cut, the data objects
+saved, the hot loops, the sizes the failing frames read).  ``RunFacts.program`` is the
+one place a run's facts are carried onto a program: the original's, each start point's,
+each rebased candidate's.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import re
-
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
+from shrinkgpu.families import METADATA_FAMILIES
 from shrinkgpu.inputs import InputError, read_source
-from shrinkgpu.layout import OutputLayout
-from shrinkgpu.syntax import CutRecord, Facts, LoadRecord, ParseRecord, Program, SavedObject, SizeRecord
+from shrinkgpu.layout import OutputLayout, library_call_name
+from shrinkgpu.reducer.context import Context
+from shrinkgpu.reducer.setup import check_output
+from shrinkgpu.signature import Target
+from shrinkgpu.syntax import (
+    CutRecord,
+    Facts,
+    LoadRecord,
+    ParseRecord,
+    Program,
+    SavedObject,
+    SizeRecord,
+    StateRecord,
+)
 from shrinkgpu.syntax.code import calls_named, module_name
+from shrinkgpu.syntax.facts import loop_facts
 from shrinkgpu.worker import Observation, Sandbox, ScriptSpec
+
+# The search starts with loops that took this share of an original's run, when the run
+# took at least HOT_MIN_SECONDS (below that, order hardly matters); a loop stays worth
+# cutting first while a program's run takes that long.
+HOT_SHARE = 0.25
+HOT_MIN_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What the original's run showed that every later program carries: the loops around
+    the failure (counted again while runs are short), the library cut, the loops where
+    the time went, the data objects saved (saved again as programs shrink), the state at
+    the failing step (once a start there is checked), and the sizes the failing frames
+    read (evaluated by the first run only)."""
+
+    loops: tuple = ()
+    cut: CutRecord | None = None
+    hot_loops: tuple[tuple[str, str, float], ...] = ()
+    saved_objects: tuple[SavedObject, ...] = ()
+    state: StateRecord | None = None
+    sizes: tuple[SizeRecord, ...] = ()
+
+    def program(self, files: Mapping[str, str], main: str, run: Observation | None, *,
+                hot: bool = True) -> Program:
+        """``files`` as a program: the facts of its own ``run`` (the failing stack,
+        argparse and configuration values, seeding; None: none known) with these;
+        ``hot``: whether its loops are still worth cutting first."""
+        facts = dataclasses.replace(facts_of(run), loops=self.loops, cut=self.cut,
+                                    hot_loops=self.hot_loops if hot else (), saved_objects=self.saved_objects,
+                                    state=self.state, sizes=self.sizes)
+        return Program(dict(files), main, facts=facts)
+
+
+@dataclass(frozen=True)
+class Input:
+    """The program the reduction starts with, what its first run showed, and the files
+    that run saved beside it (the library's call, the data objects), by the name the
+    program loads them by."""
+
+    program: Program
+    facts: RunFacts
+    data_files: dict[str, Path]
+
+    @property
+    def files(self) -> dict[str, str]:
+        return dict(self.program.texts)
+
+    @property
+    def main(self) -> str:
+        return self.program.main
+
+
+def build_program(ctx: Context, first: Observation, target: Target) -> Input:
+    """The program (the script and the local modules its run imported) with the facts of
+    its first run; outputs refused that would overwrite a file the run read."""
+    spec = ctx.spec
+    files = local_files(first, spec, ctx.main_text)
+    # Now that the run showed which files are the program's and which it reads, none of
+    # them may be the output.
+    check_output(ctx.layout, spec, [spec.root_dir / rel for rel in (*files, *first.reads)])
+    cut, data_files = library_cut(first, spec, ctx.sandbox, ctx.scratch.call, files)
+    objects, object_files = saved_objects(first, spec, ctx.sandbox, ctx.layout)
+    # Only the first run evaluates the failing frames' sizes; every later program
+    # carries them (by text: the expressions stay while the program shrinks).  A tensor
+    # drawn afresh keeps its dtype, shape, strides and device, not its values: offered
+    # only for errors those alone raise.
+    metadata = target.signature.family in METADATA_FAMILIES
+    facts = RunFacts(
+        loops=loop_facts(files, first.loops),
+        cut=cut,
+        hot_loops=hot_loops(files, first.loop_time) if first.wall >= HOT_MIN_SECONDS else (),
+        saved_objects=objects,
+        sizes=tuple(s for s in sizes_of(first) if s.kind != "tensor" or metadata),
+    )
+    return Input(facts.program(files, spec.script_rel, first), facts, {**data_files, **object_files})
+
+
+def hot_loops(files: Mapping[str, str], loop_time) -> tuple[tuple[str, str, float], ...]:
+    """(file, header text, share) of the loops that took at least HOT_SHARE of the run."""
+    out = []
+    for file, line, share in loop_time:
+        lines = files.get(file, "").splitlines()
+        if share >= HOT_SHARE and 1 <= line <= len(lines):
+            out.append((file, lines[line - 1].strip(), share))
+    return tuple(out)
 
 
 def local_files(obs: Observation, spec: ScriptSpec, main_text: str | None = None) -> dict[str, str]:
@@ -104,7 +213,7 @@ def library_cut(first: Observation, spec: ScriptSpec, sandbox: Sandbox, saved: P
         if expr is None:
             return None, {}
         obj, setup = "_obj", f"_obj = {expr}\n"
-    name = f"{spec.script.stem}.call.pt"
+    name = library_call_name(spec.script)
     rel = str(Path(cut["file"]).parent / name) if Path(cut["file"]).parent != Path(".") else name
     sandbox.add_file(rel, saved)
     call = f"{obj}.{cut['method']}" if cut.get("method") else obj
@@ -142,7 +251,6 @@ def saved_objects(first: Observation, spec: ScriptSpec, sandbox: Sandbox, layout
     output replaces them, and no name of the user's is taken."""
     records, files = [], {}
     main_dir = Path(spec.script_rel).parent
-    base = layout.data_stem
     beside = layout.data_dir
     for saved in first.saved_objects:
         try:
@@ -152,7 +260,7 @@ def saved_objects(first: Observation, spec: ScriptSpec, sandbox: Sandbox, layout
             continue
         if not all(n.isidentifier() for n in (name, *targets)) or not path.is_file():
             continue
-        file_name = f"{base}.{'-'.join(targets) or name}.pkl"
+        file_name = layout.object_name('-'.join(targets) or name)
         in_root = spec.root_dir / main_dir / file_name
         if file_name in files or (in_root.exists() and in_root.resolve() != (beside / file_name).resolve()):
             continue  # a file of the user's by that name is neither shadowed nor overwritten

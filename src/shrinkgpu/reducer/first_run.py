@@ -27,7 +27,6 @@ from shrinkgpu.worker import (
     default_executor,
 )
 
-DEFAULT_FRESH_TIMEOUT = 600.0
 # The user's own run is not cut short by default: a job that fails after two hours is
 # what shrinkgpu is for.  Only --timeout or --max-time bound it (a week stands for none:
 # the workers take a number).

@@ -4,7 +4,7 @@ pass removed how many tokens."""
 from __future__ import annotations
 
 from shrinkgpu.core import PassStarted, Tested
-from shrinkgpu.report import BestSoFar, Reducing
+from shrinkgpu.reducer.events import BestSoFar, Reducing
 
 
 class PassStats:

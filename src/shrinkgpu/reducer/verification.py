@@ -1,20 +1,97 @@
-"""The result checked as the user will run it: in fresh interpreters, falling back to the
-newest accepted state that reproduces; and, when it is written elsewhere, from where it
-is written."""
+"""The checks after the search (a reduction's phase): the result checked as the user will
+run it, in fresh interpreters, falling back to the newest accepted state that reproduces
+(``check_result``); and, when it is written elsewhere, from where it is written
+(``run_where_written``)."""
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from shrinkgpu.core import Outcome
 from shrinkgpu.core.rates import RateTest
 from shrinkgpu.inputs import InputError, read_source
 from shrinkgpu.oracle import Oracle
+from shrinkgpu.reducer.context import Context
 from shrinkgpu.results import ReductionResult
 from shrinkgpu.signature import Signature, Target
-from shrinkgpu.syntax import Candidate
+from shrinkgpu.syntax import Candidate, Program
+from shrinkgpu.syntax.tidy import tidy
 from shrinkgpu.worker import ExecutorFactory, Isolation, Runner, SandboxError, ScriptSpec, default_executor
+
+
+@dataclass(frozen=True)
+class Verified:
+    best: Candidate
+    counts: tuple[int, int]  # (reproduced, runs) in fresh interpreters
+    signature: Signature | None  # a reproducing fresh run's first error
+    stopped: str | None  # why the reduction ended early, if it did
+
+
+def check_result(ctx: Context, oracle: Oracle, outcome: Outcome, target: Target,
+                 originals: list[str]) -> Verified:
+    """The newest accepted program that reproduces in ``--verify`` fresh runs (the whole
+    check skipped, and said, after an interrupt or at --max-time); ``originals``: the
+    texts the search started from, whose comments the cleanup keeps only where they
+    still describe code."""
+    talk = ctx.talk
+    runs_asked = ctx.config.verify_runs
+    if outcome.stopped == "interrupted" and runs_asked:
+        # The user wants out: write what we have now, and say it was not re-checked.
+        talk.note("interrupted: the result was not re-checked in fresh interpreters", show=False)
+        runs_asked = 0
+    elif ctx.limits.out_of_time() and runs_asked:
+        talk.note(f"--max-time was reached: the result was not re-checked in fresh interpreters ({runs_asked} "
+                  "asked by --verify); it is written marked partial")
+        runs_asked = 0
+    else:
+        talk.stage("verifying the result in fresh interpreters")
+    history = no_larger(ctx, outcome.history)
+    tidied = tidied_of(history[-1], originals)
+    if tidied is not None:
+        # Comments that no longer describe code go before the check, which then sees the
+        # text that is written (its line numbers moved); if it failed, the check falls
+        # back to the untidied one.
+        history = (*history, tidied)
+    try:
+        best, counts, signature = verify_history(
+            # Shown as they happen too: a result checked fewer times than --verify asks
+            # (--max-time), or a fallback, must not be news only in the report.
+            history, oracle, target, runs_asked, talk.note, ctx.limits.end,
+        )
+    except KeyboardInterrupt:
+        talk.note("interrupted while the result was re-checked: it was not verified", show=False)
+        return Verified(outcome.history[-1], (0, 0), None, "interrupted")
+    return Verified(best, counts, signature, outcome.stopped)
+
+
+def no_larger(ctx: Context, history: tuple) -> tuple:
+    """The accepted programs that have no more tokens than the one the search started
+    from.  The search minimises a weighted order (tokens, blocks, loops, files), not
+    tokens, and a candidate with fewer blocks may render to more tokens: a result
+    larger than its start is no reduction.  (A start from the saved state may be larger
+    than the input, by the restore's statements; it is kept for what it saves: the run
+    up to the failing step.)"""
+    start = history[0]
+    kept = tuple(h for h in history if h.size <= start.size)
+    if len(kept) < len(history):
+        ctx.talk.note(
+            f"{len(history) - len(kept)} accepted program(s) had more tokens than the one the search started "
+            f"from ({start.size}), the smallest {min(h.size for h in history if h.size > start.size)}: the "
+            + ("result is the newest with no more" if len(kept) > 1 else "search's start is the result")
+        )
+    return kept
+
+
+def tidied_of(best: Candidate, originals: list[str]) -> Candidate | None:
+    """The result with the comments that no longer describe code taken out
+    (``syntax.tidy``), or None when there are none."""
+    files = {name: tidy(text, originals) if name.endswith(".py") else text for name, text in best.files.items()}
+    if files == dict(best.files):
+        return None
+    return Program(files, best.program.main, facts=best.program.facts).initial()
 
 
 def written_elsewhere(written: Path, spec: ScriptSpec) -> bool:

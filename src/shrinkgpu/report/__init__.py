@@ -1,5 +1,5 @@
 """What the user and the maintainer get: the reduced files and the report (``files``,
-``document``, with ``versions``), and the progress lines on the way (``progress``)."""
+``document``, with ``versions``)."""
 
 from shrinkgpu.report.document import reproduce_command, render_report, suggest_check, verbatim_error
 from shrinkgpu.report.files import (
@@ -11,19 +11,13 @@ from shrinkgpu.report.files import (
     tidy_layout,
     write_outputs,
 )
-from shrinkgpu.report.progress import BestSoFar, LiveProgress, ProgressPrinter, Reducing, Stage
 from shrinkgpu.report.versions import CollectEnv, git_revision
 
 __all__ = [
     "BESIDE_MAX_BYTES",
-    "BestSoFar",
     "CollectEnv",
-    "LiveProgress",
     "OutputError",
     "PartialWriter",
-    "ProgressPrinter",
-    "Reducing",
-    "Stage",
     "place_needed_files",
     "read_partial",
     "render_report",

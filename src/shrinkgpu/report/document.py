@@ -94,9 +94,26 @@ def render_report(result: ReductionResult, spec: ScriptSpec, target: Path) -> st
         out += ["A check that rejects such values where they enter, with the call filled in:", "",
                 "```python", check, "```", ""]
     out += ["### Versions", "", "```", (result.collect_env or _short_versions(env)).rstrip(), "```", ""]
+    out += how_it_was_reduced(result, spec, target)
+    notes = list(result.notes)
+    text = "\n".join(out)
+    redactor = Redactor(project=spec.root_dir, env=spec.env if spec.env is not None else os.environ)
+    text = redactor(_RUN_DIR.sub("./", text))
+    notes_text = [redactor(_RUN_DIR.sub("./", n)) for n in notes]
+    if redactor.note():
+        notes_text.append(redactor.note())
+    if notes_text:
+        text += "\n\n### Notes\n\n" + "\n".join(f"- {n}" for n in notes_text)
+    return text + "\n"
+
+
+def how_it_was_reduced(result: ReductionResult, spec: ScriptSpec, target: Path) -> list[str]:
+    """The report's last section: the command that reproduces the result, what it needs
+    beside it, and the reduction's own figures."""
+    original, env = result.signature, result.environment or {}
     launch = "".join(f"{k}={shlex.quote(str(v))} " for k, v in sorted(result.launch_env.items()))
-    out += ["### How it was reduced (shrinkgpu)", "", "```sh",
-            f"{launch}{reproduce_command(spec, target, result.main, result.run_from)}", "```", ""]
+    out = ["### How it was reduced (shrinkgpu)", "", "```sh",
+           f"{launch}{reproduce_command(spec, target, result.main, result.run_from)}", "```", ""]
     if result.beside:
         out.append("- copied beside it, because it reads them: " + ", ".join(f"`{n}`" for n in result.beside))
     elif result.run_from is not None:
@@ -158,16 +175,7 @@ def render_report(result: ReductionResult, spec: ScriptSpec, target: Path) -> st
         out.append(f"- stopped early: {result.stopped} (the result is the best found so far)")
     for note in original.caught_earlier:
         out.append(f"- the original caught an earlier torch error before this one: `{note}`")
-    notes = list(result.notes)
-    text = "\n".join(out)
-    redactor = Redactor(project=spec.root_dir, env=spec.env if spec.env is not None else os.environ)
-    text = redactor(_RUN_DIR.sub("./", text))
-    notes_text = [redactor(_RUN_DIR.sub("./", n)) for n in notes]
-    if redactor.note():
-        notes_text.append(redactor.note())
-    if notes_text:
-        text += "\n\n### Notes\n\n" + "\n".join(f"- {n}" for n in notes_text)
-    return text + "\n"
+    return out
 
 
 _SAVED_CALL = re.compile(r"['\"]([\w.-]+\.call\.pt)['\"]")

@@ -9,11 +9,11 @@ import os
 import shutil
 import time
 from pathlib import Path
+from typing import Mapping
 
 from shrinkgpu.inputs import encode_source
 from shrinkgpu.layout import OutputLayout
 from shrinkgpu.report.document import render_report, reproduce_command
-from shrinkgpu.report.progress import BestSoFar
 from shrinkgpu.report.versions import package_version
 from shrinkgpu.results import ReductionResult
 from shrinkgpu.worker import ScriptSpec
@@ -106,23 +106,23 @@ class PartialWriter:
     def __init__(self, layout: OutputLayout, interval: float = 0.5):
         self.layout = layout
         self.interval = interval
-        self._pending: BestSoFar | None = None
+        self._pending: tuple[dict[str, str], str] | None = None
         self._last = 0.0
 
-    def __call__(self, event: object) -> None:
-        if not isinstance(event, BestSoFar):
-            return
-        self._pending = event
+    def offer(self, files: Mapping[str, str], main: str) -> None:
+        """The newest best program (its files, and which is the main script)."""
+        self._pending = (dict(files), main)
         if time.monotonic() - self._last >= self.interval:
             self.flush()
 
     def flush(self) -> None:
-        event, self._pending = self._pending, None
-        if event is None:
+        pending, self._pending = self._pending, None
+        if pending is None:
             return
-        files = {rel: tidy_layout(text) for rel, text in event.files.items()}
-        files[event.main] = _with_mark(files[event.main], "the search was still going")
-        target, paths = self.layout.placed(files, event.main)
+        files, main = pending
+        files = {rel: tidy_layout(text) for rel, text in files.items()}
+        files[main] = _with_mark(files[main], "the search was still going")
+        target, paths = self.layout.placed(files, main)
         try:
             _write_files(paths, target)
         except OSError:

@@ -22,13 +22,14 @@ Edits:
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 
 import libcst as cst
 
 from shrinkgpu.syntax.code import code_of
 
-__all__ = ["BODY_BRANCHES", "PASS_LINE", "STRUCTURAL", "Edit", "Stmt", "import_targets"]
+__all__ = ["BODY_BRANCHES", "PASS_LINE", "STRUCTURAL", "Edit", "EditOp", "Stmt", "import_targets"]
 
 # Which parts of a compound statement survive a ``body`` edit.
 BODY_BRANCHES: dict[str, frozenset[str]] = {
@@ -57,13 +58,36 @@ class Stmt:
     size: int  # tokens of its original text
 
 
+class EditOp(str, enum.Enum):
+    """What an edit does (the module's docstring says each)."""
+
+    DELETE = "delete"
+    BODY = "body"
+    ELSE = "else"
+    INLINE = "inline"
+    DROP = "drop"
+    REPLACE = "replace"
+    EXPR = "expr"
+    REMOVE = "remove"
+
+    # Compared, hashed, sorted and printed as the word itself: an edit written with the
+    # word (``Edit("delete", 3)``) is the same edit.
+    __str__ = str.__str__
+    __format__ = str.__format__
+    __hash__ = str.__hash__
+
+
 @dataclass(frozen=True, order=True)
 class Edit:
-    op: str
+    op: EditOp
     stmt: int = -1
     file: str = ""
     node: int = -1  # for ``expr``: index of an original expression node (Program.node_index)
     text: str = ""  # for ``replace`` and ``expr``: the new code
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.op, EditOp):
+            object.__setattr__(self, "op", EditOp(self.op))  # ValueError for an operation that does not exist
 
     def __repr__(self) -> str:
         if self.op == "expr":
@@ -78,7 +102,7 @@ class Edit:
 # Edits that change a statement's shape; a statement carrying one is no longer offered to
 # other passes.  ``replace`` (new text for a simple statement) and ``expr`` (new text for
 # one expression) are refinements: a newer one for the same target supersedes the older.
-STRUCTURAL = frozenset({"delete", "body", "else", "inline"})
+STRUCTURAL = frozenset({EditOp.DELETE, EditOp.BODY, EditOp.ELSE, EditOp.INLINE})
 
 
 def import_targets(node: cst.CSTNode, file: str | None = None) -> tuple[str, list[tuple[str, str | None]]] | None:

@@ -536,111 +536,136 @@ def needed_by_callers(cand: Candidate) -> frozenset[int]:
     rotate_half(q)`` fails at the product).  Methods are reached through attributes,
     which scope analysis does not resolve; a read through a method's parameter or another
     object is not followed (a name like ``step`` is as likely the optimizer's)."""
-    program, live = cand.program, cand.live
-    deps, stmts = program.deps, program.stmts
-    failing = failing_statements(program)
+    scope = _Callers(cand)
+    functions = [s for s in scope.stmts if s.id in scope.live and isinstance(s.node, cst.FunctionDef)]
+    classes = [s for s in scope.stmts if s.id in scope.live and isinstance(s.node, cst.ClassDef)]
+    needed = scope.returns_needed(functions)
+    calls_of, receivers = scope.class_receivers(classes, functions)
+    needed |= scope.members_needed(classes, calls_of, receivers)
+    return frozenset(needed)
 
-    def off_stack(name: cst.CSTNode) -> bool:
-        user = deps.enclosing(name)
-        return user is not None and user in live and user not in failing
 
-    def body(sid: int) -> list[int]:
-        return [c for c in program.children.get(sid, ()) if c in live]
+class _Callers:
+    """The program ``needed_by_callers`` reads, and the statements off the failing stack."""
 
-    def in_class(s) -> bool:
-        return s.parent is not None and isinstance(stmts[s.parent].node, cst.ClassDef)
+    def __init__(self, cand: Candidate):
+        self.program, self.live = cand.program, cand.live
+        self.deps, self.stmts = self.program.deps, self.program.stmts
+        self.failing = failing_statements(self.program)
 
-    needed: set[int] = set()
-    on_stack = {a for f in failing for a in _ancestors(program, f)}
-    functions = [s for s in stmts if s.id in live and isinstance(s.node, cst.FunctionDef)]
-    for s in functions:
-        last = body(s.id)[-1:] or [None]
-        ret = stmts[last[0]].node if last[0] is not None else None
-        if (s.id in on_stack or not isinstance(ret, cst.SimpleStatementLine) or len(ret.body) != 1
-                or not isinstance(ret.body[0], cst.Return) or ret.body[0].value is None):
-            continue
-        yields = _Yields()
-        s.node.body.visit(yields)
-        if yields.found:
-            continue
-        for name in deps.reads(s.id, s.node.name.value):
-            call = deps.call_of(name)
-            if call is not None and off_stack(name) and not _value_unused(stmts[deps.enclosing(name)].node, call):
-                needed.add(last[0])
-                break
+    def off_stack(self, name: cst.CSTNode) -> bool:
+        user = self.deps.enclosing(name)
+        return user is not None and user in self.live and user not in self.failing
 
-    classes = [s for s in stmts if s.id in live and isinstance(s.node, cst.ClassDef)]
-    defined_by: dict[str, int] = {}
-    for c in classes:
-        for m in body(c.id):
-            for n in _member_names(stmts[m].node):
-                defined_by[n] = defined_by.get(n, 0) + 1
-    # (a Name read of an instance, by id) -> its class; then one call down, the reads of
-    # the parameter a plain function called by name binds it to
-    instance_of: dict[int, int] = {}
-    receivers: dict[int, list[cst.Name]] = {}
-    calls_of: dict[int, list[cst.Call]] = {}
-    for c in classes:
-        reads = [n for n in deps.reads(c.id, c.node.name.value) if off_stack(n)]
-        calls = [k for k in (deps.call_of(n) for n in reads) if k is not None]
-        calls_of[c.id], receivers[c.id] = calls, list(reads)
-        for k in calls:
-            binder = deps.enclosing(k)
-            x = _lone_binding(stmts[binder].node, k) if binder is not None and binder in live else None
-            if x is not None:
-                for n in deps.reads(binder, x):
-                    receivers[c.id].append(n)
-                    instance_of[id(n)] = c.id
-        for m in body(c.id):
-            fn = stmts[m].node
-            if isinstance(fn, cst.FunctionDef) and not fn.decorators and first_param(fn) is not None:
-                receivers[c.id] += deps.reads(m, first_param(fn))
-    if instance_of:
+    def body(self, sid: int) -> list[int]:
+        return [c for c in self.program.children.get(sid, ()) if c in self.live]
+
+    def in_class(self, s) -> bool:
+        return s.parent is not None and isinstance(self.stmts[s.parent].node, cst.ClassDef)
+
+    def returns_needed(self, functions) -> set[int]:
+        """The ``return <value>`` ending a plain function whose value a caller off the
+        stack uses."""
+        deps, stmts, needed = self.deps, self.stmts, set()
+        on_stack = {a for f in self.failing for a in _ancestors(self.program, f)}
         for s in functions:
-            if s.node.decorators or in_class(s):
+            last = self.body(s.id)[-1:] or [None]
+            ret = stmts[last[0]].node if last[0] is not None else None
+            if (s.id in on_stack or not isinstance(ret, cst.SimpleStatementLine) or len(ret.body) != 1
+                    or not isinstance(ret.body[0], cst.Return) or ret.body[0].value is None):
                 continue
-            params = [p.name.value for p in list(s.node.params.posonly_params) + list(s.node.params.params)]
+            yields = _Yields()
+            s.node.body.visit(yields)
+            if yields.found:
+                continue
             for name in deps.reads(s.id, s.node.name.value):
                 call = deps.call_of(name)
-                if call is None or not off_stack(name):
-                    continue
-                for k, arg in enumerate(call.args):
-                    cls = None if arg.star else instance_of.get(id(arg.value))
-                    param = arg.keyword.value if arg.keyword is not None else (params[k] if k < len(params) else None)
-                    if cls is not None and param is not None:
-                        receivers[cls] += deps.reads(s.id, param)
-
-    for c in classes:
-        cls, calls = c.node, calls_of[c.id]
-        plain = not cls.keywords and all(code_of(b.value) in _PLAIN_BASES for b in cls.bases)
-        dataclass = _is_dataclass(cls)
-        read: dict[str, list[cst.Name]] = {}
-        for r in receivers[c.id]:
-            attr = deps.attribute_around(r)
-            if attr is not None and off_stack(r) and not deps.is_del_target(attr):
-                read.setdefault(attr.attr.value, []).append(r)
-        for m in body(c.id):
-            node = stmts[m].node
-            if isinstance(node, cst.FunctionDef) and node.name.value == "__init__":
-                params = list(node.params.posonly_params) + list(node.params.params)
-                required = any(p.default is None for p in params[1:] + list(node.params.kwonly_params))
-                if required and plain and not dataclass and any(k.args for k in calls):
-                    needed.add(m)
-                continue
-            names = {n for n in _member_names(node) if not n.startswith("__")}
-            if dataclass and names and isinstance(node, cst.SimpleStatementLine) and isinstance(node.body[0], cst.AnnAssign):
-                if any(a.star == "**" or (a.keyword is not None and a.keyword.value in names)
-                       for k in calls for a in k.args):
-                    needed.add(m)
-                    continue
-            for n in names:
-                if defined_by.get(n, 0) > 1 or deps.attribute_written(n):
-                    continue
-                # a read inside the member itself does not keep it
-                if any(not encloses(program, m, deps.enclosing(r)) for r in read.get(n, ())):
-                    needed.add(m)
+                if call is not None and self.off_stack(name) and not _value_unused(stmts[deps.enclosing(name)].node, call):
+                    needed.add(last[0])
                     break
-    return frozenset(needed)
+        return needed
+
+    def class_receivers(self, classes, functions) -> tuple[dict[int, list[cst.Call]], dict[int, list[cst.Name]]]:
+        """For each class: its calls off the stack, and the names its instances are read
+        through (the class, an instance bound by ``x = C(...)``, the parameter a plain
+        function called by name binds it to, ``self`` in its own methods)."""
+        deps, stmts = self.deps, self.stmts
+        # (a Name read of an instance, by id) -> its class; then one call down, the reads of
+        # the parameter a plain function called by name binds it to
+        instance_of: dict[int, int] = {}
+        receivers: dict[int, list[cst.Name]] = {}
+        calls_of: dict[int, list[cst.Call]] = {}
+        for c in classes:
+            reads = [n for n in deps.reads(c.id, c.node.name.value) if self.off_stack(n)]
+            calls = [k for k in (deps.call_of(n) for n in reads) if k is not None]
+            calls_of[c.id], receivers[c.id] = calls, list(reads)
+            for k in calls:
+                binder = deps.enclosing(k)
+                x = _lone_binding(stmts[binder].node, k) if binder is not None and binder in self.live else None
+                if x is not None:
+                    for n in deps.reads(binder, x):
+                        receivers[c.id].append(n)
+                        instance_of[id(n)] = c.id
+            for m in self.body(c.id):
+                fn = stmts[m].node
+                if isinstance(fn, cst.FunctionDef) and not fn.decorators and first_param(fn) is not None:
+                    receivers[c.id] += deps.reads(m, first_param(fn))
+        if instance_of:
+            for s in functions:
+                if s.node.decorators or self.in_class(s):
+                    continue
+                params = [p.name.value for p in list(s.node.params.posonly_params) + list(s.node.params.params)]
+                for name in deps.reads(s.id, s.node.name.value):
+                    call = deps.call_of(name)
+                    if call is None or not self.off_stack(name):
+                        continue
+                    for k, arg in enumerate(call.args):
+                        cls = None if arg.star else instance_of.get(id(arg.value))
+                        param = arg.keyword.value if arg.keyword is not None else (params[k] if k < len(params) else None)
+                        if cls is not None and param is not None:
+                            receivers[cls] += deps.reads(s.id, param)
+        return calls_of, receivers
+
+    def members_needed(self, classes, calls_of, receivers) -> set[int]:
+        """``__init__``s, dataclass fields and members the callers off the stack need."""
+        deps, stmts, program, needed = self.deps, self.stmts, self.program, set()
+        defined_by: dict[str, int] = {}
+        for c in classes:
+            for m in self.body(c.id):
+                for n in _member_names(stmts[m].node):
+                    defined_by[n] = defined_by.get(n, 0) + 1
+        for c in classes:
+            cls, calls = c.node, calls_of[c.id]
+            plain = not cls.keywords and all(code_of(b.value) in _PLAIN_BASES for b in cls.bases)
+            dataclass = _is_dataclass(cls)
+            read: dict[str, list[cst.Name]] = {}
+            for r in receivers[c.id]:
+                attr = deps.attribute_around(r)
+                if attr is not None and self.off_stack(r) and not deps.is_del_target(attr):
+                    read.setdefault(attr.attr.value, []).append(r)
+            for m in self.body(c.id):
+                node = stmts[m].node
+                if isinstance(node, cst.FunctionDef) and node.name.value == "__init__":
+                    params = list(node.params.posonly_params) + list(node.params.params)
+                    required = any(p.default is None for p in params[1:] + list(node.params.kwonly_params))
+                    if required and plain and not dataclass and any(k.args for k in calls):
+                        needed.add(m)
+                    continue
+                names = {n for n in _member_names(node) if not n.startswith("__")}
+                if (dataclass and names and isinstance(node, cst.SimpleStatementLine)
+                        and isinstance(node.body[0], cst.AnnAssign)):
+                    if any(a.star == "**" or (a.keyword is not None and a.keyword.value in names)
+                           for k in calls for a in k.args):
+                        needed.add(m)
+                        continue
+                for n in names:
+                    if defined_by.get(n, 0) > 1 or deps.attribute_written(n):
+                        continue
+                    # a read inside the member itself does not keep it
+                    if any(not encloses(program, m, deps.enclosing(r)) for r in read.get(n, ())):
+                        needed.add(m)
+                        break
+        return needed
 
 
 def _ancestors(program, sid: int) -> list[int]:

@@ -3,6 +3,7 @@
 ``Runner`` prepares each run (``Sandbox``: a copy of the user's directory) as a ``Job``
 holding the typed ``RunRequest`` the probe reads, and an ``Executor`` runs it: a fork
 server or fresh interpreters today (worker/executors.py), one class per way to run.
+Every message between the processes is a type of ``worker/protocol.py``.
 """
 
 from shrinkgpu.worker.devices import usable_cpus
@@ -19,7 +20,7 @@ from shrinkgpu.worker.executors import (
     default_executor,
 )
 from shrinkgpu.worker.observation import Observation
-from shrinkgpu.worker.request import Capture, RunRequest, StateAt, Watch
+from shrinkgpu.worker.protocol import Capture, ProbeReport, RunRequest, RunStatus, StateAt, Watch
 from shrinkgpu.worker.runner import Runner, ScriptSpec, cache_bytes, compile_caches, preload_candidates
 from shrinkgpu.worker.sandbox import Sandbox, SandboxError, sweep_stale_sessions
 
@@ -35,7 +36,9 @@ __all__ = [
     "Job",
     "Observation",
     "PreloadReport",
+    "ProbeReport",
     "RunRequest",
+    "RunStatus",
     "Runner",
     "Sandbox",
     "SandboxError",

@@ -1,7 +1,8 @@
 """Client side of the supervisor: start it, send it work, turn its events into futures.
 
 Runs in the reducer's process.  One reader thread owns the event pipe; everything else
-is the caller's thread.  If the supervisor dies, every pending future fails with
+is the caller's thread.  Commands and events are the typed messages of
+``worker/protocol.py``.  If the supervisor dies, every pending future fails with
 ``SupervisorGone`` (an infrastructure failure, never a verdict on a candidate).
 """
 
@@ -15,7 +16,18 @@ import sys
 import tempfile
 import threading
 from concurrent.futures import Future
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
+
+from shrinkgpu.worker.protocol import (
+    Event,
+    Finished,
+    PreloadCommand,
+    Preloaded,
+    PreloadRefusal,
+    Ready,
+    RunCommand,
+    event_from_json,
+)
 
 
 class SupervisorGone(RuntimeError):
@@ -69,9 +81,9 @@ class SupervisorClient:
         self._cmd_w = cmd_w
         self._reader = threading.Thread(target=self._read, args=(evt_r,), daemon=True, name="shrinkgpu-events")
         self._reader.start()
-        ready = self._ready.result(timeout=timeout)
-        self.pid = ready["pid"]
-        self.subreaper = ready.get("subreaper", False)
+        ready: Ready = self._ready.result(timeout=timeout)
+        self.pid = ready.pid
+        self.subreaper = ready.subreaper
 
     # -- events ---------------------------------------------------------------------
     def _read(self, fd: int) -> None:
@@ -85,7 +97,9 @@ class SupervisorClient:
                 while b"\n" in buffer:
                     line, buffer = buffer.split(b"\n", 1)
                     if line.strip():
-                        self._dispatch(json.loads(line))
+                        event = event_from_json(json.loads(line))
+                        if event is not None:
+                            self._dispatch(event)
         finally:
             os.close(fd)
             gone = SupervisorGone(f"the supervisor process exited{self._log_tail()}")
@@ -97,17 +111,16 @@ class SupervisorClient:
                 if not fut.done():
                     fut.set_exception(gone)
 
-    def _dispatch(self, event: dict[str, Any]) -> None:
-        kind = event.get("event")
-        if kind == "ready":
+    def _dispatch(self, event: Event) -> None:
+        if isinstance(event, Ready):
             self._ready.set_result(event)
             return
-        if kind in ("preloaded", "preload_refused"):
+        if isinstance(event, (Preloaded, PreloadRefusal)):
             key: Any = "preload"
-        elif kind == "finished":
-            key = event["id"]
+        elif isinstance(event, Finished):
+            key = event.id
         else:
-            return  # "started" and diagnostics need no answer
+            return  # Started and diagnostics need no answer
         with self._lock:
             fut = self._pending.pop(key, None)
         if fut is not None and not fut.done():
@@ -124,10 +137,10 @@ class SupervisorClient:
         return f"; its last words:\n{text}" if text else ""
 
     # -- commands -------------------------------------------------------------------
-    def _send(self, cmd: dict[str, Any]) -> None:
+    def _send(self, cmd: RunCommand | PreloadCommand) -> None:
         if self._cmd_w is None:
             raise SupervisorGone("the supervisor is not running")
-        data = (json.dumps(cmd) + "\n").encode()
+        data = (json.dumps(cmd.to_json()) + "\n").encode()
         try:
             while data:
                 n = os.write(self._cmd_w, data)
@@ -135,35 +148,27 @@ class SupervisorClient:
         except (BrokenPipeError, OSError) as exc:
             raise SupervisorGone(f"the supervisor process exited{self._log_tail()}") from exc
 
-    def preload(self, modules: Sequence[str], timeout: float = 600.0, threads: int | None = None) -> dict[str, Any]:
+    def preload(self, modules: Sequence[str], timeout: float = 600.0, threads: int | None = None) -> Preloaded:
         """Import ``modules`` in the supervisor, then size its thread pools to ``threads``
         (None: as loaded) for every forked child."""
         fut: Future = Future()
         with self._lock:
             self._pending["preload"] = fut
-        self._send({"op": "preload", "modules": list(modules), "threads": threads})
+        self._send(PreloadCommand(tuple(modules), threads))
         event = fut.result(timeout=timeout)
-        if event["event"] == "preload_refused":
-            raise PreloadRefused(event.get("module"), event.get("reason", ""))
+        if isinstance(event, PreloadRefusal):
+            raise PreloadRefused(event.module, event.reason)
         return event
 
-    def submit(self, cmd: dict[str, Any]) -> Future:
-        """Send a ``run`` command (without id); the future gets the ``finished`` event."""
+    def submit(self, make: Callable[[int], RunCommand]) -> Future:
+        """Send the run command ``make(id)`` builds for the id this client gives it; the
+        future gets its ``Finished`` event."""
         fut: Future = Future()
         with self._lock:
             run_id = next(self._ids)
             self._pending[run_id] = fut
-        fut.run_id = run_id  # type: ignore[attr-defined]
-        self._send({**cmd, "op": "run", "id": run_id})
+        self._send(make(run_id))
         return fut
-
-    def cancel(self, fut: Future) -> None:
-        run_id = getattr(fut, "run_id", None)
-        if run_id is not None and self._cmd_w is not None:
-            try:
-                self._send({"op": "cancel", "id": run_id})
-            except SupervisorGone:
-                pass
 
     def close(self) -> None:
         if self._cmd_w is not None:

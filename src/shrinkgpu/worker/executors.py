@@ -33,7 +33,7 @@ from typing import Callable, Mapping, Sequence
 
 from shrinkgpu.worker.client import PreloadRefused, SupervisorClient, SupervisorGone
 from shrinkgpu.worker.observation import Observation
-from shrinkgpu.worker.request import RunRequest
+from shrinkgpu.worker.protocol import RunCommand, RunRequest
 from shrinkgpu.worker.sandbox import RunDir
 
 # Fork servers started in a row, each without the module that made the previous one
@@ -136,26 +136,18 @@ class SupervisedExecutor(Executor):
         client.start()
         return client
 
-    def _command(self, job: Job) -> dict:
-        return {
-            "mode": self.mode,
-            "request": job.request.to_json(),
-            "request_path": str(job.run.request),
-            "timeout": job.timeout,
-            "stdin": str(job.stdin),
-            "stdout": str(job.run.stdout),
-            "stderr": str(job.run.stderr),
-            "env": dict(job.env),
-        }
+    def _command(self, job: Job, run_id: int) -> RunCommand:
+        return RunCommand(id=run_id, mode=self.mode, request=job.request, request_path=str(job.run.request),
+                          timeout=job.timeout, stdin=str(job.stdin), stdout=str(job.run.stdout),
+                          stderr=str(job.run.stderr), env=dict(job.env))
 
     def submit(self, job: Job) -> Future:
         if not self._clients:
             raise RuntimeError("the executor was not started")
         result: Future = Future()
-        cmd = self._command(job)
         client = self._clients[next(self._turn) % len(self._clients)]
         try:
-            raw = client.submit(cmd)
+            raw = client.submit(lambda run_id: self._command(job, run_id))
         except SupervisorGone as exc:
             result.set_result(Observation.infrastructure(str(exc)))
             return result
@@ -210,10 +202,10 @@ class FreshInterpreters(SupervisedExecutor):
         self._clients = [self._new_client(0)]
         return PreloadReport((), (), 0.0, Isolation.FRESH)
 
-    def _command(self, job: Job) -> dict:
+    def _command(self, job: Job, run_id: int) -> RunCommand:
         # The interpreter reads its request from the run's directory.
         job.run.request.write_text(json.dumps(job.request.to_json()), encoding="utf-8")
-        return super()._command(job)
+        return super()._command(job, run_id)
 
 
 class ForkServer(SupervisedExecutor):

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from shrinkgpu.signature import ExceptionRecord, Frame, Signature, choose_first_error
+from shrinkgpu.worker.protocol import Finished, ProbeReport, RunStatus
 
 OUTPUT_TAIL = 64 * 1024
 
@@ -20,7 +21,7 @@ class Observation:
     signal: int | None
     timed_out: bool
     wall: float  # seconds from fork to exit, as the supervisor saw them
-    status: str  # ok | exception | exit | no-report | probe-error | timeout | signal | infra
+    status: RunStatus
     signature: Signature | None
     stdout: str = ""
     stderr: str = ""
@@ -75,12 +76,12 @@ class Observation:
 
     @classmethod
     def infrastructure(cls, message: str) -> "Observation":
-        return cls(None, None, False, 0.0, "infra", None, infra_error=message)
+        return cls(None, None, False, 0.0, RunStatus.INFRA, None, infra_error=message)
 
     @classmethod
     def from_run(
         cls,
-        event: dict[str, Any],
+        event: Finished,
         obs_path: Path,
         stdout: Path,
         stderr: Path,
@@ -88,63 +89,63 @@ class Observation:
         crash_log: Path | None = None,
         root: Path | None = None,
     ) -> "Observation":
-        """``crash_log``: faulthandler's dump, read for the last user frame of a run that
-        died by a signal; ``root``: the run's copy of the user's directory (which files are
-        the user's, and their text)."""
+        """The observation of a run the supervisor says is over (``event``), from the
+        probe's report at ``obs_path`` and the captured output.  ``crash_log``:
+        faulthandler's dump, read for the last user frame of a run that died by a
+        signal; ``root``: the run's copy of the user's directory (which files are the
+        user's, and their text)."""
         out = _tail(stdout)
         err = _tail(stderr)
-        if event.get("error"):
-            return cls.infrastructure(event["error"])
-        if event.get("cancelled"):
-            # Killed by us (shutdown or cancel): says nothing about the candidate.
+        if event.error:
+            return cls.infrastructure(event.error)
+        if event.cancelled:
+            # Killed by us (the server shut down): says nothing about the candidate.
             return cls.infrastructure("the run was cancelled")
-        data: dict[str, Any] | None = None
         try:
-            data = json.loads(obs_path.read_text(encoding="utf-8"))
+            report = ProbeReport.from_json(json.loads(obs_path.read_text(encoding="utf-8")))
         except (FileNotFoundError, json.JSONDecodeError):
-            data = None
-        timed_out = bool(event.get("timed_out"))
-        sig = event.get("signal")
-        exit_code = event.get("exit_code")
+            report = None
+        sig = event.signal
         signature = None
-        if timed_out:
-            status = "timeout"
-        elif data is not None:
-            status = data.get("status", "ok")
-            signature = _first_error(data, out + "\n" + err)
+        if event.timed_out:
+            status = RunStatus.TIMEOUT
+        elif report is not None:
+            status = report.status
+            signature = _first_error(report, out + "\n" + err)
         elif sig:
-            status = "signal"
+            status = RunStatus.SIGNAL
             name = _signal.Signals(sig).name if sig in _signal.Signals._value2member_map_ else f"SIG{sig}"
             frame = _crash_frame(crash_log, root) if crash_log is not None and root is not None else None
             signature = Signature.for_signal(sig, name, out + "\n" + err, stderr=err, frame=frame)
         else:
-            status = "no-report"  # left by os._exit or similar before the probe could write
+            status = RunStatus.NO_REPORT  # left by os._exit or similar before the probe could write
+        report = report or ProbeReport()
         return cls(
-            exit_code=exit_code,
+            exit_code=event.exit_code,
             signal=sig,
-            timed_out=timed_out,
-            wall=float(event.get("wall", 0.0)),
+            timed_out=event.timed_out,
+            wall=float(event.wall),
             status=status,
             signature=signature,
             stdout=out,
             stderr=err,
-            duration=(data or {}).get("duration"),
-            modules=tuple((m[0], m[1], m[2]) for m in (data or {}).get("modules", ())),
-            environment=(data or {}).get("environment", {}),
-            parses=tuple((data or {}).get("parses", ())),
-            loads=tuple((data or {}).get("loads", ())),
-            seed_sites=tuple((f, int(n), bool(i)) for f, n, i in (data or {}).get("seed_sites", ())),
-            loops=_loops(data or {}),
-            loop_calls=_loops(data or {}, 3),
-            loop_time=_loop_time(data or {}),
-            reads=tuple((data or {}).get("reads", ())),
-            cut=(data or {}).get("cut"),
-            saved_objects=tuple((data or {}).get("saved_objects") or ()),
-            op_shapes=_op_shapes(data or {}),
-            raised_calls=tuple((data or {}).get("raised_calls") or ()),
-            state=(data or {}).get("state"),
-            sizes=tuple((data or {}).get("sizes") or ()),
-            output=(data or {}).get("output"),
+            duration=report.duration,
+            modules=report.modules,
+            environment=report.environment,
+            parses=report.parses,
+            loads=report.loads,
+            seed_sites=report.seed_sites,
+            loops=_loops(report),
+            loop_calls=_loops(report, 3),
+            loop_time=_loop_time(report.loop_time),
+            reads=report.reads,
+            cut=report.cut,
+            saved_objects=report.saved_objects,
+            op_shapes=_op_shapes(report.op_shapes),
+            raised_calls=report.raised_calls,
+            state=report.state,
+            sizes=report.sizes,
+            output=report.output,
         )
 
     def describe(self) -> str:
@@ -154,16 +155,16 @@ class Observation:
             return f"timed out after {self.wall:.1f}s"
         if self.signature is not None:
             return self.signature.headline
-        if self.status == "no-report":
+        if self.status is RunStatus.NO_REPORT:
             return f"exited with status {self.exit_code} without reporting (os._exit?)"
         return f"finished without error (exit status {self.exit_code})"
 
 
-def _first_error(data: dict[str, Any], output: str) -> Signature | None:
-    chain = [ExceptionRecord.from_json(r) for r in data.get("chain", ())]
+def _first_error(report: ProbeReport, output: str) -> Signature | None:
+    chain = [ExceptionRecord.from_json(r) for r in report.chain]
     if not chain:
         return None
-    torch_errors = [ExceptionRecord.from_json(r) for r in data.get("torch_errors", ())]
+    torch_errors = [ExceptionRecord.from_json(r) for r in report.torch_errors]
     first = choose_first_error(chain, torch_errors)
     if first is None:
         return None
@@ -175,7 +176,7 @@ def _first_error(data: dict[str, Any], output: str) -> Signature | None:
         if rec.ident not in in_chain:
             op = f" in {rec.op.name}" if rec.op else ""
             caught.append(f"{rec.type}: {rec.message.strip().splitlines()[0] if rec.message.strip() else ''}{op}")
-    hidden = data.get("suppressed")
+    hidden = report.suppressed
     # What ``raise ... from None`` hid belongs to the error at the chain's root.
     suppressed = ExceptionRecord.from_json(hidden) if hidden and first.ident == chain[-1].ident else None
     return Signature.from_record(first, output=output, caught_earlier=caught, suppressed=suppressed)
@@ -219,9 +220,9 @@ def _tail(path: Path) -> str:
         return ""
 
 
-def _loop_time(data: dict[str, Any]) -> tuple[tuple[str, int, float], ...]:
+def _loop_time(items) -> tuple[tuple[str, int, float], ...]:
     out = []
-    for item in data.get("loop_time", ()) or ():
+    for item in items:
         try:
             out.append((str(item[0]), int(item[1]), float(item[2])))
         except (TypeError, ValueError, IndexError):
@@ -229,12 +230,12 @@ def _loop_time(data: dict[str, Any]) -> tuple[tuple[str, int, float], ...]:
     return tuple(out)
 
 
-def _loops(data: dict[str, Any], at: int = 2) -> tuple[tuple[str, int, int], ...]:
+def _loops(report: ProbeReport, at: int = 2) -> tuple[tuple[str, int, int], ...]:
     """Loop iterations (``at`` 2; ``at`` 3: the call of the loop's function) seen on the
     failing stacks; a loop seen at several errors keeps the first record's (torch errors
     first: the first error is usually one)."""
     seen: dict[tuple[str, int], int] = {}
-    for record in [*data.get("torch_errors", ()), *reversed(data.get("chain", ()))]:
+    for record in [*report.torch_errors, *reversed(report.chain)]:
         for item in (record or {}).get("loops", ()) or ():
             try:
                 file, line, value = str(item[0]), int(item[1]), int(item[at])
@@ -244,9 +245,9 @@ def _loops(data: dict[str, Any], at: int = 2) -> tuple[tuple[str, int, int], ...
     return tuple((f, n, k) for (f, n), k in sorted(seen.items()))
 
 
-def _op_shapes(data: dict[str, Any]) -> dict[str, dict[str, tuple[tuple[int, ...], ...]]]:
+def _op_shapes(shapes: dict[str, Any]) -> dict[str, dict[str, tuple[tuple[int, ...], ...]]]:
     out: dict[str, dict[str, tuple[tuple[int, ...], ...]]] = {}
-    for op, arguments in (data.get("op_shapes") or {}).items():
+    for op, arguments in shapes.items():
         try:
             out[str(op)] = {str(w): tuple(tuple(int(n) for n in shape) for shape in shapes)
                             for w, shapes in arguments.items()}

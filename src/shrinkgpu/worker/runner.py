@@ -5,7 +5,8 @@ directories), prepares each run as a ``Job`` (a copy of the user's directory wit
 candidate's files, and the typed request the probe reads) and hands it to an executor
 (worker/executors.py: a fork server or fresh interpreters), so candidates run in
 parallel as futures.  It learns from a fresh run of the original which modules to
-preload.
+preload.  It owns what its runs start from (the compile caches of an earlier run) and
+the one retry a run lost to the infrastructure gets (``run_all``).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from shrinkgpu.worker.executors import (
     default_executor,
 )
 from shrinkgpu.worker.observation import Observation
-from shrinkgpu.worker.request import RunRequest, Watch
+from shrinkgpu.worker.protocol import RunRequest, Watch
 from shrinkgpu.worker.sandbox import Sandbox
 
 
@@ -145,7 +146,6 @@ class Runner:
         spec: ScriptSpec,
         *,
         program_files: Iterable[str] = (),
-        exclude: Iterable[Path] = (),
         isolation: Isolation = Isolation.FORK,
         capture_ops: bool = True,
         keep_temp: bool = False,
@@ -171,7 +171,7 @@ class Runner:
         self.env = dict(os.environ if spec.env is None else spec.env)
         self._owns_sandbox = sandbox is None
         if sandbox is None:
-            sandbox = Sandbox(spec.root_dir, exclude=exclude, stdin=spec.stdin, keep=keep_temp)
+            sandbox = Sandbox(spec.root_dir, stdin=spec.stdin, keep=keep_temp)
         self.sandbox = sandbox
         self._lanes = 1 if "PYTHONHASHSEED" in self.env else max(1, lanes)
         self.executors = executors
@@ -180,9 +180,12 @@ class Runner:
         self._lock = threading.Lock()
         self.preload_report: PreloadReport | None = None
         # A directory holding the compile caches a run of the original left (laid out as
-        # ``compile_caches(warm_caches)``): each run not asked to be fresh starts with a
-        # copy.  None: every run compiles from nothing.
-        self.warm_caches: Path | None = None
+        # ``compile_caches(...)``): each run not asked to be fresh starts with a copy.
+        # None: every run compiles from nothing.
+        self._warm_caches: Path | None = None
+        # Which executor a run went to: a run lost with an executor that died since is
+        # run again on the new one (``run_all``).
+        self._generation = 0
 
     @property
     def lanes(self) -> int:
@@ -217,8 +220,21 @@ class Runner:
                 note=f"forking is not safe here ({unavailable.reason}); every candidate runs in a fresh interpreter",
             )
         self._executor = executor
+        self._generation += 1
         self.preload_report = report
         return report
+
+    # -- what runs start from --------------------------------------------------------
+    @property
+    def warm_caches(self) -> Path | None:
+        """Where the compile caches every run not asked to be fresh starts from are, or None."""
+        return self._warm_caches
+
+    def use_warm_caches(self, directory: Path | None) -> None:
+        """Start every later run not asked to be fresh with a copy of the compile caches
+        an earlier run left in ``directory`` (``compile_caches(directory)``); None: each
+        compiles from nothing."""
+        self._warm_caches = directory
 
     def _fresh_executor(self) -> Executor:
         if self._executor is not None and self._executor.isolation is Isolation.FRESH:
@@ -295,9 +311,9 @@ class Runner:
         fresh = (isolation or self.isolation) is Isolation.FRESH
         executor = self._fresh_executor() if fresh else self._executor
         run = self.sandbox.prepare(files, omit=self.program_files)
-        if self.warm_caches is not None and isolation is not Isolation.FRESH:
+        if self._warm_caches is not None and isolation is not Isolation.FRESH:
             try:
-                seed_caches(self.warm_caches, run.tmp)
+                seed_caches(self._warm_caches, run.tmp)
             except BaseException:
                 self.sandbox.release(run)
                 raise
@@ -335,18 +351,35 @@ class Runner:
 
         return {name: str(self.threads) for name in THREAD_VARIABLES}
 
-    def run(self, files: Mapping[str, str], **kwargs) -> Observation:
-        return self.submit(files, **kwargs).result()
+    def run(self, files: Mapping[str, str], *, timeout: float, isolation: Isolation | None = None,
+            env: Mapping[str, str] | None = None, watch: Watch = Watch()) -> Observation:
+        """One run of ``files`` (``submit``), waited for, run once more when the executor
+        died under it (``run_all``)."""
+        return self.run_all([(files, env or {})], timeout=timeout, isolation=isolation, watch=watch)[0]
 
-    def run_each(self, programs: Sequence[tuple[Mapping[str, str], Mapping[str, str]]], *, at_once: int,
-                 timeout: float, isolation: Isolation | None = None, watch: Watch | None = None) -> list[Observation]:
-        """One run of each (files, env) of ``programs``, ``at_once`` at a time, their
-        observations in the same order."""
+    def run_all(self, programs: Sequence[tuple[Mapping[str, str], Mapping[str, str]]], *, timeout: float,
+                isolation: Isolation | None = None, watch: Watch | None = None,
+                at_once: int | None = None) -> list[Observation]:
+        """One run of each (files, env) of ``programs``, ``at_once`` at a time (None: all
+        at once), their observations in the same order.  A run lost to the
+        infrastructure because its executor died (a supervisor killed, a fork server
+        gone) is run once more on a restarted executor, with the same variables: a
+        candidate never moves to another GPU, and a run that kills its worker twice is
+        that run's observation, not a retry loop."""
         out: list[Observation] = []
+        watch = watch or Watch()
+        step = len(programs) if at_once is None else max(1, at_once)
         while len(out) < len(programs):
-            batch = [self.submit(files, timeout=timeout, isolation=isolation, env=env, watch=watch or Watch())
-                     for files, env in programs[len(out):len(out) + max(1, at_once)]]
-            out += [f.result() for f in batch]
+            batch = programs[len(out):len(out) + step]
+            sent = [(self._generation, self.submit(files, timeout=timeout, isolation=isolation, env=env, watch=watch))
+                    for files, env in batch]
+            for (files, env), (generation, future) in zip(batch, sent):
+                obs = future.result()
+                if obs.infra_error and (not self.alive or generation != self._generation):
+                    if not self.alive:
+                        self.restart()
+                    obs = self.submit(files, timeout=timeout, isolation=isolation, env=env, watch=watch).result()
+                out.append(obs)
         return out
 
     @property

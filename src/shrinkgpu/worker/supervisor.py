@@ -20,7 +20,9 @@ Two ways to start a candidate, chosen per run:
 * ``fresh``: the child ``exec``s a new interpreter running the probe.
 
 It speaks newline-delimited JSON over two pipes it is given (never stdin/stdout: an
-imported module may print at import time), and stops when its command pipe closes.
+imported module may print at import time): the commands and events of
+``worker/protocol.py``.  It stops when its command pipe closes (or at SIGTERM), killing
+what still runs.
 """
 
 from __future__ import annotations
@@ -37,6 +39,17 @@ import traceback
 from typing import Any
 
 from shrinkgpu.worker.forksafety import fork_hazard
+from shrinkgpu.worker.protocol import (
+    Finished,
+    PreloadCommand,
+    Preloaded,
+    PreloadRefusal,
+    Ready,
+    RunCommand,
+    ServerError,
+    Started,
+    command_from_json,
+)
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -91,13 +104,14 @@ class Supervisor:
         self.environ = {k: v for k, v in os.environ.items() if k not in unset}
 
     # -- protocol -----------------------------------------------------------------
-    def send(self, **event: Any) -> None:
-        data = (json.dumps(event) + "\n").encode()
+    def send(self, event) -> None:
+        data = (json.dumps(event.to_json()) + "\n").encode()
         while data:
             n = os.write(self.evt_fd, data)
             data = data[n:]
 
     def commands(self) -> list[dict[str, Any]]:
+        """The commands that arrived, as JSON (``handle`` reads each as its type)."""
         chunk = os.read(self.cmd_fd, 1 << 16)
         if not chunk:
             self._shutdown(0)
@@ -111,7 +125,7 @@ class Supervisor:
 
     # -- main loop ----------------------------------------------------------------
     def serve(self) -> None:
-        self.send(event="ready", pid=os.getpid(), subreaper=self.subreaper)
+        self.send(Ready(pid=os.getpid(), subreaper=self.subreaper))
         while True:
             timeout = None
             deadlines = [r["deadline"] for r in self.running.values() if not r["reported"]]
@@ -134,31 +148,27 @@ class Supervisor:
             if self.forking and self.standby is None:
                 self._fork_standby()
 
-    def handle(self, cmd: dict[str, Any]) -> None:
-        op = cmd.get("op")
-        if op == "run":
-            self._start(cmd)
-        elif op == "preload":
-            self._preload(cmd.get("modules", []), cmd.get("threads"))
-        elif op == "cancel":
-            for pid, run in list(self.running.items()):
-                if run["id"] == cmd.get("id"):
-                    run["cancelled"] = True
-                    _killpg(pid)
-        elif op == "shutdown":
-            self._shutdown(0)
+    def handle(self, data: dict[str, Any]) -> None:
+        try:
+            cmd = command_from_json(data)
+        except (ValueError, KeyError, TypeError) as exc:
+            self.send(ServerError(message=str(exc)))
+            return
+        if isinstance(cmd, RunCommand):
+            self._start(cmd, data)
         else:
-            self.send(event="error", message=f"unknown command {op!r}")
+            self._preload(cmd)
 
     # -- preloading -----------------------------------------------------------------
-    def _preload(self, modules: list[str], threads: int | None = None) -> None:
+    def _preload(self, cmd: PreloadCommand) -> None:
+        modules, threads = list(cmd.modules), cmd.threads
         started = time.perf_counter()
         failed: list[str] = []
         count = 0
         hazard = fork_hazard()
         if hazard is not None:
             # Tainted before any import of ours (a sitecustomize, PYTHONSTARTUP).
-            self.send(event="preload_refused", module=None, reason=hazard)
+            self.send(PreloadRefusal(module=None, reason=hazard))
             self._shutdown(3)
         for name in modules:
             if name in sys.modules:
@@ -179,7 +189,7 @@ class Supervisor:
                 # The process is tainted for good: say which import did it and stop;
                 # the client starts a new supervisor without that module (and what is
                 # inside it).
-                self.send(event="preload_refused", module=blame, reason=hazard)
+                self.send(PreloadRefusal(module=blame, reason=hazard))
                 self._shutdown(3)
         if threads:
             # Sized here, once, the pools keep their size in every child: a child that
@@ -191,7 +201,7 @@ class Supervisor:
         # a CUDA call in this process has made forks unusable.
         hazard = fork_hazard(deep=True)
         if hazard is not None:
-            self.send(event="preload_refused", module=None, reason=hazard)
+            self.send(PreloadRefusal(module=None, reason=hazard))
             self._shutdown(3)
         self.preloaded.extend(modules)
         # Every forked child runs the probe: imported here once (standard library only, no
@@ -208,23 +218,18 @@ class Supervisor:
         gc.collect()
         gc.freeze()
         _flush_std()
-        self.send(
-            event="preloaded",
-            imported=count,
-            failed=failed,
-            seconds=time.perf_counter() - started,
-        )
+        self.send(Preloaded(imported=count, failed=failed, seconds=time.perf_counter() - started))
         self.forking = True
 
     # -- candidates -------------------------------------------------------------------
-    def _start(self, cmd: dict[str, Any]) -> None:
-        mode = cmd["mode"]
-        pid = self._hand_to_standby(cmd) if mode == "fork" else None
+    def _start(self, cmd: RunCommand, data: dict[str, Any]) -> None:
+        """Start ``cmd`` (``data``: as it arrived, what a waiting child is handed)."""
+        pid = self._hand_to_standby(data) if cmd.mode == "fork" else None
         if pid is None:
-            if mode == "fork":
+            if cmd.mode == "fork":
                 hazard = fork_hazard()
                 if hazard is not None:
-                    self.send(event="finished", id=cmd["id"], error=f"cannot fork: {hazard}")
+                    self.send(Finished(id=cmd.id, error=f"cannot fork: {hazard}"))
                     return
             _flush_std()
             pid = os.fork()
@@ -232,14 +237,14 @@ class Supervisor:
                 self._child(cmd)  # never returns
         started = time.monotonic()
         self.running[pid] = {
-            "id": cmd["id"],
+            "id": cmd.id,
             "started": started,
-            "deadline": started + float(cmd.get("timeout", 60.0)),
+            "deadline": started + cmd.timeout,
             "timed_out": False,
             "cancelled": False,
             "reported": False,
         }
-        self.send(event="started", id=cmd["id"], pid=pid)
+        self.send(Started(id=cmd.id, pid=pid))
 
     def _fork_standby(self) -> None:
         if fork_hazard() is not None:
@@ -281,7 +286,7 @@ class Supervisor:
             os.close(w)  # it reads end of file and leaves
             _killpg(pid)
 
-    def _child(self, cmd: dict[str, Any] | None, command_fd: int | None = None) -> None:
+    def _child(self, cmd: RunCommand | None, command_fd: int | None = None) -> None:
         """The forked child: made a session of its own, then (for a standby) waiting for
         its command, then running it; never returns."""
         code = EXIT_CHILD_SETUP_FAILED
@@ -303,22 +308,21 @@ class Supervisor:
                 os.close(command_fd)
                 if not chunks:
                     os._exit(0)  # not needed after all
-                cmd = json.loads(b"".join(chunks))
-            say_done = cmd["mode"] == "fork"
-            _redirect(0, cmd["stdin"], os.O_RDONLY)
-            _redirect(1, cmd["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-            _redirect(2, cmd["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-            environ = {**self.environ, **cmd.get("env", {})}  # e.g. CUDA_VISIBLE_DEVICES pinning
-            if cmd["mode"] == "fresh":
+                cmd = RunCommand.from_json(json.loads(b"".join(chunks)))
+            say_done = cmd.mode == "fork"
+            _redirect(0, cmd.stdin, os.O_RDONLY)
+            _redirect(1, cmd.stdout, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            _redirect(2, cmd.stderr, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            environ = {**self.environ, **cmd.env}  # e.g. CUDA_VISIBLE_DEVICES pinning
+            if cmd.mode == "fresh":
                 exe = sys.executable
-                os.execve(exe, [exe, "-c", FRESH_COMMAND, cmd["request_path"]], environ)
+                os.execve(exe, [exe, "-c", FRESH_COMMAND, cmd.request_path], environ)
             if os.environ != environ:
                 os.environ.clear()
                 os.environ.update(environ)
             from shrinkgpu.worker import probe
-            from shrinkgpu.worker.request import RunRequest
 
-            code = probe.run(RunRequest.from_json(cmd["request"]), forked=True)
+            code = probe.run(cmd.request, forked=True)
         except BaseException:  # noqa: BLE001 - report, then leave by os._exit below
             try:
                 traceback.print_exc()
@@ -356,15 +360,14 @@ class Supervisor:
             self._finished(run, code)
 
     def _finished(self, run: dict[str, Any], code: int) -> None:
-        self.send(
-            event="finished",
+        self.send(Finished(
             id=run["id"],
             exit_code=code if code >= 0 else None,
             signal=-code if code < 0 else None,
             timed_out=run["timed_out"],
             cancelled=run["cancelled"],
             wall=time.monotonic() - run["started"],
-        )
+        ))
 
     def _reap(self, sweep: bool = True) -> None:
         finished = False

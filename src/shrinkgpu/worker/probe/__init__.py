@@ -13,7 +13,7 @@ One module per job: ``run`` (the run itself), ``process`` (the process the scrip
 sees), ``recorder`` and ``ops`` (the first error and the torch call that raised it),
 ``loops``, ``watchers`` (argparse, configuration reads, seeding, files read),
 ``library_cut``, ``objects`` (data objects saved at the first error), ``literals``
-and ``paths``.  The request it reads is ``worker.request.RunRequest``.
+and ``paths``.  The request it reads is ``worker.protocol.RunRequest``.
 
 It must import nothing heavy at module level: in the fresh case torch is imported by
 the script's own first ``import torch`` timing-wise, here just before it.

@@ -10,7 +10,7 @@ from itertools import chain
 from typing import Any, Callable
 
 from shrinkgpu.worker.probe.literals import literal
-from shrinkgpu.worker.request import Capture
+from shrinkgpu.worker.protocol import Capture
 
 
 MAX_FLAT_ARGS = 64

@@ -10,7 +10,7 @@ from typing import Any
 
 from shrinkgpu.worker.probe.paths import is_under
 from shrinkgpu.worker.probe.recorder import message_of
-from shrinkgpu.worker.request import RunRequest
+from shrinkgpu.worker.protocol import RunRequest
 
 
 def loaded_modules(roots: tuple[str, ...]) -> list[list[Any]]:

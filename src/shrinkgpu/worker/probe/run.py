@@ -27,7 +27,7 @@ from shrinkgpu.worker.probe.process import (
 from shrinkgpu.worker.probe.state import StateSaver, file_stamps
 from shrinkgpu.worker.probe.recorder import Recorder, exception_chain, message_of, record_chain, record_suppressed
 from shrinkgpu.worker.probe.watchers import watch_argparse, watch_config_loads, watch_reads, watch_seeding
-from shrinkgpu.worker.request import RunRequest
+from shrinkgpu.worker.protocol import ProbeReport, RunRequest, RunStatus
 
 
 # Exit statuses the probe itself uses when the user's script could not even start.
@@ -37,7 +37,8 @@ EXIT_PROBE_FAILURE = 70
 def run(request: RunRequest, *, forked: bool) -> int:
     """Run the request's script; write the observation; return the exit status."""
     started = time.perf_counter()
-    obs: dict[str, Any] = {"status": "ok", "exit_code": 0, "chain": [], "torch_errors": []}
+    # what the report says beyond the fields every run fills in: the watch's answers
+    obs: dict[str, Any] = {}
     roots = tuple(os.path.abspath(r) for r in request.roots)
     watch = request.watch
     recorder = Recorder(roots)
@@ -85,15 +86,15 @@ def run(request: RunRequest, *, forked: bool) -> int:
             clock.start()
     except BaseException as exc:  # the probe failed before the script ran
         traceback.print_exc()
-        obs.update(status="probe-error", exit_code=EXIT_PROBE_FAILURE, chain=[])
-        obs["probe_error"] = message_of(exc)
-        _write(request.observation, obs)
+        _write(request.observation, ProbeReport(status=RunStatus.PROBE_ERROR, exit_code=EXIT_PROBE_FAILURE,
+                                                probe_error=message_of(exc)))
         return EXIT_PROBE_FAILURE
 
     reads: list[str] = []
     watch_reads(roots, reads)
     module = request.module
     code = 0
+    status = RunStatus.OK
     try:
         if mode is not None:
             with mode:
@@ -103,12 +104,12 @@ def run(request: RunRequest, *, forked: bool) -> int:
     except SystemExit as exc:
         code = _exit_code(exc)
         if code != 0:
-            obs["status"] = "exit"
+            status = RunStatus.EXIT
             obs["chain"] = record_chain(exc, recorder)
             obs["suppressed"] = record_suppressed(exc, recorder)
     except BaseException as exc:
         code = 1
-        obs["status"] = "exception"
+        status = RunStatus.EXCEPTION
         obs["chain"] = record_chain(exc, recorder)
         obs["suppressed"] = record_suppressed(exc, recorder)
         if watch.keep_raised and len(raised_calls) < RAISED_KEPT:
@@ -117,27 +118,9 @@ def run(request: RunRequest, *, forked: bool) -> int:
                     keep_torch_check(member.__traceback__, roots, (watch.keep_raised, raised_calls))
             keep_compiled_call(exc.__traceback__, roots, (watch.keep_raised, raised_calls))
         _print_traceback(exc, script)
-        if watch.cut:
-            try:
-                root = recorder.by_id.get(id(exception_chain(exc)[-1])) or {}
-                obs["cut"] = library_cut(exc, roots, watch.cut, autocast=root.get("autocast", ()))
-            except Exception:  # a cut is an offer; its failure must not change the run
-                obs["cut"] = None
-        if watch.save_objects:
-            try:
-                after = watch.save_results_after
-                results = after is not None and time.perf_counter() - started >= after
-                obs["saved_objects"] = saved_objects(exc, roots, watch.save_objects, results=results)
-            except Exception:  # an offer too
-                obs["saved_objects"] = []
-        if watch.sizes:
-            try:
-                obs["sizes"] = observed_sizes(exc, roots, recorder.rel)
-            except Exception:  # an offer too
-                obs["sizes"] = []
+        obs.update(_at_the_error(exc, watch, roots, recorder, time.perf_counter() - started))
     if clock is not None:
         obs["loop_time"] = clock.stop()
-    obs["exit_code"] = code
     obs["torch_errors"] = recorder.errors
     if outputs:
         obs["output"] = outputs[0]
@@ -157,9 +140,35 @@ def run(request: RunRequest, *, forked: bool) -> int:
     if watch.collect_env:
         obs["environment"] = environment_facts()
     flush_streams()
-    _write(request.observation, obs)
+    _write(request.observation, ProbeReport.from_json({**obs, "status": status, "exit_code": code}))
     run_exit_handlers()
     return code
+
+
+def _at_the_error(exc: BaseException, watch, roots, recorder: Recorder, elapsed: float) -> dict[str, Any]:
+    """What the watch asks to be read at the first error, while its frames are alive:
+    the library's call into the user's code, the data objects, the sizes the failing
+    frames read.  Each is an offer: its failure must not change the run."""
+    out: dict[str, Any] = {}
+    if watch.cut:
+        try:
+            root = recorder.by_id.get(id(exception_chain(exc)[-1])) or {}
+            out["cut"] = library_cut(exc, roots, watch.cut, autocast=root.get("autocast", ()))
+        except Exception:
+            out["cut"] = None
+    if watch.save_objects:
+        try:
+            after = watch.save_results_after
+            out["saved_objects"] = saved_objects(exc, roots, watch.save_objects,
+                                                 results=after is not None and elapsed >= after)
+        except Exception:
+            out["saved_objects"] = []
+    if watch.sizes:
+        try:
+            out["sizes"] = observed_sizes(exc, roots, recorder.rel)
+        except Exception:
+            out["sizes"] = []
+    return out
 
 
 def _run_main(path: str, module: str | None = None, counter: LoopCounter | None = None) -> None:
@@ -215,10 +224,10 @@ def _exit_code(exc: SystemExit) -> int:
     return 1
 
 
-def _write(path: str, obs: dict[str, Any]) -> None:
+def _write(path: str, report: ProbeReport) -> None:
     tmp = f"{path}.tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(obs, fh, default=str)
+        json.dump(report.to_json(), fh, default=str)
     os.replace(tmp, path)
 
 

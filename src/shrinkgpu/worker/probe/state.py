@@ -19,7 +19,7 @@ from typing import Any
 
 from shrinkgpu.worker.probe.loops import LoopCounter
 from shrinkgpu.worker.probe.paths import of_users_class
-from shrinkgpu.worker.request import StateAt
+from shrinkgpu.worker.protocol import StateAt
 
 # What one state file may hold.  It is the user's weights: a large model's are what
 # they are, but a file past this size is no longer worth the replay's time to load.
@@ -226,8 +226,6 @@ def save_state(frame, at: StateAt, roots: tuple[str, ...]) -> dict[str, Any]:
     """Save what the failing iteration needs from ``frame`` to ``at.path`` (one
     ``torch.save``); the record of it: ``entries`` (expr, kind, bytes), ``left`` (expr,
     why not), the RNGs saved, the total."""
-    import random
-
     import torch
 
     scope = frame.f_locals
@@ -323,6 +321,16 @@ def save_state(frame, at: StateAt, roots: tuple[str, ...]) -> dict[str, Any]:
                     and any(id(p) in updated for p in value.parameters())):
                 consider(name, value, False)
 
+    return _write_state(frame, at, saved, entries, left)
+
+
+def _write_state(frame, at: StateAt, saved: dict[str, Any], entries: list, left: list) -> dict[str, Any]:
+    """``saved`` and the RNGs in one ``torch.save`` to ``at.path``; the record of it."""
+    import os
+    import random
+
+    import torch
+
     rng: dict[str, Any] = {"torch": torch.get_rng_state(), "random": random.getstate()}
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         rng["cuda"] = torch.cuda.get_rng_state_all()
@@ -331,8 +339,6 @@ def save_state(frame, at: StateAt, roots: tuple[str, ...]) -> dict[str, Any]:
         rng["numpy"] = np.random.get_state()
     # One flat dict: what the replay reads is ``state["model"]``, ``state["rng:torch"]``.
     torch.save({**saved, **{f"rng:{k}": v for k, v in rng.items()}}, at.path)
-    import os
-
     iteration = dict(at.iterations).get(at.header, 0)
     return {
         "path": at.path,

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from shrinkgpu.reducer import FirstRun, ReduceConfig, kept_first, spec_for
-from shrinkgpu.reducer.session import Original
+from shrinkgpu.reducer import FirstRun, ReduceConfig, resume as kept_first, spec_for
+from shrinkgpu.reducer.original import Original
 from shrinkgpu.worker import Observation
 
 

@@ -344,7 +344,8 @@ def reduce_cmd(script, script_args, module, keep_error, family_name, output, res
     Options come before SCRIPT; arguments after `--` are passed to the script. SCRIPT
     itself is never modified.
     """
-    from shrinkgpu.report import LiveProgress, OutputError, ProgressPrinter
+    from shrinkgpu.cli.progress import LiveProgress, ProgressPrinter
+    from shrinkgpu.report import OutputError
     from shrinkgpu.worker.devices import parse_gpus
 
     try:

@@ -1,39 +1,14 @@
-"""Progress: the reducer's own events, and the printers that show them with the
-core's (plain lines off a terminal, one live status line on one)."""
+"""The printers that show a reduction's progress events (reducer/events.py) with the
+core's: plain lines off a terminal, one live status line on one."""
 
 from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass
 from typing import TextIO
 
 from shrinkgpu.core import PassStarted, Tested
-
-
-@dataclass(frozen=True)
-class Stage:
-    """A progress event of the reducer itself (the core emits the rest)."""
-
-    message: str
-
-
-@dataclass(frozen=True)
-class Reducing:
-    """The search starts on a program of this many tokens (an event)."""
-
-    files: dict
-    main: str
-    tokens: int
-
-
-@dataclass(frozen=True)
-class BestSoFar:
-    """The reducer accepted a smaller program (an event, after the core's ``Improved``)."""
-
-    files: dict
-    main: str
-    tokens: int
+from shrinkgpu.reducer.events import BestSoFar, Reducing, Stage
 
 
 class ProgressPrinter:

@@ -1,0 +1,104 @@
+"""reducer/pool.py: the plan of the workers and the pool the search runs in, with a fake
+executor: each test hands the phase the values it takes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from shrinkgpu.families import Family
+from shrinkgpu.reducer import pool
+from shrinkgpu.reducer.pool import FLAKY_LANES, Measured, open_pool, plan_workers
+from shrinkgpu.signature import Target
+from shrinkgpu.worker import Isolation
+
+from fakes import NEEDLE, SCRIPT, Log, bug, config, fails_with_needle, passes, signature
+
+
+def test_more_jobs_than_cores_cap_each_candidates_threads(script, contexts, monkeypatch):
+    monkeypatch.setattr(pool, "usable_cpus", lambda: 2)
+    ctx = contexts(config(script, jobs=4))
+    plan = plan_workers(ctx, bug(environment={"threads": {"torch": 2}}))
+    assert (plan.jobs, plan.threads) == (4, 1)
+    assert ctx.talk.notes == ["4 candidates at once on 2 CPU cores: each runs with 1 thread(s) where python "
+                              "would use 2 (-j 1 keeps 2)"]
+
+
+def test_an_out_of_memory_error_gets_one_candidate_per_gpu(script, contexts):
+    oom = signature("torch.OutOfMemoryError", "CUDA out of memory. Tried to allocate 2.00 GiB", op=None)
+    assert oom.family is Family.OUT_OF_MEMORY
+    ctx = contexts(config(script, keep_error=None, family=Family.OUT_OF_MEMORY, gpus=("0", "1"), jobs=4))
+    plan = plan_workers(ctx, bug(oom))
+    assert (plan.jobs, plan.gpus) == (2, ("0", "1"))
+    assert "one per GPU, never two on one device" in ctx.talk.notes[0]
+
+
+def opened(ctx, behaviour_first=None, attempts=None, **measured):
+    first = behaviour_first or bug()
+    plan = plan_workers(ctx, first)
+    files = {"train.py": SCRIPT}
+    return open_pool(ctx, first, attempts or (first,), Target(first.signature), files,
+                     Measured(files, "the original", first.wall), plan)
+
+
+def test_a_flaky_original_is_measured_and_candidates_get_fork_servers_of_their_own_seeds(script, contexts):
+    count = []
+
+    def seven_in_ten(text, job):
+        count.append(1)
+        return bug() if NEEDLE in text and len(count) % 10 not in (1, 4, 7) else passes()
+
+    ctx = contexts(config(script), seven_in_ten)
+    opened_pool = opened(ctx)
+    try:
+        assert (opened_pool.rate.reproduced, opened_pool.rate.runs) == (7, 10)
+        assert opened_pool.runner.lanes == FLAKY_LANES
+    finally:
+        opened_pool.close()
+    assert any(n.startswith("the original reproduced in 7 of 10 runs") for n in ctx.talk.notes)
+
+
+def test_forked_runs_that_fail_differently_send_every_candidate_to_fresh_interpreters(script, contexts):
+    log = Log()
+
+    def differs_when_forked(text, job):
+        forked = log.jobs[-1][0] is Isolation.FORK
+        return bug(signature("RuntimeError", "something else", op=None)) if forked else fails_with_needle(text, job)
+
+    ctx = contexts(config(script), differs_when_forked, log)
+    opened_pool = opened(ctx)
+    opened_pool.close()
+    assert opened_pool.runner.isolation is Isolation.FRESH
+    assert opened_pool.calibration.walls == (0.01,)  # the original's own run: nothing forked is measured
+    assert any(n.startswith("the original failed differently in a forked worker") for n in ctx.talk.notes)
+
+
+def test_the_calibration_sets_the_limits_every_later_run_reads(script, contexts):
+    ctx = contexts(config(script))
+    opened_pool = opened(ctx)
+    opened_pool.close()
+    assert len(opened_pool.calibration.walls) == pool.CALIBRATION_RUNS
+    assert ctx.limits.timeout == opened_pool.calibration.timeout == 5.0  # the floor, for runs of 10 ms
+    assert ctx.limits.fresh_timeout == opened_pool.calibration.fresh_timeout
+
+
+def test_a_compile_failure_is_run_once_eagerly_and_the_contrast_says_whether_it_passes(script, contexts):
+    graph_break = signature("torch._dynamo.exc.Unsupported", "Data-dependent branching", op=None)
+    assert graph_break.family is Family.COMPILE
+
+    def passes_eagerly(text, job):
+        return passes() if job.request.watch.eager else bug(graph_break)
+
+    ctx = contexts(config(script, keep_error="Data-dependent"), passes_eagerly)
+    opened_pool = opened(ctx, bug(graph_break))
+    opened_pool.close()
+    assert opened_pool.contrast is not None and opened_pool.contrast.passes and opened_pool.contrast.watch.eager
+    assert [j.request.watch.eager for _, j in ctx.executors.log.jobs].count(True) == 1
+
+
+def test_an_error_that_is_not_the_compilers_asks_for_no_contrast(script, contexts):
+    ctx = contexts(config(script))
+    opened_pool = opened(ctx)
+    opened_pool.close()
+    assert opened_pool.contrast is None
+    assert not any(j.request.watch.eager for _, j in ctx.executors.log.jobs)
+    assert Path(ctx.sandbox.session).is_dir()

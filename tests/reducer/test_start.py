@@ -1,0 +1,97 @@
+"""reducer/start.py: where the search starts, with a fake executor: each test hands the
+phase the original's run, the bug and the program."""
+
+from __future__ import annotations
+
+import textwrap
+
+from shrinkgpu.reducer.facts import build_program
+from shrinkgpu.reducer.pool import plan_workers
+from shrinkgpu.reducer.start import start_point
+from shrinkgpu.signature import Target
+from shrinkgpu.worker import Isolation
+
+from fakes import NEEDLE, bug, config, passes, signature
+
+LONG = textwrap.dedent("""\
+    import torch
+
+    for step in range(100000):
+        train_step(step)
+    explode(3)
+    """)
+
+
+def first_run(wall: float, **facts):
+    return bug(wall=wall, loop_time=(("train.py", 3, 0.95),), **facts)
+
+
+def start_of(ctx, first):
+    target = Target(first.signature)
+    inp = build_program(ctx, first, target)
+    return start_point(ctx, first, target, inp, plan_workers(ctx, first), None)
+
+
+def test_a_long_original_with_no_state_starts_where_a_cut_of_its_hot_loop_fails_the_same_way(tmp_path, contexts):
+    script = tmp_path / "train.py"
+    script.write_text(LONG)
+
+    def slow_loop(text, job):
+        wall = 40.0 if "range(100000)" in text else 0.5
+        return bug(wall=wall) if NEEDLE in text else passes(wall=wall)
+
+    ctx = contexts(config(script), slow_loop)
+    start, captured = start_of(ctx, first_run(40.0))
+    assert captured is None
+    assert start.program is not None and "range(100000)" not in start.program.texts["train.py"]
+    assert (start.what, start.wall) == ("the original with the loops that took its time cut", 0.5)
+    assert any(n.startswith("the original with the loops that took its time cut fails the same way in a fresh "
+                            "interpreter in 0.5s (the original: 40.0s): the search starts there") for n in ctx.talk.notes)
+    assert [iso for iso, _ in ctx.executors.log.jobs] == [Isolation.FRESH]  # the cut's one check
+
+
+def test_a_cut_that_fails_otherwise_is_said_and_the_search_starts_from_the_original(tmp_path, contexts):
+    script = tmp_path / "train.py"
+    script.write_text(LONG)
+    ctx = contexts(config(script), lambda text, job: bug(signature("RuntimeError", "other"), wall=0.5))
+    start, _ = start_of(ctx, first_run(40.0))
+    assert start.program is None and start.what == "the original"
+    assert "the loops that took its time cut" in start.tried
+    assert any(n.startswith("the original with the loops that took its time cut does not fail the same way")
+               for n in ctx.talk.notes)
+
+
+def test_a_short_original_starts_from_itself_without_a_run(tmp_path, contexts):
+    script = tmp_path / "train.py"
+    script.write_text(LONG)
+    ctx = contexts(config(script))
+    start, _ = start_of(ctx, first_run(2.0))
+    assert start.program is None and ctx.executors.log.jobs == []
+
+
+def test_the_state_of_a_long_original_is_saved_at_its_failing_step_and_checked_fresh(tmp_path, contexts):
+    script = tmp_path / "train.py"
+    script.write_text(LONG)
+
+    def saves_the_state(text, job):
+        state = job.request.watch.state
+        if state is not None:  # the run that saves it, as the probe would
+            (tmp_path / "state").write_bytes(b"weights")
+            __import__("shutil").copy(tmp_path / "state", state.path)
+            saved = {"iteration": 7, "function": "<module>", "entries": [{"expr": "step", "kind": "value"}],
+                     "rng": [], "bytes": 7}
+            return bug(wall=40.0, state=saved)
+        if "range(100000)" in text and NEEDLE in text:
+            return bug(wall=40.0)
+        return bug(wall=0.5) if NEEDLE in text else passes()
+
+    ctx = contexts(config(script, write=True, extract=False), saves_the_state)
+    first = first_run(40.0, loops=(("train.py", 3, 7),))
+    start, _ = start_of(ctx, first)
+    assert start.state is not None and start.state.iteration == 7
+    assert start.what == "the program started at the failing step" and start.wall == 0.5
+    assert set(start.data_files) == {"train.min.state.pt"}
+    state, record, _files = ctx.layout.state
+    assert state.read_bytes() == b"weights" and record.is_file()  # beside the output: --resume reads them
+    runs = [job.request.watch.state is not None for _, job in ctx.executors.log.jobs]
+    assert runs[0] and not any(runs[1:])  # one run saves it, the next ones check the start there

@@ -1,0 +1,53 @@
+"""limits.py: one reduction's deadline, a candidate's time limit and the test budget."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from shrinkgpu.limits import Limits, calibrated_timeout, checks_reserve
+
+
+def test_the_time_kept_for_the_final_checks_follows_the_results_run_time():
+    # A 34 s original whose training loop the first candidate cut (a 0.2 s forked run,
+    # 2.3 s of imports in a fresh one): two short fresh runs, not two of the original.
+    assert checks_reserve(2, 34.0, 0.2, 2.3) == pytest.approx(2 * 3.0)
+    # Before any cut, the result is the original: a run costs no more than the original's.
+    assert checks_reserve(2, 34.0, 34.0, 2.3) == pytest.approx(2 * 34.5)
+
+
+def test_a_runs_limit_lets_a_whole_run_of_the_original_end():
+    assert calibrated_timeout([1.0]) == 11.0
+    assert calibrated_timeout([100.0]) == 600.0  # the ceiling for candidates
+    # an original of 15 minutes: the run that saves its state must not be killed at 10
+    assert calibrated_timeout([900.0]) == 1800.0
+
+
+def test_the_search_deadline_leaves_the_checks_their_time_and_follows_the_result():
+    limits = Limits(started=time.monotonic(), max_time=300.0, verify_runs=2)
+    assert limits.deadline is None  # nothing bounds the phases before the search
+    limits.searching(original_wall=34.0, expected_wall=34.0, import_seconds=2.3)
+    assert limits.end - limits.deadline == pytest.approx(2 * 34.5)
+    limits.saw_result(0.2)
+    assert limits.end - limits.deadline == pytest.approx(2 * 3.0)
+    assert Limits(max_time=None).left() is None
+
+
+def test_a_candidates_limit_follows_the_program_it_is_cut_from_unless_the_user_gave_one():
+    limits = Limits()
+    limits.calibrate(timeout=600.0, fresh_timeout=600.0)
+    assert limits.follow(100.0) is None  # 600 s is not halved: no change
+    assert limits.follow(2.0) == 21.0 and limits.timeout == 21.0
+    assert limits.follow(1.5) is None  # 16 s does not halve 21 s
+    given = Limits(timeout=30.0)
+    given.calibrate(timeout=30.0, fresh_timeout=30.0)
+    assert given.follow(0.1) is None and given.timeout == 30.0
+
+
+def test_every_run_charged_counts_once_against_the_test_budget():
+    limits = Limits(max_tests=3)
+    limits.charge()
+    limits.charge(2)
+    assert limits.exhausted() == "test budget of 3 used up"
+    assert Limits(max_time=0.0).out_of_time()

@@ -1,0 +1,77 @@
+"""worker/protocol.py: every message between the processes, typed both ways."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from shrinkgpu.worker.protocol import (
+    Capture,
+    Finished,
+    PreloadCommand,
+    Preloaded,
+    PreloadRefusal,
+    ProbeReport,
+    Ready,
+    RunCommand,
+    RunRequest,
+    RunStatus,
+    ServerError,
+    Started,
+    StateAt,
+    Watch,
+    command_from_json,
+    event_from_json,
+)
+
+
+def through_a_pipe(message) -> dict:
+    """What the other side reads: the message as one JSON line."""
+    return json.loads(json.dumps(message.to_json()))
+
+
+def test_a_run_command_carries_its_typed_request_both_ways():
+    watch = Watch(count_loops=True, capture=Capture("torch.gather", 3, "/s/capture.pt"),
+                  state=StateAt("train.py", 12, ((10, 2), (12, 7)), "/s/state.pt", ("model",), "/s/p", 1),
+                  output_of=("torch.gather", 1))
+    request = RunRequest(script="/r/train.py", argv=("train.py", "--epochs", "3"), cwd="/r", observation="/r/o.json",
+                         crash_log="/r/crash.txt", roots=("/r",), watch=watch)
+    command = RunCommand(id=7, mode="fork", request=request, request_path="/r/request.json", timeout=5.0,
+                         stdin="/s/stdin", stdout="/r/out", stderr="/r/err", env={"CUDA_VISIBLE_DEVICES": "1"})
+    back = command_from_json(through_a_pipe(command))
+    assert back == command and back.request.watch == watch
+    assert command_from_json(through_a_pipe(PreloadCommand(("torch", "numpy"), 2))) == PreloadCommand(("torch", "numpy"), 2)
+    with pytest.raises(ValueError, match="unknown command 'cancel'"):
+        command_from_json({"op": "cancel", "id": 1})
+
+
+@pytest.mark.parametrize("event", [
+    Ready(pid=12, subreaper=True),
+    Preloaded(imported=3, failed=["badmod"], seconds=1.5),
+    PreloadRefusal(module="threaded", reason="a thread was running at fork"),
+    Started(id=1, pid=99),
+    Finished(id=1, exit_code=None, signal=11, timed_out=False, cancelled=False, wall=0.25),
+    Finished(id=2, error="cannot fork: CUDA is initialized"),
+    ServerError(message="unknown command"),
+])
+def test_each_event_of_the_supervisor_reads_back_as_itself(event):
+    assert event_from_json(through_a_pipe(event)) == event
+
+
+def test_an_event_this_side_does_not_know_is_ignored():
+    assert event_from_json({"event": "diagnostic", "text": "x"}) is None
+
+
+def test_the_probes_report_reads_back_by_field():
+    report = ProbeReport(status=RunStatus.EXCEPTION, exit_code=1, chain=({"type": "IndexError", "message": "x"},),
+                         reads=("data/rows.txt",), seed_sites=(("train.py", 3, True),),
+                         modules=(("torch", "/site/torch/__init__.py", None),), duration=0.5, output="float32[]")
+    back = ProbeReport.from_json(through_a_pipe(report))
+    assert back == report and back.status is RunStatus.EXCEPTION
+    # a report a probe wrote with fields it did not need: everything else as empty
+    assert ProbeReport.from_json({"status": "ok", "exit_code": 0}) == ProbeReport()
+
+
+def test_a_status_compares_as_its_word():
+    assert RunStatus.NO_REPORT == "no-report" and f"{RunStatus.TIMEOUT}" == "timeout"
