@@ -14,95 +14,17 @@ compared with the case it came from.  Counted per result:
   name or constant as a statement (``h``), subscripting a literal (``0[0]``).
 
 These counts steer how results are tidied, so this is a tuning script: results of
-held-out cases are left out unless ``--measure`` says the count is a measurement.
+held-out cases are left out unless ``--measure`` says the count is a measurement.  The
+two counters are ``shrinkgpu.readability``'s, the ones the end-to-end tests hold every
+result to.
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
-import io
-import re
-import tokenize
 from pathlib import Path
 
-_COOKIE = re.compile(r"^#!|^#.*coding[:=]")
-
-
-def orphaned_comments(text: str) -> list[str]:
-    from shrinkgpu.syntax.tidy import is_commented_code  # the same test the results are tidied with
-
-    lines = text.splitlines()
-    out = []
-    try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
-    except (tokenize.TokenError, SyntaxError, IndentationError):
-        return []
-    for tok in tokens:
-        if tok.type != tokenize.COMMENT:
-            continue
-        row, col = tok.start
-        alone = not tok.line[:col].strip()
-        if row <= 2 and _COOKIE.match(tok.string):
-            continue
-        if not alone:
-            if is_commented_code(tok.string):
-                out.append(tok.string)
-            continue
-        if re.match(r"^# In\[\s*\d*\s*\]:\s*$", tok.string):
-            # a notebook cell's marker: fine above code of its cell
-            nxt = next((ln.strip() for ln in lines[row:] if ln.strip()), "")
-            if not nxt or nxt.startswith("#"):
-                out.append(tok.string)
-            continue
-        below = next((ln for ln in lines[row:] if not ln.strip().startswith("#") or not ln.strip()), "")
-        if not below.strip() or is_commented_code(tok.string):
-            out.append(tok.string)
-    return out
-
-
-def placeholders(text: str, originals: list[str]) -> list[str]:
-    known = {ln.strip() for o in originals for ln in o.splitlines()}
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return []
-    found = []
-    lines = text.splitlines()
-
-    class Visit(ast.NodeVisitor):
-        depth_in_def = 0
-
-        def visit_FunctionDef(self, node):
-            self.depth_in_def += 1
-            self.generic_visit(node)
-            self.depth_in_def -= 1
-
-        visit_AsyncFunctionDef = visit_FunctionDef
-
-        def visit_Assign(self, node):
-            line = lines[node.lineno - 1].strip()
-            for t in node.targets:
-                if isinstance(t, ast.Name) and isinstance(node.value, ast.Name) and t.id == node.value.id:
-                    found.append(line)
-                if isinstance(t, ast.Name) and t.id == "self" and not self.depth_in_def:
-                    found.append(line)
-            self.generic_visit(node)
-
-        def visit_Expr(self, node):
-            if isinstance(node.value, (ast.Name, ast.Attribute)) or (
-                isinstance(node.value, ast.Constant) and not isinstance(node.value.value, str)
-            ):
-                found.append(lines[node.lineno - 1].strip())
-            self.generic_visit(node)
-
-        def visit_Subscript(self, node):
-            if isinstance(node.value, ast.Constant) and not isinstance(node.value.value, (str, bytes)):
-                found.append(ast.unparse(node))
-            self.generic_visit(node)
-
-    Visit().visit(tree)
-    return [f for f in found if f not in known]
+from shrinkgpu.readability import orphaned_comments, placeholders
 
 
 def results(run: Path, measure: bool = False):

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluation.readability import orphaned_comments, placeholders
+from shrinkgpu.readability import orphaned_comments, placeholders
 from conftest import FIXTURE_NAMES, load_fixture, tree_digest
 from shrinkgpu.reducer import ReduceConfig, reduce, run_once
 from shrinkgpu.reducer.resume import PAYLOAD

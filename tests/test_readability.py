@@ -1,8 +1,8 @@
-"""evaluation/readability.py: what it counts as an orphaned comment or a placeholder."""
+"""readability.py: what it counts as an orphaned comment or a placeholder."""
 
 from __future__ import annotations
 
-from evaluation.readability import orphaned_comments, placeholders
+from shrinkgpu.readability import orphaned_comments, placeholders
 
 
 def test_orphaned_comments_are_the_ones_no_statement_follows_and_commented_out_code():
