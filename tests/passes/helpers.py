@@ -29,8 +29,21 @@ def after(p, cand: Candidate, level: int = 0, file: str = "a.py") -> str:
 
 
 def each(p, cand: Candidate, level: int = 0, file: str = "a.py") -> list[str]:
-    """The text of ``file`` with each unit the pass proposes at ``level`` applied alone."""
-    return [p.apply(cand, [u]).files[file] for u in p.units(cand, level) or ()]
+    """The text of ``file`` with each unit the pass proposes at ``level`` applied alone.
+    A pass that proposes nothing fails here: a test that means "nothing to propose"
+    says so itself (``assert not p.units(cand, level)``), so that no assertion over the
+    texts passes for want of any."""
+    units = p.units(cand, level)
+    assert units, f"{p.name} proposed nothing at level {level}"
+    return [p.apply(cand, [u]).files[file] for u in units]
+
+
+def each_over(p, cand: Candidate, levels, file: str = "a.py") -> list[str]:
+    """``each`` at every level of ``levels`` in turn: one level may propose nothing, but
+    a pass that proposes nothing at any of them fails here."""
+    texts = [p.apply(cand, [u]).files[file] for level in levels for u in p.units(cand, level) or ()]
+    assert texts, f"{p.name} proposed nothing at levels {list(levels)}"
+    return texts
 
 
 def dedent(src: str) -> str:

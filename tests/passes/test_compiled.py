@@ -81,7 +81,7 @@ def test_an_instance_rebound_to_its_compiled_self_is_read_through_another_name()
 
 def test_no_unit_where_the_pasted_forward_would_read_a_local_or_the_class_is_not_a_plain_rewrite():
     shadowing = NET + "\ndef run(F):\n    m = Net(2)\n    c = torch.compile(m)\n    return c(torch.ones(1, 2))\n"
-    assert each(CompiledForward(), start(shadowing)) == []
+    assert not CompiledForward().units(start(shadowing), 0)
     stateful = dedent(
         """\
         import torch
@@ -98,9 +98,9 @@ def test_no_unit_where_the_pasted_forward_would_read_a_local_or_the_class_is_not
         f(torch.ones(2))
         """
     )
-    assert each(CompiledForward(), start(stateful)) == []
+    assert not CompiledForward().units(start(stateful), 0)
     # not an instance of a local class: nothing to write out
-    assert each(CompiledForward(), start("import torch\nm = torch.nn.Linear(2, 2)\nf = torch.compile(m)\n")) == []
+    assert not CompiledForward().units(start("import torch\nm = torch.nn.Linear(2, 2)\nf = torch.compile(m)\n"), 0)
 
 
 def test_an_instance_made_in_the_compile_call_is_made_first_under_a_name_of_its_own():

@@ -268,16 +268,17 @@ def test_propagate_constants_replaces_known_fields_of_a_namespace_that_escapes()
     )
 
 
-def test_propagate_constants_into_an_f_string_still_compiles():
+def test_propagate_constants_leaves_a_name_an_f_string_reads():
+    # ``f"act={'relu'}"`` would nest quotes before Python 3.12: no unit at all, not even
+    # for the plain read beside it (the binding could not go)
     cand = start('NAME = "relu"\nprint(f"act={NAME}")\nprint(NAME)\n')
-    for text in each(PropagateConstants(), cand):
-        compile(text, "a.py", "exec")
+    assert not PropagateConstants().units(cand, 0)
 
 
 def test_propagate_constants_never_replaces_a_del_target():
+    # ``del 3`` does not compile: a name that is deleted is left alone
     cand = start("N = 3\nprint(N)\ndel N\n")
-    for text in each(PropagateConstants(), cand):
-        compile(text, "a.py", "exec")
+    assert not PropagateConstants().units(cand, 0)
 
 
 def test_propagate_constants_indexes_a_tuple_where_it_is_subscripted():
@@ -309,7 +310,7 @@ def test_a_registry_read_with_a_key_the_program_spells_becomes_the_entry():
         """)
     assert each(PropagateConstants(), start(source), 0) == ["import torch\nmodel = torch.nn.Conv1d(3, 4, 5)\n"]
     mutated = source + 'MODELS["gru"] = torch.nn.GRU\n'
-    assert each(PropagateConstants(), start(mutated), 0) == []
+    assert not PropagateConstants().units(start(mutated), 0)
 
 
 def test_a_registry_of_the_users_own_classes_becomes_the_class():
