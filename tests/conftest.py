@@ -113,7 +113,7 @@ def pytest_collection_modifyitems(config, items):
 # takes about 2.5 s, but under two test processes on a loaded CI machine that can pass
 # ten, and its reduction then takes another path than the test was written for.  A test
 # of a script that is short by construction pins them above any such time; the tests of
-# those paths set them to 0 themselves (tests/test_replay_state.py).
+# those paths set them to 0 themselves (tests/features/test_replay_state.py).
 SHORT_RUN_SECONDS = 600.0
 
 

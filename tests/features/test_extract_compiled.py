@@ -12,9 +12,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from test_compile_errors import RECOMPILES
 
 from shrinkgpu.extract import render
+
+from features.test_compile_errors import RECOMPILES
 
 EXE = [sys.executable, "-m", "shrinkgpu"]
 

@@ -24,7 +24,7 @@ from shrinkgpu.families import (
 )
 from shrinkgpu.signature import Signature, normalize_message
 
-DATA = Path(__file__).parent / "data" / "gpu_transcripts"
+DATA = Path(__file__).resolve().parents[1] / "data" / "gpu_transcripts"
 INDEX = tomllib.loads((DATA / "INDEX.toml").read_text(encoding="utf-8"))["transcript"]
 FAMILIES = {f.value: f for f in Family}
 

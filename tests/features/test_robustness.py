@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 EXE = [sys.executable, "-m", "shrinkgpu"]
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 GATHER = (
     "import torch\nprint('noise')\na0 = 5\n" + "".join(f"a{i} = a{i - 1}\n" for i in range(1, 30))

@@ -17,7 +17,7 @@ import pytest
 from shrinkgpu.reducer import ReduceConfig, reduce
 from shrinkgpu.worker import Isolation
 
-DATA = Path(__file__).parent / "data" / "ecosystem"
+DATA = Path(__file__).resolve().parents[1] / "data" / "ecosystem"
 
 
 def reduce_copy(name: str, tmp_path: Path, max_tests: int, keep_error: str = "out of bounds", **options):

@@ -108,7 +108,7 @@ def test_an_inductor_lowering_error_is_named_by_its_head_and_target_not_by_the_b
     # Recorded from evaluation/cases/cpu_bench_autotune_triton (torch 2.13, CPU): the dump of
     # the node's arguments names the graph's buffers and quotes stack traces, and one run
     # of the same script printed it otherwise than another.
-    message = (Path(__file__).parent / "data" / "inductor_lowering_message.txt").read_text()
+    message = (Path(__file__).resolve().parents[1] / "data" / "inductor_lowering_message.txt").read_text()
     assert "InputBuffer(name='arg0_1'" in message and "stack_traces" in message
     assert normalize_message(message) == (
         "LoweringException: NoValidChoicesError: No choices to select. Provided reason: No choices exist for backend. "

@@ -25,7 +25,7 @@ from shrinkgpu.signature import Signature, Strictness, Target
 from shrinkgpu.worker import Observation, Runner, ScriptSpec
 from shrinkgpu.worker.devices import parse_nvidia_smi_list, visible_gpus
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 EXE = [sys.executable, "-m", "shrinkgpu"]
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # evaluation/ is a top-level package of the repository, not installed
     sys.path.insert(0, str(ROOT))
 
