@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from shrinkgpu.core import Verdict
-from shrinkgpu.core.rates import RateTest
 from shrinkgpu.families import Family
 from shrinkgpu.oracle import Oracle
 from shrinkgpu.reducer import ReduceConfig, pin_variable_for, reduce, run_observed
@@ -213,19 +212,6 @@ def test_each_fork_server_lane_has_its_own_hash_seed_and_hides_the_variable(tmp_
             seen.append(obs.stdout.split())
     assert len({h for h, _ in seen}) == 4
     assert {flag for _, flag in seen} == {"False"}
-
-
-def test_the_sequential_test_tells_a_worse_candidate_from_a_good_one():
-    good, worse = RateTest(0.5), RateTest(0.5)
-    for k in range(40):
-        if not good.decided:
-            good.add(k % 2 == 0)  # reproduces half the time, like the original
-        if not worse.decided:
-            worse.add(k % 8 == 0)  # one run in eight
-    assert good.accepted is True and worse.accepted is False
-    sure = RateTest(1.0)
-    sure.add(False)
-    assert sure.accepted is False  # an original that never missed: one miss decides
 
 
 # -- 5. several GPUs, found and pinned without initialising CUDA -----------------------------------
