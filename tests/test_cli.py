@@ -284,14 +284,6 @@ def test_sync_launches_sets_the_backend_variable_for_every_run_and_says_so(tmp_p
     assert "print" not in script.with_name("env.min.py").read_text()
 
 
-def test_the_launch_variable_follows_the_backend():
-    from shrinkgpu.reducer import launch_variable
-
-    assert launch_variable({"cuda": "12.8", "hip": None}) == ("CUDA_LAUNCH_BLOCKING", "1")
-    assert launch_variable({"cuda": None, "hip": "6.4.1"}) == ("AMD_SERIALIZE_KERNEL", "3")
-    assert launch_variable({}) == ("CUDA_LAUNCH_BLOCKING", "1")
-
-
 def test_a_bug_in_a_package_module_reduces_to_one_file_without_the_empty_init(tmp_path):
     (tmp_path / "models").mkdir()
     (tmp_path / "models" / "__init__.py").write_text("")

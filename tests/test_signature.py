@@ -1,10 +1,7 @@
 """The first error as a value, and the rule for "same bug".
 
-Pure unit tests of ``shrinkgpu.signature`` and of the step that turns a worker's JSON
-report into a ``Signature`` (``Observation.from_run``): no processes, no torch.  The
-messages are the ones PyTorch really prints (CPU messages measured in the brief; CUDA
-texts from c10/cuda/CUDAException.cpp, CUDAMiscFunctions.cpp, CUDADeviceAssertionHost.cpp
-and the CUDA/HIP device ``__assert_fail`` formats).
+Pure unit tests of ``shrinkgpu.signature``: no processes, no torch.  The messages are
+the ones PyTorch really prints (tests/signatures.py).
 """
 
 from __future__ import annotations
@@ -26,129 +23,27 @@ from shrinkgpu.signature import (
     Strictness,
     TensorMeta,
     choose_first_error,
-    classify_family,
     normalize_message,
     parse_kernel_assertion,
 )
-from shrinkgpu.worker.observation import Observation
-from shrinkgpu.worker.protocol import Finished
 
-# --------------------------------------------------------------------------------------
-# Realistic texts
-# --------------------------------------------------------------------------------------
-
-DEVICE_ASSERT = (
-    "CUDA error: device-side assert triggered\n"
-    "CUDA kernel errors might be asynchronously reported at some other API call, so the "
-    "stacktrace below might be incorrect.\n"
-    "For debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
-    "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n"
+from signatures import (
+    CE,
+    DEVICE_ASSERT,
+    DEVICE_ASSERT_BLOCKING,
+    DEVICE_ASSERT_HIP,
+    DEVICE_ASSERT_NEW,
+    FRAME,
+    ILLEGAL_ACCESS_WITH_CPP_STACK,
+    INDEX_ASSERT,
+    LOSS_ASSERT,
+    LOSS_ASSERT_VALUE,
+    ce_op,
+    make_sig,
+    oom,
+    rec,
+    tm,
 )
-# torch >= 2.8 adds a "Search for `cudaErrorAssert' ..." line after the first one.
-DEVICE_ASSERT_NEW = (
-    "CUDA error: device-side assert triggered\n"
-    "Search for `cudaErrorAssert' in https://docs.nvidia.com/cuda/cuda-runtime-api/"
-    "group__CUDART__TYPES.html for more information.\n"
-    "CUDA kernel errors might be asynchronously reported at some other API call, so the "
-    "stacktrace below might be incorrect.\n"
-    "For debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
-    "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n"
-)
-# With CUDA_LAUNCH_BLOCKING=1 torch leaves out the asynchrony advice.
-DEVICE_ASSERT_BLOCKING = (
-    "CUDA error: device-side assert triggered\n"
-    "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n"
-)
-DEVICE_ASSERT_HIP = (
-    "HIP error: device-side assert triggered\n"
-    "For debugging consider passing HIP_LAUNCH_BLOCKING=1\n"
-    "Compile with `TORCH_USE_HIP_DSA` to enable device-side assertions.\n"
-)
-# Older releases appended the C++ stack to the message.
-ILLEGAL_ACCESS_WITH_CPP_STACK = (
-    "CUDA error: an illegal memory access was encountered\n"
-    "CUDA kernel errors might be asynchronously reported at some other API call, so the "
-    "stacktrace below might be incorrect.\n"
-    "For debugging consider passing CUDA_LAUNCH_BLOCKING=1.\n"
-    "Exception raised from c10_cuda_check_implementation at ../c10/cuda/CUDAException.cpp:43 "
-    "(most recent call first):\n"
-    "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x57 (0x7f2c5a16e617 in "
-    "/usr/local/lib/python3.10/dist-packages/torch/lib/libc10.so)\n"
-    "frame #1: c10::detail::torchCheckFail(char const*, char const*, unsigned int, "
-    "std::string const&) + 0x64 (0x7f2c5a12498d in "
-    "/usr/local/lib/python3.10/dist-packages/torch/lib/libc10.so)\n"
-)
-
-
-def oom(tried: str, total: str, free: str, used: str) -> str:
-    return (
-        f"CUDA out of memory. Tried to allocate {tried} GiB. GPU 0 has a total capacity of "
-        f"{total} GiB of which {free} GiB is free. Including non-PyTorch memory, this "
-        f"process has {used} GiB memory in use. If reserved but unallocated memory is large "
-        "try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation."
-    )
-
-
-def cuda_assert_line(file: str, line: int, kernel: str, block: str, thread: str, cond: str) -> str:
-    """The line CUDA's device ``__assertfail`` prints."""
-    return f"{file}:{line}: {kernel}: block: [{block}], thread: [{thread}] Assertion `{cond}` failed."
-
-
-LOSS_ASSERT = cuda_assert_line(
-    "/pytorch/aten/src/ATen/native/cuda/Loss.cu",
-    250,
-    "nll_loss_forward_reduce_cuda_kernel_2d",
-    "0,0,0",
-    "5,0,0",
-    "t >= 0 && t < n_classes",
-)
-LOSS_ASSERT_VALUE = "Loss.cu: nll_loss_forward_reduce_cuda_kernel_2d: Assertion `t >= 0 && t < n_classes` failed"
-INDEX_ASSERT = cuda_assert_line(
-    "/opt/conda/conda-bld/pytorch_1695392067/work/aten/src/ATen/native/cuda/IndexKernel.cu",
-    92,
-    "operator()",
-    "3,0,0",
-    "64,0,0",
-    '-sizes[i] <= index && index < sizes[i] && "index out of bounds"',
-)
-
-# --------------------------------------------------------------------------------------
-# Builders
-# --------------------------------------------------------------------------------------
-
-CE = "torch.nn.functional.cross_entropy"
-
-
-def tm(path="args[0]", dtype="torch.float32", shape=(3, 4), stride=(4, 1), device="cuda:0") -> TensorMeta:
-    return TensorMeta(path=path, dtype=dtype, shape=shape, stride=stride, device=device)
-
-
-def ce_op(**target) -> OpRecord:
-    """F.cross_entropy(logits[3, 4] float32, target[3] int64) on cuda:0."""
-    tgt = dict(path="args[1]", dtype="torch.int64", shape=(3,), stride=(1,), device="cuda:0")
-    tgt.update(target)
-    return OpRecord(CE, (tm(), tm(**tgt)), others=("reduction='mean'",))
-
-
-FRAME = Frame(file="train.py", line=87, function="train_step", source="loss = F.cross_entropy(logits, target)")
-
-
-def rec(type="IndexError", message="Target 4 is out of bounds.", *, op=None, frame=FRAME, ident=0) -> ExceptionRecord:
-    return ExceptionRecord(type=type, message=message, frame=frame, op=op, ident=ident)
-
-
-def make_sig(
-    type="IndexError",
-    message="Target 4 is out of bounds.",
-    *,
-    op="default",
-    frame=FRAME,
-    kernel=None,
-    caught=(),
-) -> Signature:
-    op = ce_op() if op == "default" else op
-    sig = Signature.from_record(rec(type, message, op=op, frame=frame), caught_earlier=caught)
-    return dataclasses.replace(sig, kernel_assertion=kernel)
 
 
 # ======================================================================================
@@ -279,186 +174,6 @@ def test_normalize_message_ignores_every_integer_value(a, b, c):
 @given(st.floats(allow_nan=False, allow_infinity=False, min_value=-1e300, max_value=1e300))
 def test_normalize_message_ignores_every_float_value(x):
     assert normalize_message(f"got value {x!r} here") == "got value <n> here"
-
-
-# ======================================================================================
-# parse_kernel_assertion
-# ======================================================================================
-
-
-def test_parse_kernel_assertion_on_the_cuda_nll_loss_line():
-    assert parse_kernel_assertion(LOSS_ASSERT) == LOSS_ASSERT_VALUE
-
-
-def test_parse_kernel_assertion_ignores_block_thread_line_and_build_path():
-    other = cuda_assert_line(
-        "/opt/conda/conda-bld/pytorch_1695392067/work/aten/src/ATen/native/cuda/Loss.cu",
-        248,
-        "nll_loss_forward_reduce_cuda_kernel_2d",
-        "12,0,0",
-        "31,0,0",
-        "t >= 0 && t < n_classes",
-    )
-    assert parse_kernel_assertion(other) == parse_kernel_assertion(LOSS_ASSERT) == LOSS_ASSERT_VALUE
-
-
-def test_parse_kernel_assertion_takes_the_first_assertion_in_noisy_output():
-    output = "\n".join(
-        [
-            "epoch 0 step 12 loss 1.3862",
-            LOSS_ASSERT,
-            LOSS_ASSERT.replace("thread: [5,0,0]", "thread: [6,0,0]"),
-            INDEX_ASSERT,
-            "Traceback (most recent call last):",
-        ]
-    )
-    assert parse_kernel_assertion(output) == LOSS_ASSERT_VALUE
-
-
-def test_parse_kernel_assertion_keeps_kernel_and_condition():
-    assert parse_kernel_assertion(INDEX_ASSERT) == (
-        'IndexKernel.cu: operator(): Assertion `-sizes[i] <= index && index < sizes[i] && "index out of bounds"` failed'
-    )
-    assert parse_kernel_assertion(INDEX_ASSERT) != parse_kernel_assertion(LOSS_ASSERT)
-
-
-def test_parse_kernel_assertion_distinguishes_conditions():
-    other = LOSS_ASSERT.replace("t >= 0 && t < n_classes", "cur_target >= 0 && cur_target < n_classes")
-    assert parse_kernel_assertion(other) != parse_kernel_assertion(LOSS_ASSERT)
-
-
-@pytest.mark.parametrize(
-    "output",
-    [
-        "",
-        "RuntimeError: CUDA error: device-side assert triggered",
-        DEVICE_ASSERT,
-        'Traceback (most recent call last):\n  File "train.py", line 3\nAssertionError: t >= 0',
-        "usage: train.py [-h] [--lr LR]\ntrain.py: error: unrecognized arguments: Assertion `t >= 0` failed",
-    ],
-)
-def test_parse_kernel_assertion_is_none_without_a_device_assertion(output):
-    assert parse_kernel_assertion(output) is None
-
-
-# HIP's device __assert_fail (hip/amd_detail/amd_device_functions.h) prints
-#   "%s:%u: %s: Device-side assertion `%s' failed.\n"
-# and PyTorch's CUDA_KERNEL_ASSERT calls __assert_fail on ROCm when built with
-# C10_USE_ROCM_KERNEL_ASSERT (c10/macros/Macros.h); hipified sources end in .hip.
-HIP_LOSS_ASSERT = (
-    "/pytorch/aten/src/ATen/native/hip/Loss.hip:250: nll_loss_forward_reduce_cuda_kernel_2d: "
-    "Device-side assertion `t >= 0 && t < n_classes' failed."
-)
-
-
-def test_parse_kernel_assertion_on_the_rocm_form():
-    value = parse_kernel_assertion(HIP_LOSS_ASSERT)
-    assert value is not None
-    assert "t >= 0 && t < n_classes" in value
-    assert "Loss.hip" in value and "250" not in value
-    assert parse_kernel_assertion(HIP_LOSS_ASSERT.replace(":250:", ":251:")) == value
-
-
-# ======================================================================================
-# classify_family
-# ======================================================================================
-
-
-@pytest.mark.parametrize(
-    "type_name, message, family",
-    [
-        ("torch.AcceleratorError", DEVICE_ASSERT, Family.DEVICE_ASSERT),
-        ("RuntimeError", DEVICE_ASSERT_NEW, Family.DEVICE_ASSERT),
-        ("RuntimeError", DEVICE_ASSERT_HIP, Family.DEVICE_ASSERT),
-        ("torch.OutOfMemoryError", oom("2.00", "79.15", "1.21", "77.93"), Family.OUT_OF_MEMORY),
-        ("RuntimeError", "CUDA error: out of memory", Family.OUT_OF_MEMORY),
-        ("torch.OutOfMemoryError", "", Family.OUT_OF_MEMORY),
-        ("RuntimeError", "CUDA error: no kernel image is available for execution on the device", Family.MISSING_KERNEL),
-        (
-            "NotImplementedError",
-            "Could not run 'aten::empty_strided' with arguments from the 'CUDA' backend. This could be "
-            "because the operator doesn't exist for this backend, or was omitted during the "
-            "selective/custom build process (if using custom build).",
-            Family.MISSING_KERNEL,
-        ),
-        ("RuntimeError", "\"addmm_impl_cpu_\" not implemented for 'Half'", Family.MISSING_KERNEL),
-        (
-            "RuntimeError",
-            "Expected all tensors to be on the same device, but found at least two devices, cuda:0 "
-            "and cpu! (when checking argument for argument mat1 in method wrapper_CUDA_addmm)",
-            Family.DEVICE_MISMATCH,
-        ),
-        ("IndexError", "Target 4 is out of bounds.", Family.INDEX),
-        ("IndexError", "index out of range in self", Family.INDEX),
-        ("RuntimeError", "index 5 is out of bounds for dimension 1 with size 3", Family.INDEX),
-        ("RuntimeError", "mat1 and mat2 shapes cannot be multiplied (2x4 and 5x3)", Family.SHAPE),
-        (
-            "RuntimeError",
-            "view size is not compatible with input tensor's size and stride (at least one dimension "
-            "spans across two contiguous subspaces). Use .reshape(...) instead.",
-            Family.VIEW,
-        ),
-        (
-            "RuntimeError",
-            "The size of tensor a (3) must match the size of tensor b (4) at non-singleton dimension 1",
-            Family.SHAPE,
-        ),
-        ("RuntimeError", "shape '[2, -1]' is invalid for input of size 7", Family.SHAPE),
-        ("RuntimeError", "mat1 and mat2 must have the same dtype, but got Double and Float", Family.DTYPE),
-        ("RuntimeError", "expected scalar type Long but found Float", Family.DTYPE),
-        ("RuntimeError", "Found dtype Long but expected Float", Family.DTYPE),
-        ("signal.SIGSEGV", "killed by signal 11 (SIGSEGV)", Family.CRASH),
-        # the signal decides, whatever the text says
-        ("signal.SIGKILL", "out of memory", Family.CRASH),
-        ("KeyError", "'model_state_dict'", Family.OTHER),
-        ("FileNotFoundError", "[Errno 2] No such file or directory: 'ckpt.pt'", Family.OTHER),
-        ("ValueError", "invalid literal for int() with base 10: 'abc'", Family.OTHER),
-    ],
-)
-def test_classify_family(type_name, message, family):
-    assert classify_family(type_name, message) is family
-
-
-def test_classify_family_device_assert_wins_over_words_of_other_families():
-    message = DEVICE_ASSERT + LOSS_ASSERT + " index out of bounds, shape, dtype"
-    assert classify_family("RuntimeError", message) is Family.DEVICE_ASSERT
-
-
-@pytest.mark.parametrize(
-    "type_name, message, family",
-    [
-        (
-            "RuntimeError",
-            "Input type (torch.FloatTensor) and weight type (torch.cuda.FloatTensor) should be the same "
-            "or input should be a MKLDNN tensor and weight is a dense tensor",
-            Family.DEVICE_MISMATCH,
-        ),
-        ("ValueError", "Expected input batch_size (4) to match target batch_size (3).", Family.SHAPE),
-        (
-            "RuntimeError",
-            "Given groups=1, weight of size [16, 3, 3, 3], expected input[1, 1, 28, 28] to have 3 "
-            "channels, but got 1 channels instead",
-            Family.SHAPE,
-        ),
-        # torch.distributions' validation names the parameter's shape; it rejects values
-        (
-            "ValueError",
-            "Expected parameter scale (Tensor of shape (128, 3)) of distribution Normal(loc: torch.Size([128, 3]), "
-            "scale: torch.Size([128, 3])) to satisfy the constraint GreaterThan(lower_bound=0.0), but found invalid "
-            "values:\ntensor([[-0.0100, 0.2000, 0.3000]])",
-            Family.OTHER,
-        ),
-        (
-            "ValueError",
-            "Expected value argument (Tensor of shape (4,)) to be within the support (IntegerInterval(lower_bound=0, "
-            "upper_bound=2)) of the distribution Categorical(logits: torch.Size([4, 3])), but found invalid values:\n"
-            "tensor([0, 1, 3, 2])",
-            Family.OTHER,
-        ),
-    ],
-)
-def test_classify_family_of_common_wordings_missed_by_the_rules(type_name, message, family):
-    assert classify_family(type_name, message) is family
 
 
 # ======================================================================================
@@ -888,220 +603,6 @@ def test_keep_text_of_an_argparse_exit_does_not_contain_what_it_printed():
     assert re.search("device-side assert", sig.keep_text()) is None
 
 
-# ======================================================================================
-# Observation.from_run: the worker's JSON report -> Signature
-# ======================================================================================
-
-
-def finished(**kw):
-    """The supervisor's event for a run that is over, as the client reads it."""
-    return Finished.from_json({"event": "finished", "id": 1, "exit_code": None, "signal": None, "timed_out": False,
-                               "cancelled": False, "wall": 0.25, **kw})
-
-
-def rec_json(type, message, *, ident, op=None, frame=None):
-    return {"type": type, "message": message, "ident": ident, "op": op, "frame": frame}
-
-
-CE_JSON = {
-    "name": CE,
-    "tensors": [
-        {"path": "args[0]", "dtype": "torch.float32", "shape": [3, 4], "stride": [4, 1], "device": "cuda:0"},
-        {"path": "args[1]", "dtype": "torch.int64", "shape": [3], "stride": [1], "device": "cuda:0"},
-    ],
-    "others": ["reduction='mean'"],
-}
-ITEM_JSON = {"name": "Tensor.item", "tensors": [{"path": "args[0]", "dtype": "torch.float32", "shape": [], "stride": [], "device": "cuda:0"}]}
-FRAME_JSON = dataclasses.asdict(FRAME)
-
-
-@pytest.fixture
-def run_dir(tmp_path):
-    """Writes a report and the captured output; returns from_run's file arguments."""
-
-    def make(report=None, *, stdout=None, stderr=None, raw=None):
-        obs = tmp_path / "observation.json"
-        out = tmp_path / "stdout"
-        err = tmp_path / "stderr"
-        if raw is not None:
-            obs.write_text(raw, encoding="utf-8")
-        elif report is not None:
-            obs.write_text(json.dumps(report), encoding="utf-8")
-        if stdout is not None:
-            out.write_text(stdout, encoding="utf-8")
-        if stderr is not None:
-            err.write_text(stderr, encoding="utf-8")
-        return obs, out, err
-
-    return make
-
-
-def report(status="exception", chain=(), torch_errors=(), **extra):
-    data = {"status": status, "exit_code": 1 if status != "ok" else 0, "chain": list(chain), "torch_errors": list(torch_errors)}
-    data.update(extra)
-    return data
-
-
-def test_from_run_timeout_has_no_signature_even_with_a_report(run_dir):
-    root = rec_json("IndexError", "Target 4 is out of bounds.", ident=1, op=CE_JSON, frame=FRAME_JSON)
-    files = run_dir(report(chain=[root], torch_errors=[root]), stderr=LOSS_ASSERT)
-    obs = Observation.from_run(finished(timed_out=True, signal=9, wall=12.5), *files)
-    assert obs.status == "timeout"
-    assert obs.timed_out is True
-    assert obs.signature is None and not obs.failed
-    assert obs.describe() == "timed out after 12.5s"
-
-
-def test_from_run_signal_without_report(run_dir):
-    files = run_dir(None, stderr="Fatal Python error: Segmentation fault\n")
-    obs = Observation.from_run(finished(signal=11), *files)
-    assert obs.status == "signal"
-    assert obs.signal == 11 and obs.exit_code is None
-    assert obs.failed
-    # What the dying interpreter said is part of the message and of the last words.
-    assert obs.signature == Signature.for_signal(
-        11, "SIGSEGV", output="\nFatal Python error: Segmentation fault\n", stderr="Fatal Python error: Segmentation fault\n"
-    )
-    assert obs.signature.message == "killed by signal 11 (SIGSEGV): Fatal Python error: Segmentation fault"
-    assert obs.signature.crash_tail == ("Fatal Python error: Segmentation fault",)
-    assert obs.signature.family is Family.CRASH
-    assert obs.describe() == "signal.SIGSEGV: killed by signal 11 (SIGSEGV): Fatal Python error: Segmentation fault"
-
-
-def test_from_run_signal_keeps_a_kernel_assertion_from_the_output(run_dir):
-    files = run_dir(None, stdout=LOSS_ASSERT + "\n")
-    obs = Observation.from_run(finished(signal=6), *files)
-    assert obs.signature.type == "signal.SIGABRT"
-    assert obs.signature.kernel_assertion == LOSS_ASSERT_VALUE
-
-
-def test_from_run_signal_without_a_name(run_dir):
-    files = run_dir(None)
-    obs = Observation.from_run(finished(signal=40), *files)
-    assert obs.signature.type == "signal.SIG40"
-    assert obs.signature.message == "killed by signal 40 (SIG40)"
-
-
-def test_from_run_exit_without_report(run_dir):
-    files = run_dir(None)
-    obs = Observation.from_run(finished(exit_code=3), *files)
-    assert obs.status == "no-report"
-    assert obs.signature is None and not obs.failed
-    assert obs.exit_code == 3
-    assert obs.describe() == "exited with status 3 without reporting (os._exit?)"
-
-
-def test_from_run_unreadable_report_counts_as_no_report(run_dir):
-    files = run_dir(raw='{"status": "exception", "chain": [')
-    obs = Observation.from_run(finished(exit_code=1), *files)
-    assert obs.status == "no-report"
-    assert obs.signature is None
-
-
-def test_from_run_report_with_a_chain(run_dir):
-    caught = rec_json("IndexError", "Target 9 is out of bounds.\nmore", ident=7, op={**CE_JSON, "name": "torch.gather"})
-    caught_no_op = rec_json("RuntimeError", "", ident=8)
-    root = rec_json("IndexError", "index out of range in self", ident=1, op=CE_JSON, frame=FRAME_JSON)
-    wrapper = rec_json("RuntimeError", "training failed", ident=2, frame=FRAME_JSON)
-    files = run_dir(
-        report(
-            chain=[wrapper, root],
-            torch_errors=[caught, caught_no_op, root],
-            duration=0.75,
-            modules=[["json", "/usr/lib/python3/json/__init__.py", None], ["helpers", "/r/helpers.py", "helpers.py"]],
-            environment={"python": "3.12.1", "torch": "2.13.0"},
-        ),
-        stdout="step 1\n",
-        stderr="Traceback ...\n",
-    )
-    obs = Observation.from_run(finished(exit_code=1), *files)
-    assert obs.status == "exception"
-    assert obs.failed
-    sig = obs.signature
-    assert (sig.type, sig.message, sig.normalized) == ("IndexError", "index out of range in self", "index out of range in self")
-    assert sig.family is Family.INDEX
-    assert sig.op == OpRecord.from_json(CE_JSON)
-    assert sig.frame == FRAME
-    assert sig.kernel_assertion is None
-    assert sig.caught_earlier == ("IndexError: Target 9 is out of bounds. in torch.gather", "RuntimeError: ")
-    assert obs.duration == 0.75
-    assert obs.modules == (("json", "/usr/lib/python3/json/__init__.py", None), ("helpers", "/r/helpers.py", "helpers.py"))
-    assert obs.environment == {"python": "3.12.1", "torch": "2.13.0"}
-    assert obs.stdout == "step 1\n" and obs.stderr == "Traceback ...\n"
-
-
-def test_from_run_caught_earlier_leaves_out_chain_members_and_later_errors(run_dir):
-    harmless_torch = rec_json("RuntimeError", "view size is not compatible", ident=5, op=ITEM_JSON)
-    root = rec_json("IndexError", "Target 4 is out of bounds.", ident=1, op=CE_JSON)
-    wrapper_torch = rec_json("RuntimeError", "mat1 and mat2 shapes cannot be multiplied (2x4 and 5x3)", ident=2, op=ITEM_JSON)
-    later = rec_json("ValueError", "after", ident=9, op=ITEM_JSON)
-    files = run_dir(report(chain=[wrapper_torch, root], torch_errors=[harmless_torch, root, wrapper_torch, later]))
-    sig = Observation.from_run(finished(exit_code=1), *files).signature
-    assert sig.type == "IndexError"
-    assert sig.caught_earlier == ("RuntimeError: view size is not compatible in Tensor.item",)
-
-
-def test_from_run_sticky_error_is_attributed_to_the_earlier_operator(run_dir):
-    earlier = rec_json("torch.AcceleratorError", DEVICE_ASSERT, ident=1, op=CE_JSON, frame=FRAME_JSON)
-    innocent = rec_json(
-        "torch.AcceleratorError",
-        DEVICE_ASSERT,
-        ident=2,
-        op=ITEM_JSON,
-        frame={"file": "train.py", "line": 120, "function": "log", "source": "print(loss.item())"},
-    )
-    files = run_dir(report(chain=[innocent], torch_errors=[earlier, innocent]), stderr=LOSS_ASSERT + "\n")
-    sig = Observation.from_run(finished(exit_code=1), *files).signature
-    assert sig.op.name == CE
-    assert sig.frame == FRAME
-    assert sig.kernel_assertion == LOSS_ASSERT_VALUE
-    assert sig.family is Family.DEVICE_ASSERT
-    assert sig.caught_earlier == ()
-
-
-def test_from_run_ok_report(run_dir):
-    files = run_dir(report(status="ok"))
-    obs = Observation.from_run(finished(exit_code=0), *files)
-    assert obs.status == "ok"
-    assert obs.signature is None and not obs.failed
-    assert obs.describe() == "finished without error (exit status 0)"
-
-
-def test_from_run_nonzero_sys_exit(run_dir):
-    files = run_dir(report(status="exit", chain=[rec_json("SystemExit", "2", ident=1)]))
-    obs = Observation.from_run(finished(exit_code=2), *files)
-    assert obs.status == "exit"
-    assert obs.signature.headline == "SystemExit: 2"
-    assert obs.signature.op is None
-
-
-def test_from_run_probe_error_has_no_signature(run_dir):
-    files = run_dir(report(status="probe-error", probe_error="No module named 'torch'"))
-    obs = Observation.from_run(finished(exit_code=70), *files)
-    assert obs.status == "probe-error"
-    assert obs.signature is None
-
-
-def test_from_run_error_event_is_an_infrastructure_observation(run_dir):
-    root = rec_json("IndexError", "Target 4 is out of bounds.", ident=1, op=CE_JSON)
-    files = run_dir(report(chain=[root]))
-    obs = Observation.from_run(Finished(id=3, error="cannot fork: CUDA is initialized"), *files)
-    assert obs.status == "infra"
-    assert obs.infra_error == "cannot fork: CUDA is initialized"
-    assert obs.signature is None and not obs.failed
-    assert obs.describe() == "could not run: cannot fork: CUDA is initialized"
-    assert obs == Observation.infrastructure("cannot fork: CUDA is initialized")
-
-
-def test_from_run_reads_only_the_tail_of_huge_output(run_dir):
-    from shrinkgpu.worker.observation import OUTPUT_TAIL
-
-    files = run_dir(None, stdout="x" * (OUTPUT_TAIL + 100) + "END")
-    obs = Observation.from_run(finished(exit_code=0), *files)
-    assert len(obs.stdout) == OUTPUT_TAIL and obs.stdout.endswith("END")
-    assert obs.stderr == ""
-
-
 def test_batch_strictness_lets_a_shared_first_dimension_shrink_and_nothing_else():
     from shrinkgpu.signature import Strictness, batch_compatible
 
@@ -1237,3 +738,20 @@ def test_dynamo_reraising_its_tracing_error_from_its_wrapper_leaves_the_root_fir
     # a real operator that raised above a plain root is still preferred
     linear = dataclasses.replace(outer, op=OpRecord("torch.nn.functional.linear", ()))
     assert choose_first_error([linear, root], []) is linear
+
+
+# -- the operator's non-default arguments are part of the call -----------------------------------
+def test_changed_arguments_are_another_call_unless_asked():
+    base = Signature.from_json(json.loads(json.dumps({
+        "type": "IndexError", "message": "Target 3 is out of bounds.", "normalized": "Target <n> is out of bounds.",
+        "op": {"name": "torch.nn.functional.cross_entropy", "tensors": [],
+               "arguments": ["ignore_index=255", "reduction='none'"]},
+        "frame": None, "family": "index out of range",
+    })))
+    from dataclasses import replace
+
+    dropped = replace(base, op=replace(base.op, arguments=("ignore_index=255",)))
+    assert not base.same_bug(dropped)
+    assert "different arguments at the operator" in base.differences(dropped)[0]
+    assert base.same_bug(dropped, Strictness.TENSORS)
+    assert base.same_bug(dropped, Strictness.OPERATOR)

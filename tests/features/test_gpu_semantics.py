@@ -1,7 +1,8 @@
 """How GPU errors really behave, checked on the CPU with real processes: an asynchronous
 error localised by default, crashes told apart by more than their signal, the suspect
-operator's arguments kept, flaky first errors measured, and devices found and pinned
-without initialising CUDA.
+operator's arguments kept, and flaky first errors measured.  (Devices found and pinned
+without initialising CUDA: tests/worker/test_devices.py; a candidate's device kept
+across a retry: tests/test_oracle.py.)
 """
 
 from __future__ import annotations
@@ -16,13 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from shrinkgpu.core import Verdict
 from shrinkgpu.families import Family
-from shrinkgpu.oracle import Oracle
-from shrinkgpu.reducer import ReduceConfig, pin_variable_for, reduce, run_observed
-from shrinkgpu.signature import Signature, Strictness, Target
-from shrinkgpu.worker import Observation, Runner, ScriptSpec
-from shrinkgpu.worker.devices import parse_nvidia_smi_list, visible_gpus
+from shrinkgpu.reducer import ReduceConfig, reduce, run_observed
+from shrinkgpu.signature import Signature
+from shrinkgpu.worker import Runner, ScriptSpec
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 EXE = [sys.executable, "-m", "shrinkgpu"]
@@ -66,13 +64,6 @@ def test_the_reduction_keeps_the_localised_signature_and_reports_both_places(asy
     report = result.report.read_text()
     assert "Tensor.item" in report and "torch.nn.functional.cross_entropy" in report
     assert "CUDA_LAUNCH_BLOCKING=1 python train_async.min.py" in report
-
-
-def test_the_rocm_variable_is_never_the_nvidia_one():
-    from shrinkgpu.reducer import launch_variable
-
-    assert launch_variable({"hip": "6.2.41133", "cuda": None}) == ("AMD_SERIALIZE_KERNEL", "3")
-    assert launch_variable({"hip": None, "cuda": "12.8"}) == ("CUDA_LAUNCH_BLOCKING", "1")
 
 
 # -- 2. a death by signal is the same bug only by its words, never by its number ------------------
@@ -148,22 +139,6 @@ def test_strict_reductions_keep_the_operators_non_default_arguments(tmp_path):
     assert "ignore_index=255" in report
 
 
-def test_changed_arguments_are_another_call_unless_asked():
-    base = Signature.from_json(json.loads(json.dumps({
-        "type": "IndexError", "message": "Target 3 is out of bounds.", "normalized": "Target <n> is out of bounds.",
-        "op": {"name": "torch.nn.functional.cross_entropy", "tensors": [],
-               "arguments": ["ignore_index=255", "reduction='none'"]},
-        "frame": None, "family": "index out of range",
-    })))
-    from dataclasses import replace
-
-    dropped = replace(base, op=replace(base.op, arguments=("ignore_index=255",)))
-    assert not base.same_bug(dropped)
-    assert "different arguments at the operator" in base.differences(dropped)[0]
-    assert base.same_bug(dropped, Strictness.TENSORS)
-    assert base.same_bug(dropped, Strictness.OPERATOR)
-
-
 # -- 4. flaky first errors ------------------------------------------------------------------------
 SET_ORDER = textwrap.dedent(
     """\
@@ -212,72 +187,3 @@ def test_each_fork_server_lane_has_its_own_hash_seed_and_hides_the_variable(tmp_
             seen.append(obs.stdout.split())
     assert len({h for h, _ in seen}) == 4
     assert {flag for _, flag in seen} == {"False"}
-
-
-# -- 5. several GPUs, found and pinned without initialising CUDA -----------------------------------
-def test_devices_respect_the_users_own_visibility_variables():
-    assert visible_gpus({"CUDA_VISIBLE_DEVICES": "2,3"}) == ("2", "3")
-    assert visible_gpus({"HIP_VISIBLE_DEVICES": "1"}) == ("1",)
-    assert visible_gpus({"ROCR_VISIBLE_DEVICES": "0,1"}) == ("0", "1")
-    assert visible_gpus({"CUDA_VISIBLE_DEVICES": ""}) == ()
-    assert pin_variable_for({"HIP_VISIBLE_DEVICES": "1"}, {}) == "HIP_VISIBLE_DEVICES"
-    assert pin_variable_for({}, {"hip": "6.2"}) == "HIP_VISIBLE_DEVICES"
-    assert pin_variable_for({}, {"cuda": "12.8"}) == "CUDA_VISIBLE_DEVICES"
-
-
-def test_mig_instances_are_pinned_by_uuid_and_whole_gpus_by_index():
-    listing = textwrap.dedent(
-        """\
-        GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-5e2f0c7a-1111-2222-3333-444455556666)
-          MIG 3g.40gb     Device  0: (UUID: MIG-a1b2c3d4-0000-1111-2222-333344445555)
-          MIG 3g.40gb     Device  1: (UUID: MIG-b2c3d4e5-0000-1111-2222-333344445555)
-        GPU 1: NVIDIA A100-SXM4-80GB (UUID: GPU-77c1d2e3-1111-2222-3333-444455556666)
-        """
-    )
-    assert parse_nvidia_smi_list(listing) == (
-        "MIG-a1b2c3d4-0000-1111-2222-333344445555", "MIG-b2c3d4e5-0000-1111-2222-333344445555", "1"
-    )
-
-
-def test_rocm_gpus_are_read_from_the_kernel_drivers_topology(tmp_path):
-    from shrinkgpu.worker.devices import _rocm_devices
-
-    for node, simd in (("0", 0), ("1", 304), ("2", 304)):  # a CPU node, then two GPUs
-        (tmp_path / node).mkdir()
-        (tmp_path / node / "properties").write_text(f"cpu_cores_count 0\nsimd_count {simd}\n")
-    assert _rocm_devices(tmp_path) == ("0", "1")
-
-
-def test_a_retry_after_a_lost_supervisor_keeps_the_candidates_device(tmp_path):
-    """The runner retries a run its executor died under, on a new executor, with the same
-    variables: a candidate never moves to another GPU."""
-    from fakes import FakeExecutor, Log, passes
-
-    from shrinkgpu.limits import Limits
-    from shrinkgpu.worker import Runner, ScriptSpec
-
-    log, made = Log(), []
-
-    class DiesOnce(FakeExecutor):
-        def submit(self, job):
-            future = super().submit(job)
-            if len(log.jobs) == 1:  # the first run loses its supervisor
-                self._alive = False
-                future = type(future)()
-                future.set_result(Observation.infrastructure("the supervisor process exited"))
-            return future
-
-    def make(isolation, settings):
-        made.append(DiesOnce(isolation, settings, lambda text, job: passes(), log))
-        return made[-1]
-
-    (tmp_path / "a.py").write_text("1\n")
-    with Runner(ScriptSpec(script=tmp_path / "a.py", cwd=tmp_path), executors=make) as runner:
-        runner.start()
-        oracle = Oracle(runner, Target(Signature("IndexError", "x", "x", None, None)), Limits(timeout=5.0),
-                        gpus=("3", "5"), pin_variable="HIP_VISIBLE_DEVICES")
-        judged = oracle.judge([{"a.py": "1\n"}, {"a.py": "2\n"}])
-    assert [j.verdict for j in judged] == [Verdict.PASSED, Verdict.PASSED]
-    pins = [dict(job.env).get("HIP_VISIBLE_DEVICES") for _, job in log.jobs]
-    assert pins == ["3", "5", "3"]  # the retry of the first, on its device
-    assert len(made) == 2  # a new executor for the retry

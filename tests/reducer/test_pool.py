@@ -7,7 +7,7 @@ from pathlib import Path
 
 from shrinkgpu.families import Family
 from shrinkgpu.reducer import pool
-from shrinkgpu.reducer.pool import FLAKY_LANES, Measured, open_pool, plan_workers
+from shrinkgpu.reducer.pool import FLAKY_LANES, Measured, open_pool, pin_variable_for, plan_workers
 from shrinkgpu.signature import Target
 from shrinkgpu.worker import Isolation
 
@@ -102,3 +102,9 @@ def test_an_error_that_is_not_the_compilers_asks_for_no_contrast(script, context
     assert opened_pool.contrast is None
     assert not any(j.request.watch.eager for _, j in ctx.executors.log.jobs)
     assert Path(ctx.sandbox.session).is_dir()
+
+
+def test_candidates_are_pinned_with_the_users_visibility_variable_or_the_backends():
+    assert pin_variable_for({"HIP_VISIBLE_DEVICES": "1"}, {}) == "HIP_VISIBLE_DEVICES"
+    assert pin_variable_for({}, {"hip": "6.2"}) == "HIP_VISIBLE_DEVICES"
+    assert pin_variable_for({}, {"cuda": "12.8"}) == "CUDA_VISIBLE_DEVICES"
