@@ -14,7 +14,7 @@ from typing import Callable
 
 from shrinkgpu.signature import Frame, OpRecord, Signature, TensorMeta
 from shrinkgpu.families import classify_family
-from shrinkgpu.worker import Executor, ExecutorSettings, ForkUnavailable, Isolation, Job, Observation, PreloadReport
+from shrinkgpu.worker import Executor, ExecutorSettings, ForkUnavailable, Isolation, Job, Observation, PreloadReport, RunStatus
 
 Behaviour = Callable[[str, Job], Observation]
 
@@ -32,11 +32,11 @@ def signature(type_: str = "IndexError", message: str = "Target 4 is out of boun
 
 
 def bug(sig: Signature | None = None, *, wall: float = 0.01, **facts) -> Observation:
-    return Observation(1, None, False, wall, "exception", sig or signature(), duration=wall, **facts)
+    return Observation(1, None, False, wall, RunStatus.EXCEPTION, sig or signature(), duration=wall, **facts)
 
 
 def passes(*, wall: float = 0.01) -> Observation:
-    return Observation(0, None, False, wall, "ok", None, duration=wall)
+    return Observation(0, None, False, wall, RunStatus.OK, None, duration=wall)
 
 
 @dataclass

@@ -54,6 +54,8 @@ class Family(str, enum.Enum):
     INPLACE = "in-place modification seen by autograd"
     CRASH = "process crashed"
     COMPILE = "torch.compile"
+    HANG = "hang in a collective"
+    DISTRIBUTED = "distributed setup or collective"
     OTHER = "other"
 
     @property
@@ -74,6 +76,8 @@ _KEYS = {
     Family.INPLACE: "inplace",
     Family.CRASH: "crash",
     Family.COMPILE: "compile",
+    Family.HANG: "hang",
+    Family.DISTRIBUTED: "distributed",
     Family.OTHER: "other",
 }
 
@@ -173,6 +177,16 @@ _ADVICE = {
         "adds AOT autograd, and fullgraph, dynamic and mode are the settings to vary one at a time",
         "switching torch.compile off without knowing which stage breaks: the bug stays, and comes back with "
         "the next compile",
+    ),
+    Family.HANG: Advice(
+        "which collective each rank waits in and the branch that lets one rank skip or add a collective "
+        "(rank 0's evaluation, an early stop one rank decides alone, a data shard of another length)",
+        "raising the process group's timeout, which only makes the hang longer",
+    ),
+    Family.DISTRIBUTED: Advice(
+        "that every rank calls the same collectives in the same order with tensors of the same shape and "
+        "dtype, and that every parameter gets a gradient in every step (or find_unused_parameters=True)",
+        "that the network or the backend is broken",
     ),
     Family.OTHER: Advice(
         "the message itself and the operator's documented contract",
@@ -303,8 +317,32 @@ def compile_stage(type_name: str, message: str) -> str | None:
     return "torch.compile"
 
 
+# What a rank says when a peer failed first: its connection closed or reset, a
+# collective or the store that timed out waiting for it, the watchdog that aborted the
+# communicator, the launcher's summary.  Never a first error while another rank has one
+# of its own (worker/ranks.py).
+_PEER = re.compile(
+    r"Connection (closed|reset) by peer|Broken pipe|Timed out waiting \d+ms for (recv|send) operation|"
+    r"failed to recv, got 0 bytes|NCCL communicator was aborted|Watchdog caught collective operation timeout|"
+    r"Some NCCL operations have failed or timed out|ChildFailedError|ProcessGroupNCCL.*(abort|timeout)|"
+    r"DistNetworkError|Socket Timeout",
+    re.I,
+)
+_DISTRIBUTED = re.compile(
+    r"ProcessGroup|process group|torch\.distributed|Gloo|NCCL|c10d|DistBackendError|"
+    r"Expected to have finished reduction in the prior iteration|DistributedDataParallel|rendezvous",
+)
+
+
+def is_peer_consequence(type_name: str, message: str) -> bool:
+    """Whether an error is what a rank says because a peer failed or left first."""
+    return bool(_PEER.search(f"{type_name}: {message}"))
+
+
 def classify_family(type_name: str, message: str, kernel_assertion: str | None = None) -> Family:
     """The family of an error from its class, message and kernel assertion (if any)."""
+    if type_name == "Hang":
+        return Family.HANG
     if type_name.startswith("signal."):
         return Family.CRASH
     text = f"{type_name}: {message}"
@@ -330,6 +368,8 @@ def classify_family(type_name: str, message: str, kernel_assertion: str | None =
     ):
         if pattern.search(text):
             return family
+    if _DISTRIBUTED.search(text):
+        return Family.DISTRIBUTED
     return Family.OTHER
 
 

@@ -24,6 +24,7 @@ from typing import Mapping, Sequence
 
 from shrinkgpu.core import Verdict
 from shrinkgpu.core.rates import RateTest
+from shrinkgpu.families import Family
 from shrinkgpu.limits import Limits
 from shrinkgpu.results import OracleStats
 from shrinkgpu.signature import Target
@@ -34,6 +35,10 @@ def classify(obs: Observation, target: Target) -> Verdict:
     if obs.infra_error:
         return Verdict.CRASHED
     if obs.timed_out:
+        return Verdict.TIMEOUT
+    if obs.status is RunStatus.HANG and target.signature.family is not Family.HANG:
+        # ranks that wait forever where the original raised: the run never ended, and a
+        # run that never ends is never the same bug
         return Verdict.TIMEOUT
     if obs.signature is not None:
         return Verdict.REPRODUCED if target.matches(obs.signature) else Verdict.OTHER_ERROR

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from shrinkgpu.launch import PLAIN, Launch
 from shrinkgpu.signature import Signature
 from shrinkgpu.worker import Isolation
 
@@ -113,6 +114,11 @@ class ReductionResult:
     run_from: Path | None = None  # where its command runs it from, when its data is too large to copy
     # the minimal case with one change at a time, and what they say
     ablation: Ablation | None = None
+    # a distributed script: how the result runs (torchrun's ranks, or one plain python
+    # when it reproduces without torch.distributed), the user's world size, and which
+    # rank raised the original's first error; None where the script ran as one process
+    distributed: dict | None = None
+    launch: Launch = PLAIN
 
     def to_json(self) -> dict:
         return {
@@ -169,4 +175,5 @@ class ReductionResult:
                 "note": self.extracted.note,
             },
             "extract_error": self.extract_error,
+            "distributed": self.distributed,
         }

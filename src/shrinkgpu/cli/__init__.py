@@ -17,6 +17,7 @@ there is one.  Options may also come from ``[tool.shrinkgpu]`` in the nearest
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import select
@@ -108,7 +109,8 @@ def _advice(sig) -> dict[str, str] | None:
     return {"family": sig.family.value, "first_check": advice.first_check, "avoid": advice.avoid}
 
 
-def _config(script, script_args, module, **kw) -> ReduceConfig:
+def _config(script, script_args, module, nproc=None, hang_after=None, **kw) -> ReduceConfig:
+    script, script_args, module, launch = _launch(script, tuple(script_args), module, nproc, hang_after)
     args = tuple(script_args)
     if module is not None and script is not None:
         args = (script, *args)  # with -m, every positional is the module's argument
@@ -120,8 +122,53 @@ def _config(script, script_args, module, **kw) -> ReduceConfig:
         env=dict(os.environ),
         argv0=script,
         module=module,
+        launch=launch,
         **kw,
     )
+
+
+def _launch(script, script_args: tuple, module, nproc, hang_after):
+    """The script, its arguments, its module and how its processes start: a torchrun
+    command line (``-- torchrun [options] train.py ...``, ``-- python -m
+    torch.distributed.run ...``, ``-m torch.distributed.run -- [options] train.py ...``)
+    read with torchrun's grammar; ``--nproc-per-node N`` for a plain SCRIPT."""
+    from shrinkgpu.launch import PLAIN, TORCHRUN_MODULES, Launch, LaunchError, is_torchrun, nproc_of, torchrun_command
+    from shrinkgpu.worker.devices import visible_gpus
+
+    launch = PLAIN
+    argv = None
+    if module in TORCHRUN_MODULES:
+        argv = ["python", "-m", module, *([script] if script is not None else []), *script_args]
+    elif script is not None and is_torchrun([script, *script_args]):
+        argv = [script, *script_args]
+    try:
+        if argv is not None:
+            command = torchrun_command(argv, gpus=len(visible_gpus(os.environ)))
+            script, module, script_args, launch = command.script, command.module, command.args, command.launch
+        if nproc is not None:
+            n = nproc_of(str(nproc), gpus=len(visible_gpus(os.environ)))
+            if launch.ranks and n != launch.nproc:
+                raise LaunchError(f"--nproc-per-node {nproc} and the torchrun command's {launch.nproc} ranks "
+                                  "disagree: give one")
+            launch = launch if launch.ranks else Launch(nproc=n, ranks=True)
+    except LaunchError as exc:
+        raise click.UsageError(str(exc)) from None
+    if hang_after is not None:
+        launch = dataclasses.replace(launch, hang_after=hang_after)
+    return script, script_args, module, launch
+
+
+def launch_options(f):
+    """``--nproc-per-node`` and ``--hang-after``: how a distributed script's ranks run."""
+    f = click.option(
+        "--hang-after", type=click.FloatRange(min=1), default=None, metavar="SECONDS",
+        help="With ranks: seconds every running rank must wait in a collective that not all of them reach "
+             "before the run counts as hanging (family 'hang'; default 20).")(f)
+    return click.option(
+        "--nproc-per-node", "nproc", default=None, metavar="N",
+        help="Run SCRIPT as `torchrun --nproc-per-node N` runs it on this machine: N ranks, each with "
+             "torchrun's environment (RANK, WORLD_SIZE, MASTER_PORT, ...). Your own command line works too: "
+             "`shrinkgpu reduce -k ERR -- torchrun --nproc-per-node=2 train.py` (docs/executors.md).")(f)
 
 
 def _emit_json(data: dict) -> None:
@@ -200,13 +247,15 @@ def cli() -> None:
 @script_argument
 @args_argument
 @module_option
+@launch_options
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=None, help="Seconds before the run is killed.")
 @click.option("--isolation", type=click.Choice([i.value for i in Isolation]), default="fresh", show_default=True)
 @root_option
 @stdin_option
 @sync_option
 @click.option("--json", "as_json", is_flag=True, help="Print the observation as JSON.")
-def run(script, script_args, module, timeout, isolation, root, stdin_file, sync_launches, as_json) -> None:
+def run(script, script_args, module, nproc, hang_after, timeout, isolation, root, stdin_file, sync_launches,
+        as_json) -> None:
     """Run SCRIPT once in a worker and print its first error, its family and what to check.
 
     Arguments after `--` are passed to the script. Exits 0 if the script failed,
@@ -214,7 +263,7 @@ def run(script, script_args, module, timeout, isolation, root, stdin_file, sync_
     """
     notes: list[str] = []
     try:
-        config = _config(script, script_args, module, timeout=timeout, root=root,
+        config = _config(script, script_args, module, nproc, hang_after, timeout=timeout, root=root,
                          stdin=_stdin_bytes(stdin_file, notes), sync_launches=sync_launches)
         first = run_observed(config, isolation=Isolation(isolation))
     except ReduceError as exc:
@@ -234,6 +283,8 @@ def run(script, script_args, module, timeout, isolation, root, stdin_file, sync_
             "timed_out": obs.timed_out,
             "seconds": round(obs.wall, 3),
             "signature": obs.signature.to_json() if obs.signature else None,
+            "world_size": obs.world_size,
+            "rank": obs.rank,
             "environment": obs.environment,
             "launch_env": dict([launch]) if launch else {},
             "surfaced_signature": first.surfaced.to_json() if first.surfaced else None,
@@ -243,6 +294,8 @@ def run(script, script_args, module, timeout, isolation, root, stdin_file, sync_
         })
     elif obs.signature is not None:
         click.echo(obs.signature.describe())
+        if obs.world_size > 1 and obs.rank is not None:
+            click.echo(f"  the first failing rank: {obs.rank} of {obs.world_size}")
         advice = _advice(obs.signature)
         click.echo(f"  first check: {advice['first_check']}")
         click.echo(f"  do not conclude: {advice['avoid']}")
@@ -264,6 +317,7 @@ def run(script, script_args, module, timeout, isolation, root, stdin_file, sync_
 @script_argument
 @args_argument
 @module_option
+@launch_options
 @click.option("--keep-error", "-k", default=None, metavar="REGEX",
               help="Regular expression the first error (class: message, and any kernel assertion) must match.")
 @click.option("--family", "family_name", default=None, metavar="FAMILY",
@@ -333,7 +387,7 @@ def run(script, script_args, module, timeout, isolation, root, stdin_file, sync_
 @click.option("-v", "--verbose", is_flag=True, help="A line for every accepted edit.")
 @click.option("--emit-test", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write a pytest file that fails while the minimal case still reproduces the bug.")
-def reduce_cmd(script, script_args, module, keep_error, family_name, output, resume, timeout, isolation, strictness,
+def reduce_cmd(script, script_args, module, nproc, hang_after, keep_error, family_name, output, resume, timeout, isolation, strictness,
                confirm, hash_seed, max_tests, max_time, verify_runs, extract, load_objects, observed_sizes, replay_state, ablate, search,
                jobs,
                gpus, root,
@@ -357,7 +411,7 @@ def reduce_cmd(script, script_args, module, keep_error, family_name, output, res
     notes: list[str] = []
     try:
         config = _config(
-            script, script_args, module,
+            script, script_args, module, nproc, hang_after,
             keep_error=keep_error, output=output, timeout=timeout,
             isolation=None if isolation == "auto" else Isolation(isolation),
             strictness=Strictness(strictness), max_tests=max_tests, max_time=max_time,
@@ -428,6 +482,7 @@ reduce_cmd.name = "reduce"
 @script_argument
 @args_argument
 @module_option
+@launch_options
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
               help="Where to write (default: <stem>.extracted.py beside SCRIPT).")
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=None, help="Seconds per run.")
@@ -435,7 +490,8 @@ reduce_cmd.name = "reduce"
 @stdin_option
 @sync_option
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def extract_cmd(script, script_args, module, output, timeout, root, stdin_file, sync_launches, as_json) -> None:
+def extract_cmd(script, script_args, module, nproc, hang_after, output, timeout, root, stdin_file, sync_launches,
+                as_json) -> None:
     """Write the failing call of SCRIPT alone: a standalone script that rebuilds its arguments.
 
     Floating-point tensors are random with the same dtype, shape and strides, integer and
@@ -446,7 +502,7 @@ def extract_cmd(script, script_args, module, output, timeout, root, stdin_file, 
 
     notes: list[str] = []
     try:
-        config = _config(script, script_args, module, timeout=timeout, root=root,
+        config = _config(script, script_args, module, nproc, hang_after, timeout=timeout, root=root,
                          stdin=_stdin_bytes(stdin_file, notes), sync_launches=sync_launches)
         _first, result = extract_call(config, output)
     except ReduceError as exc:

@@ -12,6 +12,7 @@ from typing import Mapping
 
 from shrinkgpu.core import DEFAULT_SEARCH
 from shrinkgpu.families import Family
+from shrinkgpu.launch import PLAIN, Launch
 from shrinkgpu.signature import Strictness
 from shrinkgpu.worker import Isolation, Observation
 
@@ -75,6 +76,9 @@ class ReduceConfig:
     # guide, rule 2), "always", or "never"
     sync_launches: str = "auto"
     family: Family | None = None  # keep a first error of this family (or one of its faces)
+    # how the script's processes start: one python, or torchrun's ranks on this machine
+    # (--nproc-per-node, or the user's own torchrun command line)
+    launch: Launch = PLAIN
 
 
 def compile_pattern(pattern: str | None) -> re.Pattern[str] | None:

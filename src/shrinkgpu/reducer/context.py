@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterable
 
 from shrinkgpu.layout import OutputLayout, Scratch
@@ -32,10 +33,13 @@ class Context:
     executors: ExecutorFactory
     pattern: re.Pattern | None  # --keep-error, compiled
     main_text: str  # the main script's text, as Python reads it
+    # where the runs' files go when not in the session directory itself (the smaller
+    # world a distributed reduction moved to: reducer/world.py)
+    scratch_root: Path | None = None
 
     @property
     def scratch(self) -> Scratch:
-        return Scratch(self.sandbox.session)
+        return Scratch(self.scratch_root or self.sandbox.session)
 
     @property
     def writing(self) -> bool:

@@ -36,15 +36,19 @@ def first_watch(ctx: Context) -> Watch:
     operator's calls, and what the options ask for (the library cut, the data objects,
     the raised calls' arguments, the sizes the failing frames read)."""
     config, scratch = ctx.config, ctx.scratch
+    # Ranks each build their own shard of the data, model and state: what one saves
+    # (the library's call, its data objects, its sizes) is not what a program of several
+    # ranks could load back; the call that raised is one process's, and is kept.
+    single = ctx.spec.launch.nproc == 1
     return Watch(
         collect_modules=True, collect_env=True, count_loops=True, op_shapes=True,
-        cut=str(scratch.call) if config.cut_library else None,
-        save_objects=str(scratch.objects) if config.save_objects else None,
+        cut=str(scratch.call) if config.cut_library and single else None,
+        save_objects=str(scratch.objects) if config.save_objects and single else None,
         # a helper's results serve a start from the saved state, which only a run this
         # long gets
         save_results_after=state_rules.STATE_MIN_SECONDS if config.replay_state and config.write else None,
         keep_raised=str(scratch.raised) if config.extract and config.write else None,
-        sizes=config.observed_sizes,
+        sizes=config.observed_sizes and single,
     )
 
 
@@ -164,6 +168,8 @@ def note_how_it_ran(ctx: Context, first: FirstRun) -> None:
         )
     if first.note:
         talk.note(first.note, show=False)
+    for note in ctx.spec.launch.notes:
+        talk.note(note, show=False)
     if ctx.spec.cwd_rel is None:
         # No absolute paths in what goes to a maintainer (field guide, rule 8).
         talk.note(

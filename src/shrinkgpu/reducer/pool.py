@@ -162,8 +162,15 @@ def plan_workers(ctx: Context, first: Observation) -> WorkerPlan:
     config, spec = ctx.config, ctx.spec
     gpus = tuple(config.gpus if config.gpus is not None else visible_gpus(spec.env))
     cores = usable_cpus()
-    per_run = run_threads(first.environment)
-    jobs, threads = plan_jobs(config.jobs, len(gpus), cores, per_run)
+    ranks = spec.launch.nproc if spec.launch.ranks else 1
+    # a candidate of N ranks runs N processes, each with the thread pools one reported
+    per_run = run_threads(first.environment) * ranks
+    jobs = config.jobs
+    if ranks > 1 and gpus:
+        gpus = rank_devices(ctx, gpus, ranks)
+        if not gpus:
+            jobs = 1  # every candidate sees every GPU: two at once would share them
+    jobs, threads = plan_jobs(jobs, len(gpus), cores, per_run)
     if gpus and first.signature.family is Family.OUT_OF_MEMORY and jobs > len(gpus):
         # Two candidates on one device would each see the other's memory.
         jobs = len(gpus)
@@ -174,6 +181,19 @@ def plan_workers(ctx: Context, first: Observation) -> WorkerPlan:
             f"python would use {per_run} (-j {max(1, cores // per_run)} keeps {per_run})"
         )
     return WorkerPlan(gpus, pin_variable_for(spec.env, first.environment), jobs, threads, cores, per_run)
+
+
+def rank_devices(ctx: Context, gpus: tuple[str, ...], ranks: int) -> tuple[str, ...]:
+    """The devices of a candidate of ``ranks`` ranks, as torchrun's ranks see them: each
+    candidate its own ``ranks`` GPUs (``CUDA_VISIBLE_DEVICES=0,1``), rank k on the k-th
+    (its ``LOCAL_RANK``); none pinned when there are fewer GPUs than ranks."""
+    if len(gpus) < ranks:
+        ctx.talk.note(f"{ranks} ranks and {len(gpus)} GPU(s): every candidate sees them all, one candidate at a time")
+        return ()
+    groups = tuple(",".join(gpus[i:i + ranks]) for i in range(0, len(gpus) - ranks + 1, ranks))
+    ctx.talk.note(f"{ranks} ranks per candidate: each of {len(groups)} candidate(s) at once sees {ranks} GPUs of its "
+                  "own, rank k the k-th (its LOCAL_RANK)")
+    return groups
 
 
 # -- the pool ----------------------------------------------------------------------------------

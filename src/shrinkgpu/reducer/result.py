@@ -8,6 +8,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from shrinkgpu.launch import Launch
 from shrinkgpu.oracle import Oracle
 from shrinkgpu.reducer.context import Context
 from shrinkgpu.reducer.extraction import Extracted
@@ -21,6 +22,7 @@ from shrinkgpu.report import CollectEnv, place_needed_files, write_outputs
 from shrinkgpu.results import Ablation, ReductionResult
 from shrinkgpu.signature import Target
 from shrinkgpu.syntax import Candidate, StateRecord
+from shrinkgpu.worker import Observation
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,8 @@ class Found:
     extracted: Extracted
     ablated: Ablation | None
     passes: dict  # tests and tokens removed per pass (reducer/stats.py)
+    launch: Launch  # how the result runs: torchrun's ranks, or one python (reducer/world.py)
+    user_first: Observation  # the original's run as the user launched it (its world, its first failing rank)
 
 
 def finish(ctx: Context, found: Found, versions: CollectEnv | None, revision: str | None) -> ReductionResult:
@@ -143,7 +147,30 @@ def result_of(ctx: Context, found: Found) -> ReductionResult:
         state=state_fact(ctx, found.start.state, best, data_files),
         passes=found.passes,
         ablation=found.ablated,
+        launch=found.launch,
+        distributed=distributed_fact(ctx, found),
     )
+
+
+def distributed_fact(ctx: Context, found: Found) -> dict | None:
+    """What the report says of a distributed script's ranks: the user's world, the rank
+    that failed first, the backend and the collective, how the result runs."""
+    user = ctx.config.launch
+    if not user.ranks:
+        return None
+    first = found.user_first
+    backend = (first.environment.get("distributed") or {}).get("backend") or (
+        found.first.observation.environment.get("distributed") or {}).get("backend")
+    op = first.signature.op.name if first.signature is not None and first.signature.op is not None else None
+    return {
+        "world_size": user.nproc,
+        "rank": first.rank,
+        "backend": backend,
+        "collective": op if op and op.startswith("torch.distributed.") else None,
+        "reduced_world_size": ctx.spec.launch.nproc,
+        "result": "python" if not found.launch.ranks else f"torchrun --nproc-per-node={found.launch.nproc}",
+        "launch_notes": list(user.notes),
+    }
 
 
 def state_fact(ctx: Context, record: StateRecord | None, best: Candidate, data_files: dict[str, str]) -> dict | None:

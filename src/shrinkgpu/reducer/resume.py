@@ -68,6 +68,7 @@ def key_of(config, spec, main_text: str, modules: tuple[tuple[str, str | None, s
         "family": str(config.family),
         "record": [config.cut_library, config.save_objects, config.extract, config.write],
         "launch": str(config.sync_launches),
+        "ranks": [spec.launch.nproc, spec.launch.ranks],
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode("utf-8")).hexdigest()
 

@@ -7,6 +7,7 @@ config, the spec, the layout, the sandbox, ``Talk``, ``Limits``) is the ``Contex
 
     observe_original  -> Original     reducer/original.py
     target_of         -> Target       reducer/original.py
+    fewest_ranks      -> Original     reducer/world.py (a distributed script: 1, then 2 ranks)
     build_program     -> Input        reducer/facts.py
     plan_workers      -> WorkerPlan   reducer/pool.py
     plan_extraction   -> Extracting   reducer/extraction.py
@@ -16,6 +17,7 @@ config, the spec, the layout, the sandbox, ``Talk``, ``Limits``) is the ``Contex
     search            -> Searched     reducer/search.py
     check_result      -> Verified     reducer/verification.py
     ablate            -> Ablation     reducer/ablate.py
+    without_ranks     -> Launch       reducer/world.py (a distributed result: plain python, if it can)
     finish            -> ReductionResult  reducer/result.py
 
 A new phase is one more module and one more line in ``phases``; a new way to run a
@@ -45,6 +47,7 @@ from shrinkgpu.reducer.setup import check_output, imported_files, main_source, s
 from shrinkgpu.reducer.start import Start, start_point
 from shrinkgpu.reducer.stats import PassStats
 from shrinkgpu.reducer.verification import check_result
+from shrinkgpu.reducer.world import fewest_ranks, without_ranks
 from shrinkgpu.report import CollectEnv, PartialWriter, git_revision
 from shrinkgpu.results import ReductionResult
 from shrinkgpu.signature import Target
@@ -92,7 +95,9 @@ class Reduction:
         settled = ctx.with_spec(original.first.spec)
         target = target_of(settled, original)
         keep_original(ctx, original)  # (keyed by the options as given: what --resume compares)
-        ctx, first = settled, original.observation
+        user_first = original.observation  # (the user's world: which rank failed first there)
+        ctx, original = fewest_ranks(settled, original, target)
+        first = original.observation
         inp = build_program(ctx, first, target)
         note_how_it_ran(ctx, original.first)
         plan = plan_workers(ctx, first)
@@ -108,8 +113,9 @@ class Reduction:
             ablated = ablate(ctx, pool, verified, extracted, target, inp.main)
         finally:
             pool.close()
+        launch = without_ranks(ctx, verified, target, inp.main)
         found = Found(original.first, target, inp, start, pool, oracle, searched, verified, extracted, ablated,
-                      self.stats.to_json())
+                      self.stats.to_json(), launch, user_first)
         return finish(ctx, found, self.versions, self.revision)
 
     def prepare(self) -> Context:

@@ -53,7 +53,7 @@ def spec_for(config: ReduceConfig) -> ScriptSpec:
         argv0 = script.name
     return ScriptSpec(
         script=script, args=tuple(config.args), cwd=cwd, root=root, env=config.env, stdin=config.stdin,
-        argv0=argv0, module=module,
+        argv0=argv0, module=module, launch=config.launch,
     )
 
 

@@ -124,6 +124,10 @@ def state_point_of(ctx: Context, first: Observation, inp: Input) -> StatePoint |
     config, talk = ctx.config, ctx.talk
     if not (config.replay_state and config.write) or first.wall < state_rules.STATE_MIN_SECONDS:
         return None
+    if ctx.spec.launch.nproc > 1:
+        talk.note("no state was saved to start candidates at the failing step: each of the ranks holds its own, "
+                  "and a program of several ranks cannot load one rank's", show=False)
+        return None
     point = state_point(first, inp.files, inp.main, inp.facts.hot_loops)
     if isinstance(point, str):
         talk.note(f"no state was saved to start candidates at the failing step: {point}", show=False)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from shrinkgpu.core.rates import describe_rate
 from shrinkgpu.families import Family, advice_for, compile_stage
+from shrinkgpu.launch import Launch
 from shrinkgpu.privacy import Redactor
 from shrinkgpu.report.versions import git_revision
 from shrinkgpu.results import ReductionResult
@@ -113,7 +114,7 @@ def how_it_was_reduced(result: ReductionResult, spec: ScriptSpec, target: Path) 
     original, env = result.signature, result.environment or {}
     launch = "".join(f"{k}={shlex.quote(str(v))} " for k, v in sorted(result.launch_env.items()))
     out = ["### How it was reduced (shrinkgpu)", "", "```sh",
-           f"{launch}{reproduce_command(spec, target, result.main, result.run_from)}", "```", ""]
+           f"{launch}{reproduce_command(spec, target, result.main, result.run_from, result.launch)}", "```", ""]
     if result.beside:
         out.append("- copied beside it, because it reads them: " + ", ".join(f"`{n}`" for n in result.beside))
     elif result.run_from is not None:
@@ -165,6 +166,17 @@ def how_it_was_reduced(result: ReductionResult, spec: ScriptSpec, target: Path) 
         f"- code revision: {result.revision or git_revision(spec.script.parent)}"
         + (" (when the reduction started)" if result.revision else ""),
     ]
+    dist = result.distributed
+    if dist is not None:
+        who = (f"rank {dist['rank']} raised the first error" if dist.get("rank") is not None
+               else "no rank raised an error first")
+        where = f" in `{dist['collective']}`" if dist.get("collective") else ""
+        runs = ("it reproduces without torch.distributed: the result runs as one plain python process"
+                if dist["result"] == "python" else
+                f"the result runs as {result.launch.nproc} rank(s) under torchrun (the fewest that fail the same way)")
+        backend = f", backend {dist['backend']}" if dist.get("backend") else ""
+        out.append(f"- ranks: the original ran as {dist['world_size']} ranks under torchrun{backend}; {who}{where}; "
+                   f"{runs}")
     rate = result.original_rate
     if rate[0] < rate[1]:
         out.append(
@@ -340,10 +352,24 @@ def _call_in(source: str, name: str) -> ast.Call | None:
     return calls[0] if calls else None
 
 
-def reproduce_command(spec: ScriptSpec, target: Path, main: str, run_from: Path | None = None) -> str:
+def reproduce_command(spec: ScriptSpec, target: Path, main: str, run_from: Path | None = None,
+                      launch: Launch | None = None) -> str:
     """The shell command that runs the result, quoted for names with spaces: from the
     directory it is written in, or, with ``run_from``, from there (which holds the data
-    it reads)."""
+    it reads); with ``launch``'s ranks, through torchrun."""
+    command = plain_command(spec, target, main, run_from)
+    launch = spec.launch if launch is None else launch
+    if launch.ranks:
+        # ``python x.py`` -> ``torchrun --standalone --nproc-per-node=N x.py`` (and ``-m``)
+        command = _PYTHON.sub(f"torchrun --standalone --nproc-per-node={launch.nproc} ", command, count=1)
+    return command
+
+
+_PYTHON = re.compile(r"(?<![\w/.=-])python ")
+
+
+def plain_command(spec: ScriptSpec, target: Path, main: str, run_from: Path | None = None) -> str:
+    """``reproduce_command`` for one ``python`` process."""
     args = "".join(" " + shlex.quote(a) for a in spec.args)
     if run_from is not None:
         script = target / main if target.is_dir() else target

@@ -19,6 +19,7 @@ from concurrent.futures import Future
 from typing import Any, Callable, Mapping, Sequence
 
 from shrinkgpu.worker.protocol import (
+    CancelCommand,
     Event,
     Finished,
     PreloadCommand,
@@ -137,7 +138,7 @@ class SupervisorClient:
         return f"; its last words:\n{text}" if text else ""
 
     # -- commands -------------------------------------------------------------------
-    def _send(self, cmd: RunCommand | PreloadCommand) -> None:
+    def _send(self, cmd: RunCommand | PreloadCommand | CancelCommand) -> None:
         if self._cmd_w is None:
             raise SupervisorGone("the supervisor is not running")
         data = (json.dumps(cmd.to_json()) + "\n").encode()
@@ -169,6 +170,13 @@ class SupervisorClient:
             self._pending[run_id] = fut
         self._send(make(run_id))
         return fut
+
+    def cancel(self, run_id: int) -> None:
+        """Stop run ``run_id`` (its future gets a ``Finished`` that says ``cancelled``)."""
+        try:
+            self._send(CancelCommand(run_id))
+        except SupervisorGone:
+            pass  # gone with everything it ran
 
     def close(self) -> None:
         if self._cmd_w is not None:

@@ -14,13 +14,16 @@ that kills a candidate's whole process tree:
   forking unsafe (docs/executors.md).
 * ``FreshInterpreters``: a new ``python`` per candidate, as the user runs it (seconds).
 
-A new way to run (ranks under torchrun, actors on other hosts) is one more subclass of
-``Executor``, chosen by the factory a ``Runner`` is given.
+A third wraps either: ``Ranks`` (worker/ranks.py) runs a job as torchrun's ranks, one
+run of the wrapped executor per rank, when the script is launched that way.  A new way
+to run (actors on other hosts) is one more subclass of ``Executor``, chosen by the
+factory a ``Runner`` is given.
 """
 
 from __future__ import annotations
 
 import abc
+import dataclasses
 import enum
 import itertools
 import json
@@ -31,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
+from shrinkgpu.launch import PLAIN, Launch
 from shrinkgpu.worker.client import PreloadRefused, SupervisorClient, SupervisorGone
 from shrinkgpu.worker.observation import Observation
 from shrinkgpu.worker.protocol import RunCommand, RunRequest
@@ -73,6 +77,7 @@ class ExecutorSettings:
     # seed; see Runner)
     lanes: int = 1
     threads: int | None = None  # cap on each candidate's thread pools; None: as python sizes them
+    launch: Launch = PLAIN  # how the script's processes start: one, or torchrun's ranks
 
 
 @dataclass(frozen=True)
@@ -109,6 +114,10 @@ class Executor(abc.ABC):
     def close(self) -> None:
         """Stop, killing whatever still runs."""
 
+    def cancel(self, future: Future) -> None:
+        """Stop the run ``future`` stands for (its observation then says it was cancelled);
+        nothing for a run that is over, or an executor that cannot stop one run alone."""
+
 
 ExecutorFactory = Callable[[Isolation, ExecutorSettings], Executor]
 
@@ -123,6 +132,7 @@ class SupervisedExecutor(Executor):
         self.lanes = max(1, settings.lanes)
         self._clients: list[SupervisorClient] = []
         self._turn = itertools.count()
+        self._runs: dict[Future, tuple[SupervisorClient, int]] = {}  # what cancel() stops
 
     def _new_client(self, lane: int = 0) -> SupervisorClient:
         env = dict(self.settings.env)
@@ -146,11 +156,18 @@ class SupervisedExecutor(Executor):
             raise RuntimeError("the executor was not started")
         result: Future = Future()
         client = self._clients[next(self._turn) % len(self._clients)]
+        ids: list[int] = []
+
+        def command(run_id: int) -> RunCommand:
+            ids.append(run_id)
+            return self._command(job, run_id)
+
         try:
-            raw = client.submit(lambda run_id: self._command(job, run_id))
+            raw = client.submit(command)
         except SupervisorGone as exc:
             result.set_result(Observation.infrastructure(str(exc)))
             return result
+        self._runs[result] = (client, ids[0])
         run = job.run
 
         def finish(raw_fut: Future) -> None:
@@ -169,6 +186,7 @@ class SupervisedExecutor(Executor):
                 interrupted = exc
             except Exception as exc:  # noqa: BLE001 - surfaced as an infrastructure failure
                 obs = Observation.infrastructure(f"{type(exc).__name__}: {exc}")
+            self._runs.pop(result, None)
             result.set_result(obs)
             if interrupted is not None:
                 raise interrupted
@@ -179,6 +197,12 @@ class SupervisedExecutor(Executor):
     @property
     def alive(self) -> bool:
         return bool(self._clients) and all(c.alive for c in self._clients)
+
+    def cancel(self, future: Future) -> None:
+        run = self._runs.get(future)
+        if run is not None:
+            client, run_id = run
+            client.cancel(run_id)
 
     def close(self) -> None:
         for client in self._clients:
@@ -196,7 +220,7 @@ class FreshInterpreters(SupervisedExecutor):
     def __init__(self, settings: ExecutorSettings):
         # Every fresh interpreter draws its own hash seed: servers with seeds of their
         # own would add nothing.
-        super().__init__(ExecutorSettings(settings.env, 1, settings.threads))
+        super().__init__(dataclasses.replace(settings, lanes=1))
 
     def start(self, preload: Sequence[str] = ()) -> PreloadReport:
         self._clients = [self._new_client(0)]
@@ -248,5 +272,11 @@ class ForkServer(SupervisedExecutor):
 
 
 def default_executor(isolation: Isolation, settings: ExecutorSettings) -> Executor:
-    """This machine's executor for ``isolation``."""
-    return ForkServer(settings) if isolation is Isolation.FORK else FreshInterpreters(settings)
+    """This machine's executor for ``isolation``: for a script launched as torchrun's
+    ranks, each job's ranks through it (worker/ranks.py)."""
+    inner = ForkServer(settings) if isolation is Isolation.FORK else FreshInterpreters(settings)
+    if not settings.launch.ranks:
+        return inner
+    from shrinkgpu.worker.ranks import Ranks  # (ranks imports this module)
+
+    return Ranks(inner, settings.launch)

@@ -68,6 +68,13 @@ class Observation:
     # [{"file", "function", "expression", "literal"}]: the size reads of the failing user
     # frames, evaluated at the first error; only from runs asked for them (``Watch.sizes``)
     sizes: tuple[dict[str, Any], ...] = field(default=(), compare=False, repr=False)
+    # when the error left the script (time.time(), the probe's clock): which of a job's
+    # ranks failed first (worker/ranks.py)
+    failed_at: float | None = field(default=None, compare=False, repr=False)
+    # a job of several ranks (torchrun): how many, and whose first error this is (None:
+    # no rank failed)
+    world_size: int = field(default=1, compare=False)
+    rank: int | None = field(default=None, compare=False)
 
     @property
     def failed(self) -> bool:
@@ -130,6 +137,7 @@ class Observation:
             stdout=out,
             stderr=err,
             duration=report.duration,
+            failed_at=report.failed_at,
             modules=report.modules,
             environment=report.environment,
             parses=report.parses,
@@ -154,7 +162,8 @@ class Observation:
         if self.timed_out:
             return f"timed out after {self.wall:.1f}s"
         if self.signature is not None:
-            return self.signature.headline
+            return self.signature.headline + (f" (rank {self.rank} of {self.world_size})"
+                                              if self.world_size > 1 and self.rank is not None else "")
         if self.status is RunStatus.NO_REPORT:
             return f"exited with status {self.exit_code} without reporting (os._exit?)"
         return f"finished without error (exit status {self.exit_code})"

@@ -99,6 +99,9 @@ class Watch:
     # (operator, N): the result of its N-th call summarised (dtype, shape, all finite or
     # not): what a comparison that passes returned where the original failed
     output_of: tuple[str, int] | None = None
+    # a file: each torch.distributed collective notes there that the rank entered it
+    # (which one, where) and left it, for the launcher that watches ranks for a hang
+    collectives: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -120,6 +123,7 @@ class Watch:
             sizes=bool(data.get("sizes")),
             eager=bool(data.get("eager")),
             output_of=tuple(data["output_of"]) if data.get("output_of") else None,  # type: ignore[arg-type]
+            collectives=data.get("collectives"),
         )
 
 
@@ -211,9 +215,26 @@ class PreloadCommand:
         return cls(tuple(data.get("modules") or ()), int(threads) if threads else None)
 
 
-def command_from_json(data: dict[str, Any]) -> RunCommand | PreloadCommand:
+@dataclass(frozen=True)
+class CancelCommand:
+    """Stop run ``id`` and what it started (a rank whose peer failed, or that hangs); its
+    ``Finished`` says ``cancelled``."""
+
+    id: int
+
+    op: ClassVar[str] = "cancel"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"op": self.op, "id": self.id}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "CancelCommand":
+        return cls(int(data["id"]))
+
+
+def command_from_json(data: dict[str, Any]) -> RunCommand | PreloadCommand | CancelCommand:
     """A command read off the supervisor's pipe; ``ValueError`` for one it does not know."""
-    kinds = {RunCommand.op: RunCommand, PreloadCommand.op: PreloadCommand}
+    kinds = {RunCommand.op: RunCommand, PreloadCommand.op: PreloadCommand, CancelCommand.op: CancelCommand}
     kind = kinds.get(data.get("op"))
     if kind is None:
         raise ValueError(f"unknown command {data.get('op')!r}")
@@ -315,6 +336,7 @@ class RunStatus(str, enum.Enum):
     PROBE_ERROR = "probe-error"  # the probe failed before the script ran
     NO_REPORT = "no-report"  # the process ended without a report (os._exit)
     TIMEOUT = "timeout"
+    HANG = "hang"  # ranks that wait in collectives not every rank reaches (worker/ranks.py)
     SIGNAL = "signal"  # killed by a signal (a segfault, an abort)
     INFRA = "infra"  # the run was lost to the infrastructure: nothing is known of the script
 
@@ -335,6 +357,7 @@ class ProbeReport:
     suppressed: dict[str, Any] | None = None  # what ``raise ... from None`` hid
     probe_error: str | None = None
     duration: float | None = None  # the script's own time
+    failed_at: float | None = None  # when the error left the script (time.time()): which rank failed first
     parses: tuple[dict[str, Any], ...] = ()  # argparse results
     loads: tuple[dict[str, Any], ...] = ()  # configuration reads
     reads: tuple[str, ...] = ()  # files under the roots the script opened
@@ -372,6 +395,7 @@ class ProbeReport:
             suppressed=data.get("suppressed"),
             probe_error=data.get("probe_error"),
             duration=data.get("duration"),
+            failed_at=data.get("failed_at"),
             parses=seq("parses"),
             loads=seq("loads"),
             reads=seq("reads"),

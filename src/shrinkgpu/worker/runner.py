@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
+from shrinkgpu.launch import PLAIN, Launch
 from shrinkgpu.worker.executors import (
     Executor,
     ExecutorFactory,
@@ -50,6 +51,7 @@ class ScriptSpec:
     stdin: bytes | None = None
     argv0: str | None = None  # argv[0] as the user typed it; default: the script's name
     module: str | None = None  # run as ``python -m module`` (``script`` is its file)
+    launch: Launch = PLAIN  # one process, or torchrun's ranks on this machine
 
     @property
     def root_dir(self) -> Path:
@@ -194,7 +196,8 @@ class Runner:
     def _settings(self, lanes: int) -> ExecutorSettings:
         # What preloaded imports put in their temporary directory (torch's compiler
         # caches) stays in the session and goes with it; each run gets its own TMPDIR.
-        return ExecutorSettings(env={**self.env, "TMPDIR": str(self.sandbox.tmp)}, lanes=lanes, threads=self.threads)
+        return ExecutorSettings(env={**self.env, "TMPDIR": str(self.sandbox.tmp)}, lanes=lanes, threads=self.threads,
+                                launch=self.spec.launch)
 
     # -- lifecycle ------------------------------------------------------------------
     def start(self, preload: Sequence[str] = (), *, required: bool = False) -> PreloadReport:

@@ -40,6 +40,7 @@ from typing import Any
 
 from shrinkgpu.worker.forksafety import fork_hazard
 from shrinkgpu.worker.protocol import (
+    CancelCommand,
     Finished,
     PreloadCommand,
     Preloaded,
@@ -156,6 +157,11 @@ class Supervisor:
             return
         if isinstance(cmd, RunCommand):
             self._start(cmd, data)
+        elif isinstance(cmd, CancelCommand):
+            for pid, run in list(self.running.items()):
+                if run["id"] == cmd.id and not run["reported"]:
+                    run["cancelled"] = True
+                    _killpg(pid)
         else:
             self._preload(cmd)
 

@@ -48,6 +48,13 @@ def environment_facts() -> dict[str, Any]:
     env["cuda"] = getattr(version, "cuda", None)
     env["hip"] = getattr(version, "hip", None)
     env["threads"] = thread_counts()
+    distributed = sys.modules.get("torch.distributed")
+    try:
+        if distributed is not None and distributed.is_available() and distributed.is_initialized():
+            env["distributed"] = {"backend": str(distributed.get_backend()), "world_size": distributed.get_world_size(),
+                                  "rank": distributed.get_rank()}
+    except Exception:  # a process group torn down by the error: the report says less
+        pass
     try:
         if torch.cuda.is_initialized():
             env["devices"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]

@@ -10,6 +10,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from shrinkgpu.worker.probe.collectives import watch_collectives
 from shrinkgpu.worker.probe.compiled import keep_compiled_call, stay_eager, watch_compile_options, watch_module_construction
 from shrinkgpu.worker.probe.library_cut import library_cut
 from shrinkgpu.worker.probe.loops import LoopClock, LoopCounter
@@ -64,6 +65,8 @@ def run(request: RunRequest, *, forked: bool) -> int:
             mode, shapes = None, None
         if watch.eager:
             stay_eager()
+        if watch.collectives:
+            watch_collectives(watch.collectives, roots, recorder.rel)
         parses: list[dict[str, Any]] = []
         seed_sites: list[list[Any]] = []
         loads: list[dict[str, Any]] = []
@@ -104,10 +107,12 @@ def run(request: RunRequest, *, forked: bool) -> int:
     except SystemExit as exc:
         code = _exit_code(exc)
         if code != 0:
+            obs["failed_at"] = time.time()
             status = RunStatus.EXIT
             obs["chain"] = record_chain(exc, recorder)
             obs["suppressed"] = record_suppressed(exc, recorder)
     except BaseException as exc:
+        obs["failed_at"] = time.time()
         code = 1
         status = RunStatus.EXCEPTION
         obs["chain"] = record_chain(exc, recorder)

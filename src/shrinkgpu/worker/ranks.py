@@ -1,0 +1,261 @@
+"""Ranks: a job run as ``torchrun`` runs it on one machine, each rank a run of the executor
+it wraps (forked from the preloaded server, or a fresh interpreter), with torchrun's
+environment for its rank and a free port of the job's own for the store rank 0 hosts.
+
+Their observations become one (``combine``): the first error of the job is the root
+exception of the rank that failed first, by each rank's own clock at the moment its
+error left the script (or its death, for a rank killed by a signal).  What the other
+ranks then say (a peer that closed its connection, a collective that timed out) is a
+consequence and never taken for the first error, unless it is all there is (a rank that
+left a collective early and exited cleanly).  A rank that failed gives the others
+``PEER_GRACE`` seconds to end on their own, then they are stopped, as torchrun stops
+them.  Every rank notes the collective it waits in (probe/collectives.py): when every
+rank still running has waited in a collective for ``hang_after`` seconds, not all in the
+same one (or a peer has already ended), the job hangs; its first error is a ``Hang``
+naming each rank and where it waits, and every rank is stopped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import socket
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from pathlib import Path
+from typing import Sequence
+
+from shrinkgpu.families import Family, is_peer_consequence
+from shrinkgpu.launch import Launch, rank_environment
+from shrinkgpu.signature import Frame, OpRecord, Signature, normalize_message
+from shrinkgpu.worker.executors import Executor, Job, PreloadReport
+from shrinkgpu.worker.observation import Observation
+from shrinkgpu.worker.probe.collectives import read_waiting
+from shrinkgpu.worker.protocol import Capture, RunStatus, Watch
+
+PEER_GRACE = 3.0  # seconds the other ranks get to end on their own after one failed
+POLL = 0.2
+
+
+def free_port() -> int:
+    """A port on the loopback address nothing listens on now (the store rank 0 hosts)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Ranks(Executor):
+    """Runs each job as ``launch.nproc`` ranks through ``inner``."""
+
+    def __init__(self, inner: Executor, launch: Launch, *, grace: float = PEER_GRACE):
+        self.inner = inner
+        self.launch = launch
+        self.isolation = inner.isolation
+        self.hang_after = launch.hang_after
+        self.grace = grace
+        self._ports: set[int] = set()
+        self._lock = threading.Lock()
+
+    @property
+    def lanes(self) -> int:  # type: ignore[override]
+        return self.inner.lanes
+
+    def start(self, preload: Sequence[str] = ()) -> PreloadReport:
+        return self.inner.start(preload)
+
+    @property
+    def alive(self) -> bool:
+        return self.inner.alive
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def cancel(self, future: Future) -> None:
+        cancel = getattr(future, "cancel_ranks", None)
+        if cancel is not None:
+            cancel()
+
+    def port(self) -> int:
+        """A free port no job of this executor was given lately: candidates run side by side."""
+        with self._lock:
+            for _ in range(50):
+                port = free_port()
+                if port not in self._ports:
+                    break
+            self._ports.add(port)
+            if len(self._ports) > 256:
+                self._ports.clear()
+            return port
+
+    def submit(self, job: Job) -> Future:
+        n = self.launch.nproc
+        port = self.port()
+        jobs = [rank_job(job, k, n, rank_environment(self.launch, k, port, job.env)) for k in range(n)]
+        futures = [self.inner.submit(j) for j in jobs]
+        ended = [math.inf] * n
+        for k, f in enumerate(futures):
+            f.add_done_callback(lambda _f, k=k: ended.__setitem__(k, time.time()))
+        result: Future = Future()
+        stop = threading.Event()
+        result.cancel_ranks = stop.set  # type: ignore[attr-defined]
+        watcher = threading.Thread(target=self._watch, args=(job, jobs, futures, ended, result, stop),
+                                   daemon=True, name="shrinkgpu-ranks")
+        watcher.start()
+        return result
+
+    def _watch(self, job: Job, jobs: list[Job], futures: list[Future], ended: list[float], result: Future,
+               stop: threading.Event) -> None:
+        started = time.monotonic()
+        failed_at: float | None = None
+        stopped: set[int] = set()
+        hang: list[tuple[int, dict]] | None = None
+        waiting_since: tuple[tuple, float] | None = None
+        try:
+            while not all(f.done() for f in futures):
+                now = time.monotonic()
+                if failed_at is None and any(f.done() and failed(f.result()) for f in futures):
+                    failed_at = now
+                hang_now = self._waiting(jobs, futures)
+                key = tuple((k, w["in"], w["seq"]) for k, w in hang_now) if hang_now else None
+                if key is None:
+                    waiting_since = None
+                elif waiting_since is None or waiting_since[0] != key:
+                    waiting_since = (key, now)
+                elif now - waiting_since[1] >= self.hang_after:
+                    hang = hang_now
+                if stop.is_set() or hang is not None or (failed_at is not None and now - failed_at >= self.grace):
+                    for k, f in enumerate(futures):
+                        if not f.done():
+                            stopped.add(k)
+                            self.inner.cancel(f)
+                wait([f for f in futures if not f.done()], timeout=POLL, return_when=FIRST_COMPLETED)
+            observations = [f.result() for f in futures]
+            obs = combine(observations, ended, stopped, hang, self.launch.nproc)
+            if stopped:  # (a stopped rank's own wall is not the job's)
+                obs = dataclasses.replace(obs, wall=max(obs.wall, time.monotonic() - started))
+            relocate_capture(job.request.watch, jobs, obs.rank)
+        except BaseException as exc:  # noqa: BLE001 - the job's observation, never a lost future
+            obs = Observation.infrastructure(f"the ranks could not be run: {type(exc).__name__}: {exc}")
+        result.set_result(obs)
+
+    def _waiting(self, jobs: list[Job], futures: list[Future]) -> list[tuple[int, dict]] | None:
+        """Where each running rank waits, when every one of them waits in a collective and
+        they are not all in the same one (or a peer has already ended); else None."""
+        waits, ended = [], 0
+        for k, (j, f) in enumerate(zip(jobs, futures)):
+            if f.done():
+                ended += 1
+                continue
+            path = j.request.watch.collectives
+            waiting = read_waiting(path) if path else None
+            if waiting is None:
+                return None
+            waits.append((k, waiting))
+        if not waits:
+            return None
+        if not ended and len({(w["in"], w["seq"]) for _k, w in waits}) == 1:
+            return None  # all in the same collective: slow, not stuck
+        return waits
+
+
+def failed(obs: Observation) -> bool:
+    """Whether a rank ended with an error (an infrastructure loss is no failure of its own)."""
+    if obs.infra_error:
+        return False
+    return obs.signature is not None or obs.status in (RunStatus.SIGNAL, RunStatus.EXIT, RunStatus.NO_REPORT,
+                                                       RunStatus.TIMEOUT)
+
+
+def rank_job(job: Job, rank: int, world: int, env: dict[str, str]) -> Job:
+    """``job`` for one rank: its own output, report and collectives file in a directory of
+    its own within the run (one rank alone keeps the job's), its own copy of every path
+    the watch writes to, and torchrun's variables for it."""
+    run = job.run
+    files = run if world == 1 else dataclasses.replace(run, path=run.path / f"rank-{rank}")
+    if files is not run:
+        files.path.mkdir(parents=True, exist_ok=True)
+    watch = job.request.watch
+    watch = dataclasses.replace(
+        per_rank(watch, rank) if world > 1 else watch,
+        collectives=str(files.path / "collectives.json"),
+    )
+    request = dataclasses.replace(job.request, observation=str(files.observation), crash_log=str(files.crash_log),
+                                  watch=watch)
+    return dataclasses.replace(job, request=request, run=files, env={**job.env, **env})
+
+
+def per_rank(watch: Watch, rank: int) -> Watch:
+    """``watch`` with each path a rank writes to made its own (``.rank<k>``)."""
+    def own(path: str | None) -> str | None:
+        return None if path is None else f"{path}.rank{rank}"
+
+    capture = watch.capture
+    return dataclasses.replace(
+        watch,
+        cut=own(watch.cut), save_objects=own(watch.save_objects), keep_raised=own(watch.keep_raised),
+        capture=dataclasses.replace(capture, path=own(capture.path)) if capture is not None else None,
+        state=dataclasses.replace(watch.state, path=own(watch.state.path), progress=own(watch.state.progress))
+        if watch.state is not None else None,
+    )
+
+
+def relocate_capture(watch: Watch, jobs: list[Job], rank: int | None) -> None:
+    """The call the first failing rank captured, where the job's watch asked for it."""
+    capture: Capture | None = watch.capture
+    if capture is None or rank is None or len(jobs) == 1:
+        return
+    mine = jobs[rank].request.watch.capture
+    for suffix in ("", ".json"):
+        source = Path(mine.path + suffix)
+        if source.exists():
+            os.replace(source, capture.path + suffix)
+
+
+def combine(observations: list[Observation], ended: list[float], stopped: set[int],
+            hang: list[tuple[int, dict]] | None, world: int) -> Observation:
+    """The job's observation from its ranks' (``ended``: when each rank's run ended, by
+    this machine's clock; ``stopped``: the ranks stopped after a peer failed or hung)."""
+    wall = max((o.wall for o in observations), default=0.0)
+    lost = [o for k, o in enumerate(observations) if o.infra_error and k not in stopped]
+    if lost:
+        return lost[0]
+    if hang is not None:
+        return hang_observation(observations, hang, wall, world)
+    ranked = [(k, o) for k, o in enumerate(observations) if k not in stopped or o.signature is not None]
+    errors = [(k, o) for k, o in ranked if o.signature is not None]
+    own = [(k, o) for k, o in errors if not is_peer_consequence(o.signature.type, o.signature.message)]
+
+    def when(item) -> tuple[float, int]:
+        k, o = item
+        return (o.failed_at if o.failed_at is not None else ended[k], k)
+
+    if own or errors:
+        rank, chosen = min(own or errors, key=when)
+    else:
+        ended_badly = [(k, o) for k, o in ranked if o.timed_out or (o.exit_code not in (0, None))]
+        rank, chosen = min(ended_badly, key=when) if ended_badly else (0, observations[0])
+        if not ended_badly:
+            return dataclasses.replace(chosen, wall=wall, world_size=world)
+    return dataclasses.replace(chosen, wall=wall, rank=rank, world_size=world)
+
+
+def hang_observation(observations: list[Observation], hang: list[tuple[int, dict]], wall: float,
+                     world: int) -> Observation:
+    """A job that hangs: where each rank waits, and which ended before."""
+    waiting = {k for k, _w in hang}
+    parts = [f"rank {k} waits in {w['in']}" + (f" (in {w['frames'][0][2]})" if w.get("frames") else "")
+             for k, w in hang]
+    parts += [f"rank {k} ended" for k in range(len(observations)) if k not in waiting]
+    message = "; ".join(parts) + ": a collective not every rank reaches"
+    rank, first = hang[0]
+    frame = None
+    if first.get("frames"):
+        file, line, function = first["frames"][0]
+        frame = Frame(file, int(line), function, "")
+    signature = Signature("Hang", message, normalize_message(message), OpRecord(first["in"], ()), frame,
+                          family=Family.HANG, stack=tuple((f, int(n)) for f, n, _fn in first.get("frames") or ()))
+    base = observations[rank]
+    return dataclasses.replace(base, status=RunStatus.HANG, signature=signature, timed_out=False, infra_error=None,
+                               exit_code=None, wall=wall, rank=rank, world_size=world)
