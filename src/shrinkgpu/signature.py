@@ -281,6 +281,11 @@ _BOILERPLATE = re.compile(
     r"|If reporting a bug to PyTorch"
     r")",
 )
+# A gloo peer that went away, said two ways as TCP happens to end it (a FIN: "closed";
+# an RST after its process exited without closing: "Read error ... reset"): one fact
+# about the peer, whichever, with the advice gloo appends.
+_PEER_GONE = re.compile(
+    r"\[[^\]]*pair\.cc:\d+\]\s*(?:Read error \S*: )?Connection (?:closed|reset) by peer\S*.*", re.S)
 _PATH = re.compile(r"(?:[A-Za-z]:\\|~|\.{1,2})?/(?:[\w.@+-]+/)*[\w.@+-]+")
 _DIMS = re.compile(r"\b\d+(?:x\d+)+\b")  # "2x4" in shape messages
 _HEX = re.compile(r"\b0x[0-9a-fA-F]+\b")
@@ -351,6 +356,7 @@ def normalize_message(message: str) -> str:
     if COMPILE_MARKERS.search(message):
         message = compile_identity(message)
     message = fold_tracebacks(message)
+    message = _PEER_GONE.sub("gloo: the connection to a peer ended", message)
     lines = [ln for ln in message.splitlines() if ln.strip() and not _BOILERPLATE.match(ln)]
     text = "\n".join(lines)
     oom = _OOM_HEAD.match(text)

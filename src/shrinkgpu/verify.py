@@ -31,6 +31,7 @@ from typing import Callable
 from shrinkgpu.ablation import CALL, DATA, PASSES, with_edit
 from shrinkgpu.families import family_by_name
 from shrinkgpu.inputs import read_source
+from shrinkgpu.launch import PLAIN, Launch
 from shrinkgpu.layout import case_file
 from shrinkgpu.signature import Signature, Strictness, Target
 from shrinkgpu.syntax.neighbours import INDEX_OPERATORS, index_neighbours, loader_neighbours
@@ -166,8 +167,13 @@ def case_spec(case: dict, env: dict) -> tuple[ScriptSpec, str]:
     directory = written.is_dir()
     spec = ScriptSpec(script=script, args=tuple(case.get("args", ())), cwd=root, root=root, env=env,
                       argv0=case["main"] if directory else script.name,
-                      module=case.get("module") if directory else None)
+                      module=case.get("module") if directory else None, launch=launch_of(case.get("nproc_per_node")))
     return spec, read_source(script)
+
+
+def launch_of(nproc: int | None) -> Launch:
+    """How a case file says its script runs: torchrun's ``nproc`` ranks, or one python."""
+    return Launch(nproc=int(nproc), ranks=True) if nproc else PLAIN
 
 
 def verify(
@@ -177,9 +183,16 @@ def verify(
     command: str | None = None,
     count: str | None = None,
     timeout: float | None = None,
+    nproc: int | None = None,
     on_check: Callable[[Check], None] | None = None,
 ) -> Verification:
+    """``nproc``: the ranks the minimal case and the original run as (default: what the
+    case file says)."""
     case = load_case(result_path)
+    if nproc is not None:
+        case["nproc_per_node"] = nproc
+        if case.get("original"):
+            case["original"]["nproc_per_node"] = nproc
     target = target_of(case)
     base = Path(case["_dir"])
     report = Verification(case=case_file(result_path))
@@ -234,7 +247,8 @@ def verify(
             cwd = (base / o.get("cwd", ".")).resolve()
             root = (base / o.get("root", ".")).resolve()
             ospec = ScriptSpec(script=script, args=tuple(o.get("args", ())), cwd=cwd, root=root, env=env,
-                               argv0=o.get("argv0") or script.name, module=o.get("module"))
+                               argv0=o.get("argv0") or script.name, module=o.get("module"),
+                               launch=launch_of(o.get("nproc_per_node")))
             with Runner(ospec, isolation=Isolation.FRESH) as runner:
                 runner.start()
                 obs = runner.run({ospec.script_rel: read_source(script)}, timeout=limit)

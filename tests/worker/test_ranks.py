@@ -157,3 +157,13 @@ def test_ranks_in_the_same_collective_are_slow_not_stuck(tmp_path):
     for f in inner.futures:
         f.set_result(passes())
     assert future.result(timeout=5).status is RunStatus.OK
+
+
+def test_a_peer_that_went_away_is_one_fact_whichever_way_tcp_ended_it():
+    from shrinkgpu.signature import normalize_message
+
+    closed = normalize_message("[/gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:45963. This is "
+                               "typically caused by a remote worker crashing.")
+    reset = normalize_message("[/gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:21398: Connection reset by "
+                              "peer. This is typically caused by a remote worker hanging.")
+    assert closed == reset == "gloo: the connection to a peer ended"

@@ -574,10 +574,13 @@ def ablate_cmd(result, timeout, jobs, as_json) -> None:
               help="Count processed items in the original's output (the largest number the regex's group "
                    "captures, or its matches) and warn if the fixed original processes fewer than when it failed.")
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=None, help="Seconds per run.")
+@click.option("--nproc-per-node", "nproc", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Run the minimal case and the original as N ranks under torchrun (default: as the case file "
+                   "says the reduction ran them).")
 @click.option("--emit-test", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write a pytest file that fails while the minimal case still reproduces the bug.")
 @click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
-def verify_cmd(result, original, command, count, timeout, emit_test, as_json) -> None:
+def verify_cmd(result, original, command, count, timeout, nproc, emit_test, as_json) -> None:
     """After a fix, check RESULT (the x.min.py reduce wrote) in fresh interpreters.
 
     Runs the minimal case, its neighbours (the failing index at -1, 0, C-1, C and
@@ -595,7 +598,8 @@ def verify_cmd(result, original, command, count, timeout, emit_test, as_json) ->
             click.echo(f"{mark} {check.name}: {check.outcome} (expected {check.expectation}){detail}")
 
     try:
-        report = verify(result, original=original, command=command, count=count, timeout=timeout, on_check=show)
+        report = verify(result, original=original, command=command, count=count, timeout=timeout, nproc=nproc,
+                        on_check=show)
         test_file = write_regression_test(result, emit_test) if emit_test is not None else None
     except CaseError as exc:
         _fail(str(exc), EXIT_USAGE, as_json)

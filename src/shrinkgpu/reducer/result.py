@@ -141,6 +141,7 @@ def result_of(ctx: Context, found: Found) -> ReductionResult:
             "argv0": spec.argv0,
             "original_output": first.stdout[-16384:],
             "timeout_fresh": ctx.limits.fresh_timeout,
+            "nproc_per_node": config.launch.nproc if config.launch.ranks else None,
         },
         loops=tuple(first.loops),
         varying=tuple(sorted(found.target.free)),

@@ -235,6 +235,8 @@ def _case(result: ReductionResult, target: Path) -> dict:
     original = {
         "script": rel(case.pop("script")), "args": case.pop("args"), "cwd": rel(case.pop("cwd")),
         "root": rel(case.pop("root")), "module": case.pop("module"), "argv0": case.pop("argv0"),
+        # the ranks the user started it with (torchrun), None for one process
+        "nproc_per_node": case.pop("nproc_per_node", None),
     }
     extracted = result.extracted
     return {
@@ -253,5 +255,7 @@ def _case(result: ReductionResult, target: Path) -> dict:
         if extracted is not None and extracted.op else None,
         "ablation": result.ablation.to_json() if result.ablation is not None else None,
         "launch_env": dict(result.launch_env),
+        # the ranks the minimal case runs as (torchrun), None for one plain python
+        "nproc_per_node": result.launch.nproc if result.launch.ranks else None,
         **case,
     }

@@ -37,7 +37,7 @@ from typing import Callable, Mapping, Sequence
 from shrinkgpu.launch import PLAIN, Launch
 from shrinkgpu.worker.client import PreloadRefused, SupervisorClient, SupervisorGone
 from shrinkgpu.worker.observation import Observation
-from shrinkgpu.worker.protocol import RunCommand, RunRequest
+from shrinkgpu.worker.protocol import Finished, RunCommand, RunRequest
 from shrinkgpu.worker.sandbox import RunDir
 
 # Fork servers started in a row, each without the module that made the previous one
@@ -173,10 +173,7 @@ class SupervisedExecutor(Executor):
         def finish(raw_fut: Future) -> None:
             interrupted = None
             try:
-                event = raw_fut.result()
-                obs = Observation.from_run(
-                    event, run.observation, run.stdout, run.stderr, crash_log=run.crash_log, root=run.root
-                )
+                obs = self.observation(raw_fut.result(), job)
             except SupervisorGone as exc:
                 obs = Observation.infrastructure(str(exc))
             except KeyboardInterrupt as exc:
@@ -193,6 +190,12 @@ class SupervisedExecutor(Executor):
 
         raw.add_done_callback(finish)
         return result
+
+    def observation(self, event: Finished, job: Job) -> Observation:
+        """What the run of ``job`` that ``event`` ended showed."""
+        run = job.run
+        return Observation.from_run(event, run.observation, run.stdout, run.stderr, crash_log=run.crash_log,
+                                    root=run.root)
 
     @property
     def alive(self) -> bool:
@@ -274,9 +277,9 @@ class ForkServer(SupervisedExecutor):
 def default_executor(isolation: Isolation, settings: ExecutorSettings) -> Executor:
     """This machine's executor for ``isolation``: for a script launched as torchrun's
     ranks, each job's ranks through it (worker/ranks.py)."""
-    inner = ForkServer(settings) if isolation is Isolation.FORK else FreshInterpreters(settings)
     if not settings.launch.ranks:
-        return inner
-    from shrinkgpu.worker.ranks import Ranks  # (ranks imports this module)
+        return ForkServer(settings) if isolation is Isolation.FORK else FreshInterpreters(settings)
+    from shrinkgpu.worker.ranks import Ranks, Torchrun  # (ranks imports this module)
 
-    return Ranks(inner, settings.launch)
+    # forked ranks for the candidates; a fresh run is what the user runs: torchrun itself
+    return Ranks(ForkServer(settings), settings.launch) if isolation is Isolation.FORK else Torchrun(settings)

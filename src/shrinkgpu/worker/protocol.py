@@ -17,7 +17,7 @@ user's script, and the supervisor before it preloads anything.
 from __future__ import annotations
 
 import enum
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, ClassVar
 
 
@@ -106,6 +106,21 @@ class Watch:
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
+    def for_rank(self, rank: int) -> "Watch":
+        """This watch for one of several ranks: each path a rank writes to made its own
+        (``<path>.rank<k>``)."""
+
+        def own(path: str | None) -> str | None:
+            return None if path is None else f"{path}.rank{rank}"
+
+        capture, state = self.capture, self.state
+        return replace(
+            self, cut=own(self.cut), save_objects=own(self.save_objects), keep_raised=own(self.keep_raised),
+            collectives=own(self.collectives),
+            capture=replace(capture, path=own(capture.path)) if capture is not None else None,
+            state=replace(state, path=own(state.path), progress=own(state.progress)) if state is not None else None,
+        )
+
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "Watch":
         capture = data.get("capture")
@@ -141,6 +156,13 @@ class RunRequest:
     module: str | None = None  # run as ``python -m module``
     capture_ops: bool = True  # watch torch calls (the operator of the first error)
     watch: Watch = field(default_factory=Watch)
+    # started by torchrun, one process per rank: each rank writes its own report (and
+    # what its watch saves) under ``<path>.rank<RANK>`` (``for_rank``)
+    per_rank: bool = False
+
+    def for_rank(self, rank: int) -> "RunRequest":
+        return replace(self, observation=f"{self.observation}.rank{rank}", crash_log=f"{self.crash_log}.rank{rank}",
+                       watch=self.watch.for_rank(rank), per_rank=False)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -161,6 +183,7 @@ class RunRequest:
             module=data.get("module"),
             capture_ops=bool(data.get("capture_ops", True)),
             watch=Watch.from_json(data.get("watch") or {}),
+            per_rank=bool(data.get("per_rank")),
         )
 
 
@@ -180,20 +203,24 @@ class RunCommand:
     stdout: str
     stderr: str
     env: dict[str, str] = field(default_factory=dict)
+    # a fresh interpreter's launcher: the arguments of ``python`` that come before the
+    # probe's own (``-m torch.distributed.run ... --no-python``: the ranks as torchrun starts them)
+    launcher: tuple[str, ...] = ()
 
     op: ClassVar[str] = "run"
 
     def to_json(self) -> dict[str, Any]:
         return {"op": self.op, "id": self.id, "mode": self.mode, "request": self.request.to_json(),
                 "request_path": self.request_path, "timeout": self.timeout, "stdin": self.stdin,
-                "stdout": self.stdout, "stderr": self.stderr, "env": dict(self.env)}
+                "stdout": self.stdout, "stderr": self.stderr, "env": dict(self.env), "launcher": list(self.launcher)}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "RunCommand":
         return cls(id=int(data["id"]), mode=str(data["mode"]), request=RunRequest.from_json(data["request"]),
                    request_path=str(data.get("request_path") or ""), timeout=float(data.get("timeout", 60.0)),
                    stdin=str(data["stdin"]), stdout=str(data["stdout"]), stderr=str(data["stderr"]),
-                   env={str(k): str(v) for k, v in (data.get("env") or {}).items()})
+                   env={str(k): str(v) for k, v in (data.get("env") or {}).items()},
+                   launcher=tuple(str(a) for a in data.get("launcher") or ()))
 
 
 @dataclass(frozen=True)

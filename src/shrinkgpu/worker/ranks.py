@@ -1,6 +1,9 @@
-"""Ranks: a job run as ``torchrun`` runs it on one machine, each rank a run of the executor
-it wraps (forked from the preloaded server, or a fresh interpreter), with torchrun's
-environment for its rank and a free port of the job's own for the store rank 0 hosts.
+"""Ranks: a job run as ``torchrun`` runs it on one machine.  ``Ranks`` makes each rank a run
+of the executor it wraps (forked from the preloaded server: the candidates), with
+torchrun's environment for its rank and a free port of the job's own for the store rank
+0 hosts; ``Torchrun`` runs torchrun itself in a fresh interpreter, each rank the probe in
+a fresh interpreter of its own (the original's fresh runs and the final checks: what
+the user runs).
 
 Their observations become one (``combine``): the first error of the job is the root
 exception of the rank that failed first, by each rank's own clock at the moment its
@@ -20,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 import socket
 import threading
 import time
@@ -30,10 +34,10 @@ from typing import Sequence
 from shrinkgpu.families import Family, is_peer_consequence
 from shrinkgpu.launch import Launch, rank_environment
 from shrinkgpu.signature import Frame, OpRecord, Signature, normalize_message
-from shrinkgpu.worker.executors import Executor, Job, PreloadReport
+from shrinkgpu.worker.executors import Executor, ExecutorSettings, FreshInterpreters, Job, PreloadReport
 from shrinkgpu.worker.observation import Observation
 from shrinkgpu.worker.probe.collectives import read_waiting
-from shrinkgpu.worker.protocol import Capture, RunStatus, Watch
+from shrinkgpu.worker.protocol import Capture, Finished, RunCommand, RunStatus, Watch
 
 PEER_GRACE = 3.0  # seconds the other ranks get to end on their own after one failed
 POLL = 0.2
@@ -178,27 +182,12 @@ def rank_job(job: Job, rank: int, world: int, env: dict[str, str]) -> Job:
         files.path.mkdir(parents=True, exist_ok=True)
     watch = job.request.watch
     watch = dataclasses.replace(
-        per_rank(watch, rank) if world > 1 else watch,
+        watch.for_rank(rank) if world > 1 else watch,
         collectives=str(files.path / "collectives.json"),
     )
     request = dataclasses.replace(job.request, observation=str(files.observation), crash_log=str(files.crash_log),
                                   watch=watch)
     return dataclasses.replace(job, request=request, run=files, env={**job.env, **env})
-
-
-def per_rank(watch: Watch, rank: int) -> Watch:
-    """``watch`` with each path a rank writes to made its own (``.rank<k>``)."""
-    def own(path: str | None) -> str | None:
-        return None if path is None else f"{path}.rank{rank}"
-
-    capture = watch.capture
-    return dataclasses.replace(
-        watch,
-        cut=own(watch.cut), save_objects=own(watch.save_objects), keep_raised=own(watch.keep_raised),
-        capture=dataclasses.replace(capture, path=own(capture.path)) if capture is not None else None,
-        state=dataclasses.replace(watch.state, path=own(watch.state.path), progress=own(watch.state.progress))
-        if watch.state is not None else None,
-    )
 
 
 def relocate_capture(watch: Watch, jobs: list[Job], rank: int | None) -> None:
@@ -259,3 +248,81 @@ def hang_observation(observations: list[Observation], hang: list[tuple[int, dict
     base = observations[rank]
     return dataclasses.replace(base, status=RunStatus.HANG, signature=signature, timed_out=False, infra_error=None,
                                exit_code=None, wall=wall, rank=rank, world_size=world)
+
+
+_TORCHRUN_FAILED = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+)")
+
+
+class Torchrun(FreshInterpreters):
+    """torchrun itself (``python -m torch.distributed.run --standalone --nproc-per-node N
+    --no-python python -c <probe>``), started by the supervisor like a fresh interpreter:
+    each rank writes its own report, and what torchrun prints of a rank that died without
+    one (``failed (exitcode: -6) local_rank: 0``) stands for it."""
+
+    def __init__(self, settings: ExecutorSettings):
+        super().__init__(settings)
+        self.launch = settings.launch
+        self._hangs: dict[Path, list[tuple[int, dict]]] = {}
+
+    def _command(self, job: Job, run_id: int) -> RunCommand:
+        watch = dataclasses.replace(job.request.watch, collectives=str(job.run.path / "collectives.json"))
+        request = dataclasses.replace(job.request, per_rank=True, watch=watch)
+        command = super()._command(dataclasses.replace(job, request=request), run_id)
+        launch = self.launch
+        launcher = ["-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={launch.nproc}",
+                    f"--role={launch.role}", f"--max-restarts={launch.max_restarts}", "--no-python"]
+        return dataclasses.replace(command, launcher=tuple(launcher))
+
+    def submit(self, job: Job) -> Future:
+        result = super().submit(job)
+        watcher = threading.Thread(target=self._watch, args=(job, result), daemon=True, name="shrinkgpu-torchrun")
+        watcher.start()
+        return result
+
+    def _watch(self, job: Job, result: Future) -> None:
+        """Stop torchrun (and its ranks) when they hang in collectives not all reach."""
+        files = [f"{job.run.path / 'collectives.json'}.rank{k}" for k in range(self.launch.nproc)]
+        since: tuple[tuple, float] | None = None
+        while not result.done():
+            waits = [(k, w) for k, w in enumerate(read_waiting(f) for f in files) if w is not None]
+            key = tuple((k, w["in"], w["seq"]) for k, w in waits)
+            stuck = len(waits) == len(files) and len({(w["in"], w["seq"]) for _k, w in waits}) > 1
+            now = time.monotonic()
+            if not stuck:
+                since = None
+            elif since is None or since[0] != key:
+                since = (key, now)
+            elif now - since[1] >= self.launch.hang_after:
+                self._hangs[job.run.path] = waits
+                self.cancel(result)
+                return
+            time.sleep(POLL)
+
+    def observation(self, event: Finished, job: Job) -> Observation:
+        run, n = job.run, self.launch.nproc
+        hang = self._hangs.pop(run.path, None)
+        if hang is not None:
+            event = dataclasses.replace(event, cancelled=False)  # stopped because it hangs: the ranks' reports stand
+        observations = [Observation.from_run(event, Path(f"{run.observation}.rank{k}"), run.stdout, run.stderr,
+                                             crash_log=Path(f"{run.crash_log}.rank{k}"), root=run.root)
+                        for k in range(n)]
+        if event.error or event.cancelled:
+            return observations[0]
+        died = {int(rank): int(code) for code, rank in _TORCHRUN_FAILED.findall(_text(run.stderr))}
+        for k, obs in enumerate(observations):
+            code = died.get(k)
+            if obs.status is RunStatus.NO_REPORT and code is not None and code < 0:
+                # a rank killed by a signal (gloo's abort): what it printed is in torchrun's output
+                dead = Finished(id=event.id, signal=-code, wall=event.wall)
+                observations[k] = Observation.from_run(dead, Path(f"{run.observation}.rank{k}"), run.stdout,
+                                                       run.stderr, crash_log=Path(f"{run.crash_log}.rank{k}"),
+                                                       root=run.root)
+        ended = [event.wall + k * 1e-6 for k in range(n)]
+        return combine(observations, ended, set(), hang, n)
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")[-65536:]
+    except OSError:
+        return ""

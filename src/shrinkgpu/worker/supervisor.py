@@ -322,7 +322,8 @@ class Supervisor:
             environ = {**self.environ, **cmd.env}  # e.g. CUDA_VISIBLE_DEVICES pinning
             if cmd.mode == "fresh":
                 exe = sys.executable
-                os.execve(exe, [exe, "-c", FRESH_COMMAND, cmd.request_path], environ)
+                launcher = [exe, *cmd.launcher] if cmd.launcher else []  # torchrun ... --no-python
+                os.execve(exe, [*launcher, exe, "-c", FRESH_COMMAND, cmd.request_path], environ)
             if os.environ != environ:
                 os.environ.clear()
                 os.environ.update(environ)

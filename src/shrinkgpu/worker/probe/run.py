@@ -240,6 +240,8 @@ def main(argv: list[str] | None = None) -> None:
     """The fresh-interpreter path (see the supervisor's ``FRESH_COMMAND``)."""
     argv = sys.argv[1:] if argv is None else argv
     request = RunRequest.from_json(json.loads(Path(argv[0]).read_text(encoding="utf-8")))
+    if request.per_rank:  # one of torchrun's ranks: a report of its own
+        request = request.for_rank(int(os.environ.get("RANK", "0")))
     code = run(request, forked=False)
     # Like the fork path: no waiting for non-daemon threads the script left behind;
     # the run is over once the script's main code returned or raised.
