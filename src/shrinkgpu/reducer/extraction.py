@@ -66,6 +66,11 @@ def plan_extraction(ctx: Context, first: Observation, target: Target) -> Extract
     kept = resume.kept_extraction(ctx, target, check_limit(ctx, first)) if config.resume else None
     if kept is not None:
         return Extracting(Extracted(kept, None))
+    op = target.signature.op
+    if op is not None and op.name.startswith("torch.distributed."):
+        return Extracting(not_extracted(
+            ctx, f"the failing call is a collective ({op.name}): alone it has no peers to meet; the minimal example "
+                 f"runs with its ranks ({ctx.spec.launch.command(ctx.spec.script_rel, ctx.spec.args)})"))
     try:
         record = raised_record(first.raised_calls, target.signature)
     except ExtractionFailed as exc:  # a compiled function that could not be written

@@ -166,6 +166,12 @@ def plan_workers(ctx: Context, first: Observation) -> WorkerPlan:
     # a candidate of N ranks runs N processes, each with the thread pools one reported
     per_run = run_threads(first.environment) * ranks
     jobs = config.jobs
+    if spawns_its_own_ranks(first) and (jobs or 2) > 1:
+        # its ranks meet at the port the script chose (MASTER_PORT=12355): two candidates
+        # at once would take each other's
+        jobs = 1
+        ctx.talk.note("the script starts its own ranks (torch.multiprocessing): candidates run one at a time, "
+                      "because its ranks meet at a port the script chose")
     if ranks > 1 and gpus:
         gpus = rank_devices(ctx, gpus, ranks)
         if not gpus:
@@ -181,6 +187,14 @@ def plan_workers(ctx: Context, first: Observation) -> WorkerPlan:
             f"python would use {per_run} (-j {max(1, cores // per_run)} keeps {per_run})"
         )
     return WorkerPlan(gpus, pin_variable_for(spec.env, first.environment), jobs, threads, cores, per_run)
+
+
+def spawns_its_own_ranks(first: Observation) -> bool:
+    """Whether the script started processes of its own that meet in a process group
+    (``torch.multiprocessing.spawn``), not ranks shrinkgpu launches."""
+    imported = {name for name, _file, _local in first.modules}
+    return "torch.multiprocessing.spawn" in imported and "torch.distributed" in imported and (
+        first.signature is not None and first.signature.type.endswith("ProcessRaisedException"))
 
 
 def rank_devices(ctx: Context, gpus: tuple[str, ...], ranks: int) -> tuple[str, ...]:
