@@ -98,6 +98,8 @@ class Ranks(Executor):
         port = self.port()
         jobs = [rank_job(job, k, n, rank_environment(self.launch, k, port, job.env)) for k in range(n)]
         futures = [self.inner.submit(j) for j in jobs]
+        if n == 1:
+            return self._alone(futures[0])
         ended = [math.inf] * n
         for k, f in enumerate(futures):
             f.add_done_callback(lambda _f, k=k: ended.__setitem__(k, time.time()))
@@ -107,6 +109,17 @@ class Ranks(Executor):
         watcher = threading.Thread(target=self._watch, args=(job, jobs, futures, ended, result, stop),
                                    daemon=True, name="shrinkgpu-ranks")
         watcher.start()
+        return result
+
+    def _alone(self, future: Future) -> Future:
+        """A world of one rank: its run is the job's (no peer to wait for or to stop)."""
+        result: Future = Future()
+
+        def done(f: Future) -> None:
+            obs = f.result()
+            result.set_result(dataclasses.replace(obs, world_size=1, rank=0 if failed(obs) else None))
+
+        future.add_done_callback(done)
         return result
 
     def _watch(self, job: Job, jobs: list[Job], futures: list[Future], ended: list[float], result: Future,
@@ -181,10 +194,8 @@ def rank_job(job: Job, rank: int, world: int, env: dict[str, str]) -> Job:
     if files is not run:
         files.path.mkdir(parents=True, exist_ok=True)
     watch = job.request.watch
-    watch = dataclasses.replace(
-        watch.for_rank(rank) if world > 1 else watch,
-        collectives=str(files.path / "collectives.json"),
-    )
+    if world > 1:  # (one rank alone waits for no peer: nothing to note)
+        watch = dataclasses.replace(watch.for_rank(rank), collectives=str(files.path / "collectives.json"))
     request = dataclasses.replace(job.request, observation=str(files.observation), crash_log=str(files.crash_log),
                                   watch=watch)
     return dataclasses.replace(job, request=request, run=files, env={**job.env, **env})
