@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from shrinkgpu.families import Family
-from shrinkgpu.reducer import pool
+from shrinkgpu.reducer import plan_jobs, pool, run_threads
 from shrinkgpu.reducer.pool import FLAKY_LANES, Measured, open_pool, pin_variable_for, plan_workers
 from shrinkgpu.signature import Target
 from shrinkgpu.worker import Isolation
@@ -108,3 +110,30 @@ def test_candidates_are_pinned_with_the_users_visibility_variable_or_the_backend
     assert pin_variable_for({"HIP_VISIBLE_DEVICES": "1"}, {}) == "HIP_VISIBLE_DEVICES"
     assert pin_variable_for({}, {"hip": "6.2"}) == "HIP_VISIBLE_DEVICES"
     assert pin_variable_for({}, {"cuda": "12.8"}) == "CUDA_VISIBLE_DEVICES"
+
+
+# -- jobs x threads <= cores ---------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("jobs", "gpus", "cores", "per_run", "planned"),
+    [
+        (None, 0, 2, 2, (1, None)),  # python uses both cores: one candidate at a time
+        (None, 0, 16, 8, (2, None)),
+        (None, 0, 8, 1, (8, None)),  # OMP_NUM_THREADS=1 in the user's environment
+        (2, 0, 2, 2, (2, 1)),  # asked for two: each gets one core's worth
+        (3, 0, 16, 8, (3, 5)),
+        (None, 4, 16, 8, (4, 4)),  # one per GPU, the cores shared out
+        (None, 1, 16, 8, (1, None)),
+        (64, 0, 16, 8, (64, 1)),
+    ],
+)
+def test_jobs_times_threads_never_exceeds_the_cores(jobs, gpus, cores, per_run, planned):
+    got = plan_jobs(jobs, gpus, cores, per_run)
+    assert got == planned
+    n, cap = got
+    assert n * (cap or per_run) <= max(cores, n)
+
+
+def test_threads_per_run_come_from_the_fresh_runs_report():
+    assert run_threads({"threads": {"torch": 4, "torch_interop": 4, "blas": 8}}) == 8
+    assert run_threads({"threads": {"torch": 2}}) == 2
+    assert run_threads({}) == 1

@@ -75,3 +75,12 @@ def test_the_probes_report_reads_back_by_field():
 
 def test_a_status_compares_as_its_word():
     assert RunStatus.NO_REPORT == "no-report" and f"{RunStatus.TIMEOUT}" == "timeout"
+
+
+def test_a_request_survives_its_trip_as_json():
+    request = RunRequest(
+        script="/r/root/s.py", argv=("s.py", "--epochs", "3"), cwd="/r/root", observation="/r/obs.json",
+        crash_log="/r/crash.txt", roots=("/r/root",), module=None,
+        watch=Watch(count_loops=True, capture=Capture("torch.gather", 3, "/r/call.pt"), save_objects="/r/objects"),
+    )
+    assert RunRequest.from_json(json.loads(json.dumps(request.to_json()))) == request

@@ -1,5 +1,5 @@
-"""The fork server where users live: numpy's thread pools, the CUDA driver, thread counts,
-exit handlers, temporary files and the template, with real processes.
+"""executors.py with real processes: the fork server where users live.  numpy's thread
+pools, the CUDA driver, thread counts, exit handlers, temporary files.
 
 Every candidate must behave like ``python script.py``; the fork server is only worth
 having if it also starts in an environment like the users' (numpy installed, which
@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from shrinkgpu.reducer import plan_jobs, run_threads
 from shrinkgpu.worker import Isolation, Runner, Sandbox, ScriptSpec
-from shrinkgpu.worker.forksafety import fork_hazard, loaded_driver
 
 np = pytest.importorskip("numpy", reason="the fork server must be tested beside numpy, as users have it")
 
@@ -66,48 +63,6 @@ def numpy_runner(project):
         yield runner
 
 
-# -- 1. numpy's pools do not stop the fork server -----------------------------------------
-def test_numpy_starts_a_blas_thread_at_import_that_stops_at_fork():
-    # The premise, measured: without the fork-for-nothing this server would be refused.
-    code = textwrap.dedent(
-        """\
-        import os, numpy
-        from shrinkgpu.worker.forksafety import fork_hazard, threads
-        before = len(threads())
-        print(before, fork_hazard(), len(threads()))
-        """
-    )
-    import subprocess
-
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ}, check=True)
-    before, hazard, after = out.stdout.split()
-    if os.cpu_count() and os.cpu_count() > 1 and "OPENBLAS_NUM_THREADS" not in os.environ:
-        assert int(before) > 1  # OpenBLAS's pool, one thread per extra core
-    assert (hazard, after) == ("None", "1")
-
-
-def test_the_thread_that_would_fork_is_named_first_whatever_its_id():
-    # Thread ids come from the pid space, which wraps: the main thread need not hold the
-    # lowest id (CI once named 'MainThread' as the thread left running across fork).
-    import threading
-
-    from shrinkgpu.worker.forksafety import threads
-
-    seen = {}
-    stop = threading.Event()
-    idle = threading.Thread(target=stop.wait, name="idle-pool")
-    idle.start()
-    try:
-        caller = threading.Thread(target=lambda: seen.setdefault("names", threads()), name="the-forker")
-        caller.start()
-        caller.join()
-    finally:
-        stop.set()
-        idle.join()
-    assert seen["names"][0] == "the-forker"
-    assert {"MainThread", "idle-pool"} <= set(seen["names"][1:])
-
-
 def test_fork_server_preloads_numpy_and_torch_without_dropping_anything(numpy_runner):
     report = numpy_runner.preload_report
     assert report.isolation is Isolation.FORK
@@ -135,39 +90,6 @@ def test_a_thread_cap_behaves_like_the_variables_set_for_a_fresh_interpreter(pro
     assert fork["env"] == {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
 
-# -- 2. CUDA, checked for what it is -------------------------------------------------------
-@pytest.fixture(scope="module")
-def fake_driver(tmp_path_factory) -> Path:
-    """A directory holding a shared object named like the CUDA driver (any loadable ELF
-    object does: what is checked is that a library of that name is in the process)."""
-    import _bz2
-
-    d = tmp_path_factory.mktemp("fakedriver")
-    shutil.copy(_bz2.__file__, d / "libcuda.so.1")
-    (d / "touchcuda.py").write_text("import ctypes\nctypes.CDLL('libcuda.so.1')\n")
-    (d / "asks_cuda.py").write_text("import torch\nAVAILABLE = torch.cuda.is_available()\n")
-    return d
-
-
-def test_a_loaded_cuda_driver_is_a_hazard_even_when_torch_says_cuda_is_not_initialised(fake_driver):
-    import subprocess
-
-    code = (
-        "import ctypes, torch\n"
-        "from shrinkgpu.worker.forksafety import fork_hazard, loaded_driver\n"
-        "print(loaded_driver(), fork_hazard())\n"
-        "ctypes.CDLL('libcuda.so.1')\n"
-        "print(torch.cuda.is_initialized(), loaded_driver())\n"
-        "print(fork_hazard())\n"
-    )
-    env = {**os.environ, "LD_LIBRARY_PATH": str(fake_driver)}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-    first, second, third = out.stdout.splitlines()
-    assert first == "None None"
-    assert second == "False libcuda.so.1"
-    assert third == "the CUDA driver (libcuda.so.1) is loaded: something called into CUDA"
-
-
 def test_preload_drops_the_module_that_loaded_the_driver_and_keeps_the_rest(project, fake_driver):
     env = {**ENV, "LD_LIBRARY_PATH": str(fake_driver), "PYTHONPATH": str(fake_driver)}
     spec = ScriptSpec(script=project / "s.py", cwd=project, env=env)
@@ -180,13 +102,7 @@ def test_preload_drops_the_module_that_loaded_the_driver_and_keeps_the_rest(proj
         assert obs.stdout == "False True\n"
 
 
-def test_no_driver_in_this_process():
-    # The test process itself (numpy and torch imported) never touched CUDA.
-    assert loaded_driver() is None
-    assert fork_hazard() is None or "thread" in fork_hazard()
-
-
-# -- 3. never silent -------------------------------------------------------------------
+# -- never silent -------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def threaded_site(tmp_path_factory) -> Path:
     """A sitecustomize that starts a thread in every interpreter: no fork server is safe."""
@@ -211,34 +127,7 @@ def test_no_fork_server_when_the_interpreter_starts_threaded(project, threaded_s
         assert "forking is not safe here" in report.note and "site-watcher" in report.note
 
 
-# -- 4. jobs x threads <= cores ------------------------------------------------------------
-@pytest.mark.parametrize(
-    ("jobs", "gpus", "cores", "per_run", "planned"),
-    [
-        (None, 0, 2, 2, (1, None)),  # python uses both cores: one candidate at a time
-        (None, 0, 16, 8, (2, None)),
-        (None, 0, 8, 1, (8, None)),  # OMP_NUM_THREADS=1 in the user's environment
-        (2, 0, 2, 2, (2, 1)),  # asked for two: each gets one core's worth
-        (3, 0, 16, 8, (3, 5)),
-        (None, 4, 16, 8, (4, 4)),  # one per GPU, the cores shared out
-        (None, 1, 16, 8, (1, None)),
-        (64, 0, 16, 8, (64, 1)),
-    ],
-)
-def test_jobs_times_threads_never_exceeds_the_cores(jobs, gpus, cores, per_run, planned):
-    got = plan_jobs(jobs, gpus, cores, per_run)
-    assert got == planned
-    n, cap = got
-    assert n * (cap or per_run) <= max(cores, n)
-
-
-def test_threads_per_run_come_from_the_fresh_runs_report():
-    assert run_threads({"threads": {"torch": 4, "torch_interop": 4, "blas": 8}}) == 8
-    assert run_threads({"threads": {"torch": 2}}) == 2
-    assert run_threads({}) == 1
-
-
-# -- 5. a candidate's run is a faithful run ---------------------------------------------------
+# -- a candidate's run is a faithful run ---------------------------------------------------
 EXIT_WORK = """\
 import atexit, tempfile, weakref
 kept = tempfile.TemporaryDirectory()          # never closed: its finalizer removes it at exit
@@ -296,66 +185,6 @@ def test_finalizers_made_while_preloading_stay_the_supervisors(tmp_path):
     assert (lib / "cache").is_dir()
 
 
-def test_a_virtual_environment_of_any_name_is_not_copied(tmp_path):
-    # ``.ci-venv``, ``env``: what makes a directory a virtual environment is its
-    # pyvenv.cfg, and copying one (torch included) for every reduction costs gigabytes.
-    (tmp_path / "s.py").write_text("pass\n")
-    for name in (".ci-venv", "env"):
-        (tmp_path / name / "lib").mkdir(parents=True)
-        (tmp_path / name / "pyvenv.cfg").write_text("home = /usr/bin\n")
-        (tmp_path / name / "lib" / "big.py").write_text("x = 1\n")
-    (tmp_path / "data").mkdir()
-    (tmp_path / "data" / "labels.txt").write_text("1\n")
-    sandbox = Sandbox(tmp_path)
-    try:
-        copied = {p.relative_to(sandbox.template).as_posix() for p in sandbox.template.rglob("*") if p.is_file()}
-    finally:
-        sandbox.close()
-    assert copied == {"s.py", "data/labels.txt"}
-
-
-def test_files_beside_the_script_are_linked_from_one_copy_never_copied_again(project):
-    sandbox = Sandbox(project)
-    try:
-        template = sandbox.template / "data.bin"
-        inode = template.stat().st_ino
-        for _ in range(3):
-            run = sandbox.prepare({"s.py": "pass\n"})
-            assert (run.root / "data.bin").stat().st_ino == inode  # a link, not a copy
-            sandbox.release(run)
-        assert template.stat().st_ino == inode  # not copied again after any run
-        # A run that writes into the linked file does get the template repaired.
-        run = sandbox.prepare({"s.py": "pass\n"})
-        with open(run.root / "data.bin", "ab") as fh:
-            fh.write(b"vandal")
-        sandbox.release(run)
-        assert template.read_bytes() == (project / "data.bin").read_bytes()
-    finally:
-        sandbox.close()
-    assert not sandbox.session.exists()
-
-
-def test_a_file_added_after_a_run_is_in_the_reused_directory_of_the_next(project, tmp_path):
-    # The saved state and a call's arguments are added once the search has run candidates:
-    # a run directory reset before that must get them too (a replay found no state file).
-    saved = tmp_path / "state.pt"
-    saved.write_bytes(b"state")
-    sandbox = Sandbox(project)
-    try:
-        run = sandbox.prepare({"s.py": "pass\n"})
-        first = run.path
-        sandbox.release(run)
-        sandbox.add_file("train.min.state.pt", saved)
-        sandbox.add_file("train.min.state.files/runs/best.pt", saved)
-        run = sandbox.prepare({"s.py": "pass\n"})
-        assert run.path == first  # reused, not made again
-        assert (run.root / "train.min.state.pt").read_bytes() == b"state"
-        assert (run.root / "train.min.state.files" / "runs" / "best.pt").read_bytes() == b"state"
-        sandbox.release(run)
-    finally:
-        sandbox.close()
-
-
 def test_one_copy_of_the_users_directory_per_reduction(tmp_path, monkeypatch):
     import shrinkgpu.reducer as reducer
     import shrinkgpu.reducer.session as session
@@ -379,7 +208,7 @@ def test_one_copy_of_the_users_directory_per_reduction(tmp_path, monkeypatch):
     assert result.isolation is Isolation.FORK
 
 
-# -- 7. a fork server without torch is never a silent one ------------------------------------
+# -- a fork server without torch is never a silent one ------------------------------------
 def test_a_fork_server_that_had_to_drop_torch_says_so_in_the_first_lines(tmp_path):
     import subprocess
 
