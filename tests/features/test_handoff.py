@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import load_fixture
 from shrinkgpu.reducer import ReduceConfig, reduce
+
+from conftest import load_fixture
 
 EXE = [sys.executable, "-m", "shrinkgpu"]
 
@@ -71,14 +72,6 @@ def test_a_value_read_from_the_environment_stays_a_read_of_the_environment(priva
     assert "sk-live-7f3a9c21e5" not in result and "alicebob" not in result
     assert 'os.environ["API_KEY"]' in result.replace("'", '"')
     assert "os.path.expanduser(\"~/datasets\")" in result.replace("'", '"')
-
-
-def test_the_report_shows_the_results_own_error():
-    from shrinkgpu.report import verbatim_error
-    from shrinkgpu.signature import Signature
-
-    sig = Signature("IndexError", "Target 5 is out of bounds.", "Target <n> is out of bounds.", None, None)
-    assert verbatim_error(sig) == "IndexError: Target 5 is out of bounds."
 
 
 # -- verify and the regression test on a patched fixture ------------------------------------------
@@ -230,71 +223,3 @@ def test_verify_without_a_case_file_says_what_to_do(tmp_path):
     (tmp_path / "x.py").write_text("pass\n")
     done = verify_cli("x.py", "--json", cwd=tmp_path)
     assert done.returncode == 2 and "no case file" in json.loads(done.stdout)["error"]
-
-
-@pytest.mark.parametrize("source, op, dim_argument", [
-    # a method: the tensor it is called on is the input, the call's arguments start at dim
-    ("self.table.gather(-1, torch.randint(1, self.T + 1, (64,)))", "Tensor.gather", "args[1]=-1"),
-    ("deg.index_add_(0, dst, torch.ones(1332))", "Tensor.index_add_", "args[1]=0"),
-    ("torch.gather(self.table, -1, idx)", "torch.gather", "args[1]=-1"),
-])
-def test_the_suggested_index_check_passes_the_operators_own_arguments(source, op, dim_argument):
-    from shrinkgpu.report.document import suggest_check
-    from shrinkgpu.signature import ExceptionRecord, Frame, OpRecord, Signature, TensorMeta
-
-    sig = Signature.from_record(ExceptionRecord(
-        "RuntimeError", "index 1000 is out of bounds for dimension 0 with size 1000",
-        frame=Frame("ddpm.py", 21, "loss", source),
-        op=OpRecord(op, (TensorMeta("args[0]", "float32", (1000,), (1,), "cpu"),
-                         TensorMeta("args[2]", "int64", (64,), (1,), "cpu")), (), (dim_argument,)),
-    ))
-    check = suggest_check(sig)
-    call = check.splitlines()[1]
-    expected = {
-        "Tensor.gather": "validate_index(self.table, -1, torch.randint(1, self.T + 1, (64,)))",
-        "Tensor.index_add_": "validate_index(deg, 0, dst)",
-        "torch.gather": "validate_index(self.table, -1, idx)",
-    }[op]
-    assert call.startswith(expected + "  # before "), check
-
-
-def _hand_made_result(tmp_path, text: str, **changes):
-    from shrinkgpu.results import OracleStats, ReductionResult
-    from shrinkgpu.signature import ExceptionRecord, Frame, OpRecord, Signature, TensorMeta
-    from shrinkgpu.worker import Isolation
-
-    def sig(line: int) -> Signature:
-        return Signature.from_record(ExceptionRecord(
-            "RuntimeError", "index 1000 is out of bounds for dimension 0 with size 1000",
-            frame=Frame("ddpm.py", line, "loss", "table.gather(-1, t)"),
-            op=OpRecord("Tensor.gather", (TensorMeta("args[0]", "float32", (1000,), (1,), "cpu"),), ()),
-        ))
-
-    fields = dict(
-        output=tmp_path / "ddpm.min.py", report=tmp_path / "ddpm.min.md", files={"ddpm.py": text}, main="ddpm.py",
-        signature=sig(140), final_signature=sig(4), tokens_before=1800, tokens_after=40, candidates_tested=10,
-        oracle=OracleStats(), seconds=1.0, stopped=None, verified=(1, 1), isolation=Isolation.FORK,
-        preload_modules=0, timeout=5.0,
-    )
-    fields.update(changes)
-    return ReductionResult(**fields)
-
-
-def test_the_report_says_what_the_minimal_example_shows_and_where_its_line_is(tmp_path):
-    from shrinkgpu.report import render_report
-    from shrinkgpu.worker import ScriptSpec
-
-    spec = ScriptSpec(script=tmp_path / "ddpm.py", cwd=tmp_path)
-    target = tmp_path / "ddpm.min.py"
-    plain = "import torch\ntable = torch.zeros(1000)\nt = torch.tensor([1000])\ntable.gather(-1, t)\n"
-    report = render_report(_hand_made_result(tmp_path, plain), spec, target)
-    # the result's own line, under the result's own name (it ran as ddpm.py)
-    assert "| where | `ddpm.min.py:4` in `loss`" in report
-    assert "so it still shows where the bad values come from." in report
-    library = ("import pathlib\nimport torch\nf(*torch.load(pathlib.Path(__file__).with_name('ddpm.call.pt'))"
-               "['args'])\n")
-    report = render_report(_hand_made_result(tmp_path, library), spec, target)
-    assert "where the bad values come from" not in report
-    assert "loaded from `ddpm.call.pt`: it shows the failing call, not where those values came from." in report
-    stopped = render_report(_hand_made_result(tmp_path, plain, stopped="--max-time 300s reached"), spec, target)
-    assert "before the search stopped (--max-time 300s reached), not a finished reduction." in stopped

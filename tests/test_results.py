@@ -1,0 +1,57 @@
+"""results.py: what a reduction hands back, and its ``--json`` form (docs/outputs.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from shrinkgpu.results import Ablation, Extraction, OracleStats, ReductionResult
+from shrinkgpu.worker import Isolation
+
+from fakes import signature
+
+
+def result(**kw) -> ReductionResult:
+    values = dict(
+        output=Path("/w/train.min.py"), report=Path("/w/train.min.md"), files={"train.py": "explode(3)\n"},
+        main="train.py", signature=signature(), final_signature=signature(), tokens_before=400, tokens_after=12,
+        candidates_tested=31, oracle=OracleStats(runs=40, cache_hits=3, invalid=2, by_verdict={"reproduced": 9},
+                                                 other_errors={"NameError": 4}),
+        seconds=12.3456, stopped=None, verified=(2, 2), isolation=Isolation.FORK, preload_modules=812, timeout=9.5,
+    )
+    values.update(kw)
+    return ReductionResult(**values)
+
+
+def test_the_json_of_a_result_holds_its_counts_and_files_as_plain_values():
+    data = json.loads(json.dumps(result().to_json()))  # what --json prints, read back
+    assert (data["output"], data["report"], data["tokens_before"], data["tokens_after"], data["ratio"]) == (
+        "/w/train.min.py", "/w/train.min.md", 400, 12, 0.03)
+    assert (data["runs"], data["cache_hits"], data["invalid_skipped"], data["verdicts"], data["other_errors"]) == (
+        40, 3, 2, {"reproduced": 9}, {"NameError": 4})
+    assert (data["seconds"], data["stopped_early"], data["stop_reason"]) == (12.346, False, None)
+    assert (data["verified"], data["isolation"], data["preloaded_modules"]) == (
+        {"reproduced": 2, "runs": 2}, "fork", 812)
+    assert data["signature"]["type"] == "IndexError" and data["signature"]["op"]["name"] == signature().op.name
+    assert data["extracted"] is None and data["ablation"] is None
+
+
+def test_a_stopped_result_says_why_and_a_flaky_one_its_rate():
+    data = result(stopped="test budget of 3 used up", original_rate=(7, 10), tokens_before=0).to_json()
+    assert (data["stopped_early"], data["stop_reason"]) == (True, "test budget of 3 used up")
+    assert data["original_rate"] == {"reproduced": 7, "runs": 10}
+    assert data["ratio"] is None  # nothing to divide by
+
+
+def test_the_extracted_call_and_the_comparisons_in_json():
+    extracted = Extraction(path=Path("/w/train.min.extracted.py"), data=None, text="...", level="metadata", lines=3,
+                           signature=signature(), op="torch.nn.functional.cross_entropy")
+    ablation = Ablation(outcomes=(), kind="invalid data", reason="valid targets pass", seconds=1.23456)
+    data = result(extracted=extracted, ablation=ablation).to_json()
+    assert data["extracted"] == {"script": "/w/train.min.extracted.py", "data": None, "level": "metadata",
+                                 "lines": 3, "note": None}
+    assert data["ablation"] == {"kind": "invalid data", "reason": "valid targets pass", "hint": None, "stage": None,
+                                "seconds": 1.235, "changes": []}
+    assert not extracted.compiled
+    assert Extraction(path=Path("x"), data=None, text="", level="exact", lines=1, signature=signature(),
+                      op="torch.compile(gate, fullgraph=True)").compiled
