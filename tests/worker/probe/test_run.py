@@ -1,0 +1,53 @@
+"""probe/run.py through its fresh-interpreter entry point (``probe.main REQUEST.json``),
+without torch (``capture_ops=False``): the script runs as ``python SCRIPT ARGS`` would,
+its traceback is Python's without the probe's frames, its exit is Python's, and the
+report says how it ended."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from shrinkgpu.worker.protocol import RunRequest
+
+
+@pytest.fixture
+def probe(tmp_path):
+    def run(text: str):
+        (tmp_path / "s.py").write_text(text)
+        request = RunRequest(script=str(tmp_path / "s.py"), argv=("s.py", "--n", "2"), cwd=str(tmp_path),
+                             observation=str(tmp_path / "obs.json"), crash_log=str(tmp_path / "crash.txt"),
+                             roots=(str(tmp_path),), capture_ops=False)
+        (tmp_path / "request.json").write_text(json.dumps(request.to_json()))
+        done = subprocess.run([sys.executable, "-c", "from shrinkgpu.worker.probe import main; main()",
+                               str(tmp_path / "request.json")], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        return done, json.loads((tmp_path / "obs.json").read_text())
+
+    return run
+
+
+def test_an_exception_is_reported_with_its_frame_and_printed_as_python_prints_it(probe, tmp_path):
+    done, report = probe('import sys\nprint("argv", sys.argv[1:])\ndef f():\n    raise ValueError("bad batch")\nf()\n')
+    assert (done.returncode, done.stdout) == (1, "argv ['--n', '2']\n")
+    assert done.stderr == (f'Traceback (most recent call last):\n  File "{tmp_path / "s.py"}", line 5, in <module>\n'
+                           f'    f()\n  File "{tmp_path / "s.py"}", line 4, in f\n    raise ValueError("bad batch")\n'
+                           "ValueError: bad batch\n")
+    assert (report["status"], report["exit_code"], report["probe_error"]) == ("exception", 1, None)
+    assert [(c["type"], c["message"], c["frame"]) for c in report["chain"]] == [
+        ("ValueError", "bad batch", {"file": "s.py", "line": 4, "function": "f", "source": 'raise ValueError("bad batch")'})]
+
+
+def test_sys_exit_ends_the_run_as_it_ends_python(probe):
+    done, report = probe("raise SystemExit(3)\n")
+    assert (done.returncode, done.stderr, report["status"], report["exit_code"]) == (3, "", "exit", 3)
+    done, report = probe('raise SystemExit("stop here")\n')  # a message: printed, and status 1
+    assert (done.returncode, done.stderr, report["status"], report["exit_code"]) == (1, "stop here\n", "exit", 1)
+
+
+def test_a_script_that_ends_normally_is_ok_with_no_chain(probe):
+    done, report = probe('print("done")\n')
+    assert (done.returncode, done.stdout, done.stderr) == (0, "done\n", "")
+    assert (report["status"], report["exit_code"], report["chain"]) == ("ok", 0, [])
