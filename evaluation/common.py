@@ -205,6 +205,7 @@ class OracleSetup:
     timeout: float
     config_dir: Path
     extra_files: list[str] = field(default_factory=list)
+    launch: tuple[str, ...] = ()  # how its processes start (``--nproc-per-node 2``)
 
     def config_path(self, state_dir: Path) -> Path:
         state_dir.mkdir(parents=True, exist_ok=True)
@@ -218,6 +219,7 @@ class OracleSetup:
             "python": str(PROJECT_PYTHON),
             "timeout": self.timeout,
             "state_dir": str(state_dir),
+            "launch": list(self.launch),
         }, indent=2))
         return p
 
@@ -240,14 +242,15 @@ def calibrated_oracle_timeout(fresh_wall: float) -> float:
 
 
 def setup_oracle(name: str, directory: Path, script: str, args: tuple[str, ...], keep_error: str,
-                 work: Path) -> OracleSetup:
-    """Run the original once through the oracle's own runner; its signature is the reference."""
+                 work: Path, launch: tuple[str, ...] = ()) -> OracleSetup:
+    """Run the original once through the oracle's own runner; its signature is the reference.
+    ``launch``: how its processes start (``--nproc-per-node 2``)."""
     import re
 
     from evaluation.oracle import observe
 
     text = (directory / script).read_text(encoding="utf-8")
-    data = observe(directory, script, {script: text}, list(args), 600.0, str(PROJECT_PYTHON))
+    data = observe(directory, script, {script: text}, list(args), 600.0, str(PROJECT_PYTHON), launch=launch)
     sig = data.get("signature")
     if not sig:
         raise RuntimeError(f"{name}: the original did not fail under shrinkgpu run: {json.dumps(data)[:600]}")
@@ -261,7 +264,7 @@ def setup_oracle(name: str, directory: Path, script: str, args: tuple[str, ...],
         name=name, case_dir=directory, script=script, args=args, keep_error=keep_error, reference=sig,
         fresh_seconds=float(data.get("seconds") or 0.0),
         timeout=calibrated_oracle_timeout(float(data.get("seconds") or 0.0)),
-        config_dir=work, extra_files=extra,
+        config_dir=work, extra_files=extra, launch=tuple(launch),
     )
 
 

@@ -56,8 +56,10 @@ def observe(
     timeout: float,
     python: str,
     overlay: Path | None = None,
+    launch: tuple[str, ...] | list[str] = (),
 ) -> dict:
-    """Run one program (case folder copy + ``files``) via ``shrinkgpu run --json``; the JSON."""
+    """Run one program (case folder copy + ``files``) via ``shrinkgpu run --json``; the JSON.
+    ``launch``: how its processes start (``--nproc-per-node 2`` for torchrun's ranks)."""
     tmp = Path(tempfile.mkdtemp(prefix="sgbench-oracle-"))
     try:
         root = tmp / "root"
@@ -71,7 +73,7 @@ def observe(
                     dst = root / p.relative_to(overlay)
                     dst.parent.mkdir(parents=True, exist_ok=True)
                     shutil.copyfile(p, dst)
-        cmd = [python, "-m", "shrinkgpu", "run", "--json", "--timeout", f"{timeout:g}", script]
+        cmd = [python, "-m", "shrinkgpu", "run", "--json", "--timeout", f"{timeout:g}", *launch, script]
         if args:
             cmd += ["--", *args]
         env = dict(os.environ)
@@ -162,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             data = observe(
                 Path(cfg["case_dir"]), cfg["script"], {cfg["script"]: text}, cfg.get("args", []),
-                float(cfg["timeout"]), cfg["python"], ns.overlay,
+                float(cfg["timeout"]), cfg["python"], ns.overlay, cfg.get("launch", ()),
             )
             free = frozenset((a.rsplit(":", 1)[0], int(a.rsplit(":", 1)[1])) for a in ns.free.split(",") if a)
             interesting, verdict, etype = judge(data, cfg["reference"], cfg["keep_error"], free)

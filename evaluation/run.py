@@ -418,7 +418,7 @@ class Evaluation:
             return self.setups[case.name]
         try:
             s = common.setup_oracle(case.name, case.dir, case.script, case.args, case.keep_error,
-                                    self.work / case.name)
+                                    self.work / case.name, launch=tuple(launcher_args(case, _reduce_help()) or ()))
         except Exception as exc:  # noqa: BLE001 - recorded, the run goes on
             self.results["cases"][case.name] = {"suite": case.suite, "error": str(exc)}
             self.results["errors"].append(f"{case.name}: {exc}")
