@@ -225,7 +225,7 @@ def test_ctrl_c_writes_the_best_result_so_far_and_exits_130(tmp_path):
     assert data["stopped_early"] is True and data["stop_reason"] == "interrupted"
     assert (tmp_path / "slow.min.py").exists()
     assert data["tokens_after"] < data["tokens_before"]
-    assert "interrupted: the result was not re-checked in fresh interpreters" in data["notes"]
+    assert data["verified"] == {"reproduced": 0, "runs": 0}  # not re-checked in fresh interpreters
 
 
 def test_reduce_cuts_a_loop_to_the_iteration_that_failed_in_the_original(tmp_path):
@@ -279,7 +279,6 @@ def test_sync_launches_sets_the_backend_variable_for_every_run_and_says_so(tmp_p
     data = json.loads(result.stdout)
     assert data["launch_env"] == {"CUDA_LAUNCH_BLOCKING": "1"}
     assert data["verified"] == {"reproduced": 2, "runs": 2}
-    assert any("CUDA_LAUNCH_BLOCKING=1" in note for note in data["notes"])
     assert "CUDA_LAUNCH_BLOCKING=1 python env.min.py" in script.with_name("env.min.md").read_text()
     assert "print" not in script.with_name("env.min.py").read_text()
 

@@ -60,7 +60,6 @@ def test_the_reduction_keeps_the_localised_signature_and_reports_both_places(asy
     assert result.final_signature.op.name == "torch.nn.functional.cross_entropy"
     assert result.surfaced.op.name == "Tensor.item"
     assert result.launch_env == {"CUDA_LAUNCH_BLOCKING": "1"}
-    assert any("surfaced at Tensor.item" in note for note in result.notes)
     report = result.report.read_text()
     assert "Tensor.item" in report and "torch.nn.functional.cross_entropy" in report
     assert "CUDA_LAUNCH_BLOCKING=1 python train_async.min.py" in report
@@ -170,7 +169,6 @@ def test_a_set_order_failure_reduces_with_its_measured_rate(tmp_path):
     # python), so that 13 runs all agree about once in a thousand reductions
     assert runs >= 13 and 0 < ok < runs
     assert "in fresh interpreters the original reproduced in" not in done.stdout  # JSON only on stdout
-    assert any("each candidate is judged by a sequential test" in n for n in data["notes"])
     assert data["verified"]["runs"] >= 1
     report = (tmp_path / "labels.min.md").read_text()
     assert f"{ok} of {runs} runs" in report

@@ -31,7 +31,6 @@ def test_an_out_of_memory_error_gets_one_candidate_per_gpu(script, contexts):
     ctx = contexts(config(script, keep_error=None, family=Family.OUT_OF_MEMORY, gpus=("0", "1"), jobs=4))
     plan = plan_workers(ctx, bug(oom))
     assert (plan.jobs, plan.gpus) == (2, ("0", "1"))
-    assert "one per GPU, never two on one device" in ctx.talk.notes[0]
 
 
 def opened(ctx, behaviour_first=None, attempts=None, **measured):
@@ -56,7 +55,6 @@ def test_a_flaky_original_is_measured_and_candidates_get_fork_servers_of_their_o
         assert opened_pool.runner.lanes == FLAKY_LANES
     finally:
         opened_pool.close()
-    assert any(n.startswith("the original reproduced in 7 of 10 runs") for n in ctx.talk.notes)
 
 
 def test_forked_runs_that_fail_differently_send_every_candidate_to_fresh_interpreters(script, contexts):

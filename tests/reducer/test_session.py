@@ -96,7 +96,6 @@ def test_a_script_that_needs_every_gpu_is_not_pinned(script):
 
     result = reduce(config(script, gpus=("0", "1"), env={"PATH": "/usr/bin"}), executors=executors(needs_both, log))
     assert (result.gpus, result.jobs) == ((), 1)
-    assert any("the script needs more devices than one" in n for n in result.notes)
     assert result.files == {"train.py": NEEDLE + "\n"}
 
 
@@ -225,7 +224,6 @@ def test_the_result_falls_back_when_the_smallest_program_does_not_reproduce_fres
     result = reduce(config(script), executors=executors(fresh_needs_helper, log))
     assert NEEDLE in result.files["train.py"] and "total" in result.files["train.py"]
     assert result.verified[0] == result.verified[1] > 0
-    assert any("fell back to the newest larger candidate that reproduces every time" in n for n in result.notes)
 
 
 

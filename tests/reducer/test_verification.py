@@ -35,8 +35,6 @@ def test_a_best_program_with_more_tokens_than_the_start_falls_back_to_the_start(
     assert grown.size > start.size
     verified = checked(ctx, [start, grown])
     assert verified.best.files == {"train.py": SCRIPT} and verified.counts == (1, 1)
-    assert any(n.startswith("1 accepted program(s) had more tokens than the one the search started from") and
-               n.endswith("the search's start is the result") for n in ctx.talk.notes), ctx.talk.notes
     assert [iso for iso, _ in ctx.executors.log.jobs] == [Isolation.FRESH]
 
 
