@@ -168,7 +168,6 @@ class SupervisedExecutor(Executor):
             result.set_result(Observation.infrastructure(str(exc)))
             return result
         self._runs[result] = (client, ids[0])
-        run = job.run
 
         def finish(raw_fut: Future) -> None:
             interrupted = None
