@@ -3,8 +3,6 @@ into a script (what the environment or the home directory held stays a read of i
 
 from __future__ import annotations
 
-import os
-
 from shrinkgpu.worker.probe.literals import config_literal, literal, private_literal
 
 
