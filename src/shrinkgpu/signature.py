@@ -42,7 +42,9 @@ from shrinkgpu.families import (
 )
 
 __all__ = [
+    "PARTS",
     "contiguous_strides",
+    "first_difference",
     "is_compiled_callable",
     "ExceptionRecord",
     "Family",
@@ -677,6 +679,84 @@ class Target:
 
     def matches(self, sig: Signature | None) -> bool:
         return self.mismatch(sig) is None
+
+
+# The parts of a first error that ``Signature.same_bug`` compares, in the order
+# ``first_difference`` names the first one that differs.
+PARTS = ("class", "message", "kernel assertion", "crash", "operator", "statement", "values", "tensors", "dtype",
+         "device", "shape", "stride", "arguments")
+
+
+def first_difference(original: Signature, other: Signature, strictness: Strictness = Strictness.STRICT,
+                     free: frozenset[tuple[str, int]] = frozenset()) -> str | None:
+    """The first part of ``PARTS`` in which ``other`` is not ``original``'s bug by
+    ``original.same_bug(other, strictness, free)``, or None when it is the same bug.
+
+    For whoever must say *why* a rewrite is another bug (``shrinkgpu check``): the class,
+    the message (normalised), the kernel assertion, the crash (a death by signal: its
+    last frame and last words), the operator (or none where there was one), the
+    statement (an error no torch call raised: the one that raised it), the values
+    (inf/NaN at the operator), the tensors (how many, which arguments), then their
+    dtype, device, shape and stride, and the operator's other arguments."""
+    if original.type != other.type:
+        return "class"
+    if original.normalized != other.normalized:
+        return "message"
+    if original.kernel_assertion != other.kernel_assertion:
+        return "kernel assertion"
+    if original.type.startswith("signal."):
+        return None if original.same_bug(other, strictness, free) else "crash"
+    if (original.family is Family.COMPILE and other.family is Family.COMPILE
+            and is_compiled_callable(original.op) and is_compiled_callable(other.op)):
+        return None
+    mine, theirs = original.op, other.op
+    if mine is None or theirs is None:
+        if mine is not theirs:
+            return "operator"
+        return None if original.same_bug(other, strictness, free) else "statement"
+    if mine.name != theirs.name:
+        return "operator"
+    if strictness is Strictness.OPERATOR:
+        return None
+    if not values_agree(mine.tensors, theirs.tensors):
+        return "values"
+    if strictness is Strictness.BATCH:
+        if not batch_compatible(mine.tensors, theirs.tensors):
+            return _tensor_part(mine.tensors, theirs.tensors, frozenset(), batch=True)
+    elif not tensors_agree(mine.tensors, theirs.tensors, free):
+        return _tensor_part(mine.tensors, theirs.tensors, free)
+    if strictness is not Strictness.TENSORS and mine.arguments != theirs.arguments:
+        return "arguments"
+    return None
+
+
+def _tensor_part(mine: tuple[TensorMeta, ...], theirs: tuple[TensorMeta, ...], free: frozenset[tuple[str, int]],
+                 batch: bool = False) -> str:
+    """Which part of the tensors at the operator differs, the part first and the tensor
+    second: a cut that made every tensor float64 changed the dtype, not a shape."""
+    if len(mine) != len(theirs) or any(a.path != b.path for a, b in zip(mine, theirs)):
+        return "tensors"
+    pairs = list(zip(mine, theirs))
+    if any(a.dtype != b.dtype for a, b in pairs):
+        return "dtype"
+    if any(a.device != b.device for a, b in pairs):
+        return "device"
+
+    def loose(a: TensorMeta) -> set[int]:
+        if batch:
+            return {0}  # batch_compatible decides the batch dimension itself
+        return {d for path, d in free if path == a.path}
+
+    for a, b in pairs:
+        if len(a.shape) != len(b.shape):
+            return "shape"
+        if any(a.shape[d] != b.shape[d] for d in range(len(a.shape)) if d not in loose(a)):
+            return "shape"
+    for a, b in pairs:
+        if (_layout(a) != _layout(b)) if loose(a) else (a.stride != b.stride):
+            return "stride"
+    # what is left: a batch that shrank in one tensor and not in another
+    return "shape"
 
 
 def crash_tail(stderr: str) -> tuple[str, ...]:
