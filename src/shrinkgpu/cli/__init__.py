@@ -5,7 +5,8 @@ One table of exit codes for every command (README.md, "Exit codes"):
     0    run: the script failed (its first error is printed); reduce: a result was written
     1    something went wrong in shrinkgpu or the script could not be run at all
     2    bad usage: an option, a missing or unreadable script, an output path refused
-    3    run: the script did not fail; reduce: it did not fail, or not with the error to keep
+    3    run: the script did not fail; reduce: it did not fail, or not with the error to keep;
+         check: the candidate is not the same bug (the answer says which part differs)
     4    verify: a check still fails, fails differently, or a warning (fewer items) was raised
     129  SIGHUP, 130 SIGINT (Ctrl-C), 143 SIGTERM: the best result so far is written,
          marked partial (``--resume`` continues from it)
@@ -616,6 +617,65 @@ def verify_cmd(result, original, command, count, timeout, nproc, emit_test, as_j
         click.echo("all checks pass" if report.ok else "not fixed: " + ("; ".join(failing) or "see the warnings"))
         if test_file is not None:
             click.echo(f"regression test: {test_file}")
+    sys.exit(code)
+
+
+@cli.command("check")
+@click.argument("original", type=click.Path(dir_okay=False))
+@click.argument("candidate", type=click.Path(dir_okay=False))
+@args_argument
+@click.option("--keep-error", "-k", default=None, metavar="REGEX",
+              help="Regular expression the first error must match, as for reduce.")
+@click.option("--family", "family_name", default=None, metavar="FAMILY", type=click.Choice([f.key for f in Family]),
+              help="The first error must be a face of this family, as for reduce.")
+@click.option("--strictness", type=click.Choice([s.value for s in Strictness]), default="strict", show_default=True,
+              help="How much may change at the operator, as for reduce.")
+@click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Fresh-interpreter runs of each: a candidate of an original that always fails must fail the same "
+                   "way in every one; for a flaky original (measured over 10 runs), a sequential test of the rates "
+                   "decides.")
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=None,
+              help="Seconds per run (default: calibrated from the original's run).")
+@root_option
+@stdin_option
+@sync_option
+@click.option("--no-cache", is_flag=True,
+              help="Run the original again, even if an earlier check kept what it showed (in the user's cache "
+                   "directory, keyed by its text and these options).")
+@click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON.")
+def check_cmd(original, candidate, script_args, keep_error, family_name, strictness, runs, timeout, root, stdin_file,
+              sync_launches, no_cache, as_json) -> None:
+    """Is CANDIDATE the same bug as ORIGINAL, by the rule a reduction uses?
+
+    Both run in fresh interpreters with the arguments after `--`. Same bug: the same
+    class, message (numbers aside) and operator, with the same dtype, shape and stride at
+    it (as --strictness allows), as often as the original fails. Exits 0 when it is the
+    same bug, 3 when not (saying which part differs: class, message, operator, dtype,
+    shape, stride, device, arguments, keep-error, family, no error, timeout, rate), 2
+    when ORIGINAL does not fail as asked.
+    """
+    from shrinkgpu.check import CheckConfig, CheckError, check, default_cache
+
+    notes: list[str] = []
+    try:
+        config = CheckConfig(
+            original=Path(original), candidate=Path(candidate), args=tuple(script_args), keep_error=keep_error,
+            family=family_by_name(family_name) if family_name else None, strictness=Strictness(strictness),
+            runs=runs, timeout=timeout, root=root, env=dict(os.environ), stdin=_stdin_bytes(stdin_file, notes),
+            sync_launches=sync_launches, cache=None if no_cache else default_cache(),
+        )
+        answer = check(config, on_stage=None if as_json else lambda m: click.echo(f"shrinkgpu: {m}", err=True))
+    except CheckError as exc:
+        _fail(str(exc), exc.exit_code, as_json)
+    except OSError as exc:
+        _fail(str(exc), EXIT_USAGE, as_json)
+    except KeyboardInterrupt:
+        _fail("interrupted", _interrupt_code(), as_json)
+    code = EXIT_OK if answer.same_bug else EXIT_NOT_REPRODUCED
+    if as_json:
+        _emit_json({**answer.to_json(), "notes": notes, "error": None, "exit_code": code})
+    else:
+        click.echo(("same bug: " if answer.same_bug else "not the same bug: ") + answer.detail)
     sys.exit(code)
 
 
