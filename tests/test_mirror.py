@@ -27,8 +27,6 @@ ALLOWED = {
     "shrinkgpu.syntax": RE_EXPORTS,
     "shrinkgpu.worker": RE_EXPORTS,
     "shrinkgpu.worker.probe": RE_EXPORTS,
-    "shrinkgpu.reducer.world": "issue 46: tests come with the module",
-    "shrinkgpu.worker.probe.collectives": "issue 46: tests come with the module",
 }
 
 

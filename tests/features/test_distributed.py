@@ -74,20 +74,19 @@ def test_the_first_error_is_the_failing_ranks_and_the_script_reduces_to_one_plai
 def test_a_hang_names_where_each_rank_waits_and_leaves_no_process_or_port(tmp_path):
     script = tmp_path / "hang.py"
     script.write_text(HANG)
-    before = listening_ports()
     started = time.monotonic()
     obs = run_observed(config(script, keep_error="x", hang_after=3.0, timeout=120)).observation
     assert time.monotonic() - started < 60
     assert obs.status is RunStatus.HANG and obs.signature.family.key == "hang"
     assert obs.signature.message == ("rank 0 waits in torch.distributed.all_reduce (in evaluate); rank 1 waits in "
                                      "torch.distributed.barrier (in <module>): a collective not every rank reaches")
-    assert not alive(psutil.Process().children(recursive=True)) and listening_ports() <= before
+    left = psutil.Process().children(recursive=True)
+    assert not alive(left) and not listening(p.pid for p in left)
 
 
 def test_killing_a_reduction_of_ranks_leaves_no_rank_and_no_port(tmp_path):
     script = tmp_path / "hang.py"
     script.write_text(HANG)
-    before = listening_ports()
     proc = subprocess.Popen(
         [sys.executable, "-m", "shrinkgpu", "reduce", "--family", "hang", "--hang-after", "3", "-q",
          "--nproc-per-node", "2", str(script)],
@@ -106,7 +105,7 @@ def test_killing_a_reduction_of_ranks_leaves_no_rank_and_no_port(tmp_path):
     proc.wait(timeout=60)
     time.sleep(1.0)
     assert not alive(seen.values())
-    assert listening_ports() <= before
+    assert not listening(seen)
 
 
 def cmdline(p: psutil.Process) -> list[str]:
@@ -128,8 +127,10 @@ def alive(processes) -> list[str]:
     return out
 
 
-def listening_ports() -> set[int]:
+def listening(pids) -> list[int]:
+    """Ports some of ``pids`` still listen on (the store a rank 0 hosted)."""
+    pids = set(pids)
     try:
-        return {c.laddr.port for c in psutil.net_connections("tcp") if c.status == psutil.CONN_LISTEN}
+        return [c.laddr.port for c in psutil.net_connections("tcp") if c.status == psutil.CONN_LISTEN and c.pid in pids]
     except psutil.Error:
         pytest.skip("this machine does not let a process list its sockets")

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from shrinkgpu.worker.protocol import (
+    CancelCommand,
     Capture,
     Finished,
     PreloadCommand,
@@ -42,8 +43,9 @@ def test_a_run_command_carries_its_typed_request_both_ways():
     back = command_from_json(through_a_pipe(command))
     assert back == command and back.request.watch == watch
     assert command_from_json(through_a_pipe(PreloadCommand(("torch", "numpy"), 2))) == PreloadCommand(("torch", "numpy"), 2)
-    with pytest.raises(ValueError, match="unknown command 'cancel'"):
-        command_from_json({"op": "cancel", "id": 1})
+    assert command_from_json(through_a_pipe(CancelCommand(7))) == CancelCommand(7)
+    with pytest.raises(ValueError, match="unknown command 'shutdown'"):
+        command_from_json({"op": "shutdown"})
 
 
 @pytest.mark.parametrize("event", [

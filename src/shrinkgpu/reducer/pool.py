@@ -21,7 +21,7 @@ from typing import Mapping
 from shrinkgpu.core.rates import RateTest, describe_rate
 from shrinkgpu.families import Family
 from shrinkgpu.limits import DEFAULT_FRESH_TIMEOUT, calibrated_timeout
-from shrinkgpu.reducer.config import ReduceError
+from shrinkgpu.reducer.config import NotReproduced, ReduceError
 from shrinkgpu.reducer.context import Context
 from shrinkgpu.reducer.first_run import FORK_ADVICE
 from shrinkgpu.signature import Target
@@ -306,6 +306,10 @@ def measure_rate(ctx: Context, runner: Runner, measured: Measured, attempts: tup
             ctx.talk.stage("the original does not fail every time: measuring how often")
             confirmed += fresh_runs(FLAKY_SAMPLE - len(confirmed))
     rate = Rate(sum(target.matches(o.signature) for o in confirmed), len(confirmed))
+    if rate.reproduced == 0:
+        others = sorted({o.describe() for o in confirmed})
+        raise NotReproduced(f"{what} did not fail the same way in any of {rate.runs} fresh runs: "
+                            + "; ".join(others[:3]), confirmed[0])
     if rate.value < 1.0:
         others = sorted({o.describe() for o in confirmed if not target.matches(o.signature)})
         ctx.talk.note(

@@ -148,7 +148,8 @@ class Ranks(Executor):
                             stopped.add(k)
                             self.inner.cancel(f)
                 wait([f for f in futures if not f.done()], timeout=POLL, return_when=FIRST_COMPLETED)
-            observations = [f.result() for f in futures]
+            observations = [in_collective(f.result(), j.request.watch.collectives, j.run.root)
+                            for f, j in zip(futures, jobs)]
             obs = combine(observations, ended, stopped, hang, self.launch.nproc)
             if stopped:  # (a stopped rank's own wall is not the job's)
                 obs = dataclasses.replace(obs, wall=max(obs.wall, time.monotonic() - started))
@@ -175,6 +176,26 @@ class Ranks(Executor):
         if not ended and len({(w["in"], w["seq"]) for _k, w in waits}) == 1:
             return None  # all in the same collective: slow, not stuck
         return waits
+
+
+def in_collective(obs: Observation, path: str | None, root: Path) -> Observation:
+    """A rank killed by a signal in a collective (gloo's abort comes from a thread of its
+    own, with no Python frame in the crash dump): its first error at the user's frame
+    that called the collective, named as the operator."""
+    sig = obs.signature
+    if sig is None or obs.status is not RunStatus.SIGNAL or sig.frame is not None or not path:
+        return obs
+    waiting = read_waiting(path)
+    if not waiting or not waiting.get("frames"):
+        return obs
+    file, line, function = waiting["frames"][0]
+    try:
+        source = (root / file).read_text(encoding="utf-8", errors="replace").splitlines()[int(line) - 1].strip()
+    except (OSError, IndexError, ValueError):
+        source = ""
+    sig = dataclasses.replace(sig, frame=Frame(file, int(line), function, source), op=OpRecord(waiting["in"], ()),
+                              stack=tuple((f, int(n)) for f, n, _fn in waiting["frames"]))
+    return dataclasses.replace(obs, signature=sig)
 
 
 def failed(obs: Observation) -> bool:
@@ -280,8 +301,10 @@ class Torchrun(FreshInterpreters):
         request = dataclasses.replace(job.request, per_rank=True, watch=watch)
         command = super()._command(dataclasses.replace(job, request=request), run_id)
         launch = self.launch
+        # each rank's output in a file of its own (torchrun prints only its own lines)
         launcher = ["-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={launch.nproc}",
-                    f"--role={launch.role}", f"--max-restarts={launch.max_restarts}", "--no-python"]
+                    f"--role={launch.role}", f"--max-restarts={launch.max_restarts}",
+                    f"--log-dir={job.run.path / 'ranks'}", "--redirects=3", "--no-python"]
         return dataclasses.replace(command, launcher=tuple(launcher))
 
     def submit(self, job: Job) -> Future:
@@ -314,7 +337,8 @@ class Torchrun(FreshInterpreters):
         hang = self._hangs.pop(run.path, None)
         if hang is not None:
             event = dataclasses.replace(event, cancelled=False)  # stopped because it hangs: the ranks' reports stand
-        observations = [Observation.from_run(event, Path(f"{run.observation}.rank{k}"), run.stdout, run.stderr,
+        streams = [self.streams(run, k) for k in range(n)]
+        observations = [Observation.from_run(event, Path(f"{run.observation}.rank{k}"), *streams[k],
                                              crash_log=Path(f"{run.crash_log}.rank{k}"), root=run.root)
                         for k in range(n)]
         if event.error or event.cancelled:
@@ -323,13 +347,22 @@ class Torchrun(FreshInterpreters):
         for k, obs in enumerate(observations):
             code = died.get(k)
             if obs.status is RunStatus.NO_REPORT and code is not None and code < 0:
-                # a rank killed by a signal (gloo's abort): what it printed is in torchrun's output
+                # a rank killed by a signal (gloo's abort), as torchrun says
                 dead = Finished(id=event.id, signal=-code, wall=event.wall)
-                observations[k] = Observation.from_run(dead, Path(f"{run.observation}.rank{k}"), run.stdout,
-                                                       run.stderr, crash_log=Path(f"{run.crash_log}.rank{k}"),
-                                                       root=run.root)
+                observations[k] = Observation.from_run(dead, Path(f"{run.observation}.rank{k}"), *streams[k],
+                                                       crash_log=Path(f"{run.crash_log}.rank{k}"), root=run.root)
+            observations[k] = in_collective(observations[k], f"{run.path / 'collectives.json'}.rank{k}", run.root)
         ended = [event.wall + k * 1e-6 for k in range(n)]
         return combine(observations, ended, set(), hang, n)
+
+    @staticmethod
+    def streams(run, rank: int) -> tuple[Path, Path]:
+        """Rank ``rank``'s stdout and stderr, from torchrun's log directory (its own
+        output alone); torchrun's merged streams when there are none."""
+        found = sorted((run.path / "ranks").glob(f"*/attempt_*/{rank}/stderr.log"))
+        if not found:
+            return run.stdout, run.stderr
+        return found[-1].with_name("stdout.log"), found[-1]
 
 
 def _text(path: Path) -> str:
