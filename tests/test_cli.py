@@ -330,7 +330,7 @@ def test_a_fork_server_that_cannot_start_is_said_in_the_first_progress_lines(tmp
     assert "every candidate runs in a fresh interpreter" in head and "--isolation" in head
     data = json.loads(result.stdout)
     assert data["isolation"] == "fresh"
-    assert any("forking is not safe here" in note for note in data["notes"])
+    assert data["isolation_because"].startswith("forking is not safe here")
     report = (tmp_path / "repro.min.md").read_text()
     assert "isolation: fresh" in report and "forking is not safe here" in report
 

@@ -119,6 +119,14 @@ class ReductionResult:
     # rank raised the original's first error; None where the script ran as one process
     distributed: dict | None = None
     launch: Launch = PLAIN
+    # what the search started from: {"from": "original" | "saved state" | "cut" | "partial
+    # result", "what": in words, "seconds": its fresh run}
+    start: dict = field(default_factory=dict)
+    isolation_because: str | None = None  # why every candidate ran in a fresh interpreter
+    preload_dropped: tuple[str, ...] = ()  # modules not preloaded because forking after them is unsafe
+    # a torch.compile failure run with its compiled code run eagerly: "passes", "fails
+    # otherwise", "fails the same way", "did not end"; None for any other failure
+    eager: str | None = None
 
     def to_json(self) -> dict:
         return {
@@ -176,4 +184,8 @@ class ReductionResult:
             },
             "extract_error": self.extract_error,
             "distributed": self.distributed,
+            "start": self.start,
+            "isolation_because": self.isolation_because,
+            "preload_dropped": list(self.preload_dropped),
+            "eager": self.eager,
         }

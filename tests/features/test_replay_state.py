@@ -222,7 +222,7 @@ def test_a_state_with_a_model_a_momentum_optimizer_and_a_scheduler_replays_the_f
 
     assert any("replays the bug in a fresh interpreter" in n and "iteration 1499 of `for step in range(4000):`" in n
                for n in result.notes), result.notes
-    assert any(n.startswith("the search starts at the failing step") for n in result.notes)
+    assert result.start["from"] == "saved state"
     text = out.read_text()
     assert "train.min.state.pt" in text and "load_state_dict" in text, text
     assert "for step in range(4000)" not in text  # the 1499 steps before the failure are gone
@@ -249,7 +249,7 @@ def test_a_state_that_does_not_replay_is_reported_and_not_used(tmp_path, monkeyp
         "the state at iteration 2000 of `for step in range(3000):` (train.py) is not used: starting there did not "
         "fail the same way (finished without error" in n for n in result.notes
     ), result.notes
-    assert not any("the search starts at the failing step" in n for n in result.notes)
+    assert result.start["from"] != "saved state"
     text = out.read_text()
     assert "state" not in text
     assert not out.with_name("train.min.state.pt").exists()
@@ -268,7 +268,7 @@ def test_a_state_whose_replay_saves_too_little_time_is_reported_and_not_used(tmp
         "the state at iteration 1499 of `for step in range(4000):` (train.py) is not used: starting there saves too "
         "little time (it fails the same way, but in " in n for n in result.notes
     ), result.notes
-    assert not any(n.startswith("the search starts at the failing step") for n in result.notes)
+    assert result.start["from"] != "saved state"
     text = out.read_text()
     assert "train.min.state.pt" not in text and "load_state_dict" not in text, text
     assert not out.with_name("train.min.state.pt").exists()
@@ -337,7 +337,7 @@ def test_the_state_of_a_function_called_before_is_saved_in_the_call_that_failed(
                and "replays the bug in a fresh interpreter" in n
                and "with 1 file(s) the run wrote before it: runs/best.pt, 0.0 MiB in train.min.state.files" in n
                for n in result.notes), result.notes
-    assert any(n.startswith("the search starts at the failing step") for n in result.notes)
+    assert result.start["from"] == "saved state"
     text = out.read_text()
     assert "for step in range(3000)" not in text, text
     assert result.verified == (1, 1)
@@ -386,7 +386,7 @@ def test_started_from_the_state_the_data_the_step_reads_is_loaded_first(tmp_path
     # slicing, and the data object would be loaded last of all.
     result, events, out = reduce_script(tmp_path, monkeypatch, DRAWN, max_tests=4)
 
-    assert any(n.startswith("the search starts at the failing step") for n in result.notes), result.notes
+    assert result.start["from"] == "saved state", result.notes
     assert any(n.startswith("started from the saved state: the data objects the first run saved are loaded first")
                for n in result.notes), result.notes
     assert result.passes["load-saved-objects"]["tests"] == result.passes["load-saved-objects"]["reproduced"] == 1
@@ -403,7 +403,7 @@ def test_started_from_the_state_the_data_the_step_reads_is_loaded_first(tmp_path
 def test_started_from_the_state_what_a_data_helper_returned_is_loaded_and_the_helper_goes(tmp_path, monkeypatch):
     result, events, out = reduce_script(tmp_path, monkeypatch, HELPED, max_tests=4)
 
-    assert any(n.startswith("the search starts at the failing step") for n in result.notes), result.notes
+    assert result.start["from"] == "saved state", result.notes
     assert result.passes["load-saved-objects"]["tests"] == result.passes["load-saved-objects"]["reproduced"] == 1
     text = out.read_text()
     assert ("rows, sums = pickle.loads(pathlib.Path(__file__).with_name('train.min.rows-sums.pkl').read_bytes())"

@@ -133,7 +133,7 @@ def test_resume_continues_from_the_partial_result(tmp_path):
     done = shrinkgpu("reduce", "slow.py", "-k", "out of bounds", "--resume", "--json", "--confirm", "0", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
-    assert any("resumed from the partial result" in n for n in data["notes"])
+    assert data["start"]["from"] == "partial result"
     assert data["candidates_tested"] < 40  # a few-line start, not the 33-line original
     assert not (tmp_path / "slow.min.py").read_text().startswith("# shrinkgpu: partial")
 

@@ -69,7 +69,7 @@ def test_forked_runs_that_fail_differently_send_every_candidate_to_fresh_interpr
     opened_pool.close()
     assert opened_pool.runner.isolation is Isolation.FRESH
     assert opened_pool.calibration.walls == (0.01,)  # the original's own run: nothing forked is measured
-    assert any(n.startswith("the original failed differently in a forked worker") for n in ctx.talk.notes)
+    assert opened_pool.fresh_because.startswith("the original failed differently in a forked worker")
 
 
 def test_the_calibration_sets_the_limits_every_later_run_reads(script, contexts):

@@ -63,8 +63,8 @@ def test_a_refused_fork_server_falls_back_to_fresh_interpreters_and_says_why(scr
     result = reduce(config(script), executors=make)
     assert result.isolation is Isolation.FRESH
     assert result.files == {"train.py": NEEDLE + "\n"}
-    assert any("forking is not safe here (a thread was running at fork)" in n for n in result.notes)
-    assert any(n.startswith("not preloaded, because forking after importing them is unsafe") for n in result.notes)
+    assert result.isolation_because.startswith("forking is not safe here (a thread was running at fork)")
+    assert result.preload_dropped == ("badmod (started a thread)",)
     assert Isolation.FORK not in make.log.started
 
 
@@ -84,7 +84,7 @@ def test_forked_runs_that_fail_differently_send_every_candidate_to_fresh_interpr
     result = reduce(config(script), executors=executors(differs_when_forked, log))
     assert result.isolation is Isolation.FRESH
     assert result.files == {"train.py": NEEDLE + "\n"}
-    assert any(n.startswith("the original failed differently in a forked worker") for n in result.notes)
+    assert result.isolation_because.startswith("the original failed differently in a forked worker")
 
 
 def test_a_script_that_needs_every_gpu_is_not_pinned(script):
@@ -347,10 +347,8 @@ def test_a_long_original_with_no_state_starts_where_a_cut_of_its_hot_loop_fails_
 
     make = executors(slow_loop)
     result = reduce(config(script, confirm=1), executors=make)
-    assert any(n.startswith("the original with the loops that took its time cut fails the same way in a fresh "
-                            "interpreter in 0.5s (the original: 40.0s): the search starts there") for n in result.notes)
-    assert any(n.startswith("the search starts from the original with the loops that took its time cut")
-               for n in result.notes)
+    assert result.start == {"from": "cut", "what": "the original with the loops that took its time cut",
+                            "seconds": 0.5}
     # the one run of the original is the user's: its rate and calibration are measured on the cut
     assert walls.count(40.0) == 1
     assert result.files == {"train.py": NEEDLE + "\n"}
@@ -366,9 +364,7 @@ def test_a_cut_that_fails_otherwise_is_said_and_the_search_starts_from_the_origi
         return bug(wall=40.0, loop_time=(("train.py", 3, 0.95),))
 
     result = reduce(config(script, confirm=0, max_tests=3), executors=executors(needs_the_loop))
-    assert any(n.startswith("the original with the loops that took its time cut does not fail the same way")
-               for n in result.notes), result.notes
-    assert not any(n.startswith("the search starts from") for n in result.notes)
+    assert result.start == {"from": "original", "what": "the original", "seconds": 40.0}
 
 
 # -- a torch.compile failure: the eager contrast and the comparisons ---------------------------
@@ -404,8 +400,7 @@ def test_a_compile_failure_that_passes_eagerly_keeps_what_needs_the_compiler(tmp
     path.write_text(COMPILED)
     log = Log()
     result = reduce(config(path, keep_error="Data-dependent", ablate=False), executors=executors(compiled_behaviour, log))
-    assert "with its compiled code run eagerly the original passes: a candidate must not fail that way either, or " \
-           "its failure is a mistake of its own code, not the compiler's" in result.notes
+    assert result.eager == "passes"
     # what fails eagerly too was refused, and what does not need the compiler went
     # (the two blank lines under ``gate`` put back by the cleanup: syntax/tidy.py)
     assert result.files == {"train.py": "import torch\n\n\ndef gate(x):\n    pass\n\n\n"
@@ -422,8 +417,7 @@ def test_a_compile_failure_that_fails_alike_eagerly_asks_nothing_of_candidates(t
     log = Log()
     result = reduce(config(path, keep_error="Data-dependent", ablate=False),
                     executors=executors(lambda text, job: bug(GRAPH_BREAK) if NEEDLE in text else passes(), log))
-    assert "the original fails the same way with its compiled code run eagerly: candidates are not asked to need " \
-           "the compiler" in result.notes
+    assert result.eager == "fails the same way"
     assert result.files == {"train.py": NEEDLE + "\n"}
     assert len([1 for _, job in log.jobs if job.request.watch.eager]) == 1  # the original's, and no candidate's
 

@@ -117,6 +117,11 @@ class Pool:
     rate: Rate
     calibration: Calibration
     contrast: Contrast | None
+    # why every candidate runs in a fresh interpreter (None: they are forked)
+    fresh_because: str | None = None
+    # a torch.compile failure with its compiled code run eagerly: "passes", "fails
+    # otherwise", "fails the same way" or "did not end" (None: not a compile failure)
+    eager: str | None = None
 
     def close(self) -> None:
         self.runner.close()
@@ -226,16 +231,19 @@ def open_pool(ctx: Context, first: Observation, attempts: tuple[Observation, ...
         preload = start_workers(ctx, runner, modules, first)
         rate, runner = measure_rate(ctx, runner, measured, attempts, target, plan, first,
                                     lambda: started(ctx, runner_of(Isolation.FORK, FLAKY_LANES), modules))
-        walls, runner, plan = calibrate(ctx, runner, measured, rate, target, plan,
-                                        lambda lanes: runner_of(Isolation.FRESH, lanes))
+        walls, runner, plan, not_faithful = calibrate(ctx, runner, measured, rate, target, plan,
+                                                      lambda lanes: runner_of(Isolation.FRESH, lanes))
         timeout = ctx.config.timeout or calibrated_timeout(walls)
         calibration = Calibration(tuple(walls), timeout, calibrated_timeout([first.wall]))
         ctx.limits.calibrate(calibration.timeout, calibration.fresh_timeout)
-        contrast = eager_contrast(ctx, runner, measured, target, plan, calibration)
+        contrast, eager = eager_contrast(ctx, runner, measured, target, plan, calibration)
     except BaseException:
         runner.close()
         raise
-    return Pool(runner, plan, preload, rate, calibration, contrast)
+    fresh_because = None
+    if runner.isolation is Isolation.FRESH:
+        fresh_because = preload.note or not_faithful or "asked for (--isolation fresh)"
+    return Pool(runner, plan, preload, rate, calibration, contrast, fresh_because, eager)
 
 
 def started(ctx: Context, runner: Runner, modules) -> Runner:
@@ -360,14 +368,15 @@ def forked_walls(runner: Runner, files, target: Target, rate: float, env: Mappin
 
 
 def calibrate(ctx: Context, runner: Runner, measured: Measured, rate: Rate, target: Target, plan: WorkerPlan,
-              fresh) -> tuple[list[float], Runner, WorkerPlan]:
+              fresh) -> tuple[list[float], Runner, WorkerPlan, str | None]:
     """Time the original where candidates will run, pinned as they will be: the same
     bug (at the same rate), or forking (or pinning) is not faithful here and every
-    candidate runs fresh (``fresh(lanes)`` makes that runner) or sees every GPU."""
+    candidate runs fresh (``fresh(lanes)`` makes that runner; the last value says why)
+    or sees every GPU."""
     files, wall = measured.files, measured.wall
     walls = [wall]
     if runner.isolation is not Isolation.FORK:
-        return walls, runner, plan
+        return walls, runner, plan, None
     slow = wall >= SLOW_ORIGINAL
     pin = plan.first_device
     fill = ctx.scratch.compile_caches if rate.value >= 1.0 else None
@@ -392,7 +401,7 @@ def calibrate(ctx: Context, runner: Runner, measured: Measured, rate: Rate, targ
         runner = fresh(lanes)
         runner.start()
         walls = [wall]
-    return walls, runner, plan
+    return walls, runner, plan, why
 
 
 def check_warm_caches(ctx: Context, runner: Runner, files, target: Target, rate: Rate, walls: list[float],
@@ -427,13 +436,14 @@ def check_warm_caches(ctx: Context, runner: Runner, files, target: Target, rate:
 
 
 def eager_contrast(ctx: Context, runner: Runner, measured: Measured, target: Target, plan: WorkerPlan,
-                   calibration: Calibration) -> Contrast | None:
+                   calibration: Calibration) -> tuple[Contrast | None, str | None]:
     """For a torch.compile failure, the run that tells the compiler's bug from the
     program's: the original once with its compiled code run eagerly.  When that does
     not fail the same way, every candidate that reproduces is run that way too, and
-    one that still fails alike is another bug (the oracle's contrast)."""
+    one that still fails alike is another bug (the oracle's contrast).  With it, how the
+    original ran eagerly."""
     if target.signature.family is not Family.COMPILE:
-        return None
+        return None, None
     talk = ctx.talk
     watch = Watch(eager=True)
     # Eagerly the original runs on where compiling failed at once (the training after
@@ -443,11 +453,11 @@ def eager_contrast(ctx: Context, runner: Runner, measured: Measured, target: Tar
     if obs.timed_out or obs.infra_error:
         talk.note(f"with its compiled code run eagerly the original did not end within {limit:.0f}s: candidates "
                   "are not asked to need the compiler")
-        return None
+        return None, "did not end"
     if target.matches(obs.signature):
         talk.note("the original fails the same way with its compiled code run eagerly: candidates are not "
                   "asked to need the compiler")
-        return None
+        return None, "fails the same way"
     passes = obs.signature is None and obs.exit_code == 0
     if passes:
         talk.note("with its compiled code run eagerly the original passes: a candidate must not fail that way "
@@ -456,4 +466,4 @@ def eager_contrast(ctx: Context, runner: Runner, measured: Measured, target: Tar
         failed = obs.signature.headline if obs.signature else obs.status
         talk.note(f"with its compiled code run eagerly the original fails with {failed}: "
                   "a candidate that fails the same way eagerly too is another bug")
-    return Contrast(watch, passes)
+    return Contrast(watch, passes), "passes" if passes else "fails otherwise"

@@ -150,7 +150,20 @@ def result_of(ctx: Context, found: Found) -> ReductionResult:
         ablation=found.ablated,
         launch=found.launch,
         distributed=distributed_fact(ctx, found),
+        start=start_fact(found),
+        isolation_because=pool.fresh_because,
+        preload_dropped=tuple(pool.preload.dropped),
+        eager=pool.eager,
     )
+
+
+def start_fact(found: Found) -> dict:
+    """What the search started from, as the report's typed fact."""
+    start = found.start
+    kind = "saved state" if start.state is not None else "cut" if start.program is not None else "original"
+    if found.searched.resumed:
+        kind = "partial result"
+    return {"from": kind, "what": start.what, "seconds": round(start.wall, 3)}
 
 
 def distributed_fact(ctx: Context, found: Found) -> dict | None:

@@ -48,6 +48,7 @@ class Searched:
     facts: RunFacts
     data_files: dict[str, Path]
     trace: tuple[tuple[float, int], ...]
+    resumed: bool = False  # it started from the partial result an earlier run left (--resume)
 
 
 class Adapter:
@@ -169,13 +170,14 @@ def search(ctx: Context, oracle: Oracle, pool: Pool, inp: Input, start: Start, t
             talk.stage(f"candidates now time out after {limit:.1f}s (the program they are cut from runs "
                        f"{start.wall:.1f}s; the original {original_wall:.1f}s)")
     adapter = Adapter(ctx, oracle, target, inp.main, start.facts)
+    resumed = False
     if ctx.config.resume:
-        resumed = resume.partial_start(ctx, oracle, target, start.facts, inp.main)
-        if isinstance(resumed, str):
-            talk.note(resumed)
+        partial = resume.partial_start(ctx, oracle, target, start.facts, inp.main)
+        if isinstance(partial, str):
+            talk.note(partial)
         else:
-            talk.note(f"resumed from the partial result at {ctx.layout.output.name} ({resumed.size} tokens)")
-            initial = resumed
+            talk.note(f"resumed from the partial result at {ctx.layout.output.name} ({partial.size} tokens)")
+            initial, resumed = partial, True
     modules = sorted(p for p in inp.files if p.endswith(".py"))
     if ctx.config.output is not None and len(modules) > 1 and ctx.layout.output.suffix == ".py":
         talk.note(
@@ -199,4 +201,4 @@ def search(ctx: Context, oracle: Oracle, pool: Pool, inp: Input, start: Start, t
         initial, tiers, adapter.test, lambda c: c.order, budget=limits, on_event=talk.emit,
         normalize=adapter.rebase, test_many=adapter.test_many, jobs=pool.plan.jobs, search=ctx.config.search,
     )
-    return Searched(outcome, original_size, adapter.facts, adapter.data_files, tuple(adapter.trace))
+    return Searched(outcome, original_size, adapter.facts, adapter.data_files, tuple(adapter.trace), resumed)
