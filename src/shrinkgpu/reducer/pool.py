@@ -48,6 +48,9 @@ FLAKY_LANES = 4  # fork servers with their own hash seeds when the original is f
 # Compile caches past this size are not copied into every candidate's directory: the copy
 # would cost what compiling saves, and jobs x this much disk.
 WARM_CACHE_MAX = 512 * 2**20
+# Seconds a candidate's ranks must wait, unchanged, in collectives not all reach before
+# it hangs (the original, which nothing is known of yet, waits launch.hang_after).
+CANDIDATE_HANG_AFTER = 5.0
 
 
 @dataclass(frozen=True)
@@ -222,6 +225,12 @@ def open_pool(ctx: Context, first: Observation, attempts: tuple[Observation, ...
     the calibration (the limits set in ``ctx.limits``) and the compile contrast.  The
     caller closes the pool; a failure on the way closes its runner."""
     modules = preload_candidates(first.modules, [ctx.spec.root_dir])
+    launch = ctx.spec.launch
+    if launch.ranks and launch.hang_after > CANDIDATE_HANG_AFTER:
+        # The original's hang is known: a candidate whose ranks wait, still, in collectives
+        # not all of them reach is that hang after seconds, not after the original's wait.
+        ctx = ctx.with_spec(dataclasses.replace(ctx.spec, launch=dataclasses.replace(
+            launch, hang_after=CANDIDATE_HANG_AFTER)))
 
     def runner_of(isolation: Isolation, lanes: int = 1) -> Runner:
         return ctx.runner(isolation, program_files=program_files, threads=plan.threads, lanes=lanes)
