@@ -1,0 +1,8 @@
+import torch
+
+
+def step(x):
+    x.sum().backward()
+
+
+torch.compile(step, fullgraph=True)(torch.ones(2, requires_grad=True))
