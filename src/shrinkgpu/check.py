@@ -264,15 +264,14 @@ def observe_original(config: CheckConfig, executors: ExecutorFactory, say: Calla
                          f"{sig.describe()}", exit_code=2)
     more = config.runs - len(attempts)
     seen = [target.matches(o.signature) for o in attempts]
+    timeout = config.timeout or calibrated_timeout([obs.wall])
     if more > 0:
         say(f"running the original {more} more time(s) in fresh interpreters")
-        seen += [target.matches(o.signature) for o in fresh_runs(first.spec, more, calibrated_timeout([obs.wall]),
-                                                                  executors, config.runs)]
+        seen += [target.matches(o.signature) for o in fresh_runs(first.spec, more, timeout, executors, config.runs)]
     if not all(seen) and len(seen) < FLAKY_SAMPLE:
         say("the original does not fail every time: measuring how often")
-        seen += [target.matches(o.signature) for o in fresh_runs(first.spec, FLAKY_SAMPLE - len(seen),
-                                                                  calibrated_timeout([obs.wall]), executors,
-                                                                  config.runs)]
+        seen += [target.matches(o.signature)
+                 for o in fresh_runs(first.spec, FLAKY_SAMPLE - len(seen), timeout, executors, config.runs)]
     return dataclasses.replace(ref, rate=(sum(seen), len(seen)))
 
 
@@ -368,7 +367,7 @@ def verdict(config: CheckConfig, ref: Reference, runs: list[Run]) -> tuple[bool,
             f"{describe_rate(*ref.rate)}"
     if same:
         first = next((r for r in runs if r.same), runs[0])
-        return True, None, f"the same bug: {rates}", first.signature
+        return True, None, rates, first.signature
     other = next((r for r in runs if not r.same and r.part not in NO_BUG), None)
     if other is not None:
         return False, other.part, describe_part(other.part, ref, config, other), other.signature
