@@ -388,12 +388,17 @@ def run(script, script_args, module, nproc, hang_after, timeout, isolation, root
 @click.option("-v", "--verbose", is_flag=True, help="A line for every accepted edit.")
 @click.option("--emit-test", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write a pytest file that fails while the minimal case still reproduces the bug.")
+@click.option("--propose-with", "propose_with", default=None, metavar="CMD",
+              help="A shell command that proposes smaller programs (a language model, a script of yours): it reads "
+                   "the best program so far on stdin and prints candidates, one JSON object a line "
+                   "({\"text\": ...} or {\"files\": {...}}); each is judged like the passes' candidates, when they "
+                   "find nothing more (docs/agents.md).")
 def reduce_cmd(script, script_args, module, nproc, hang_after, keep_error, family_name, output, resume, timeout, isolation, strictness,
                confirm, hash_seed, max_tests, max_time, verify_runs, extract, load_objects, observed_sizes, replay_state, ablate, search,
                jobs,
                gpus, root,
                stdin_file,
-               sync_launches, keep_temp, as_json, quiet, verbose, emit_test) -> None:
+               sync_launches, keep_temp, as_json, quiet, verbose, emit_test, propose_with) -> None:
     """Reduce SCRIPT while its first error still matches --keep-error (or --family).
 
     Options come before SCRIPT; arguments after `--` are passed to the script. SCRIPT
@@ -420,6 +425,7 @@ def reduce_cmd(script, script_args, module, nproc, hang_after, keep_error, famil
             jobs=jobs, gpus=gpu_ids, search=search, sync_launches=sync_launches,
             family=family_by_name(family_name) if family_name else None, confirm=confirm, hash_seed=hash_seed,
             resume=resume, extract=extract, save_objects=load_objects, observed_sizes=observed_sizes, replay_state=replay_state, ablate=ablate,
+            propose_with=propose_with,
         )
     except (OSError, click.ClickException) as exc:
         _fail(str(exc), EXIT_USAGE, as_json)

@@ -79,6 +79,10 @@ class ReduceConfig:
     # how the script's processes start: one python, or torchrun's ranks on this machine
     # (--nproc-per-node, or the user's own torchrun command line)
     launch: Launch = PLAIN
+    # a shell command that proposes whole programs (the best one so far on its stdin, one
+    # JSON object a line back): a last tier of the search, judged like every candidate
+    # (passes/external.py, reducer/proposer.py)
+    propose_with: str | None = None
 
 
 def compile_pattern(pattern: str | None) -> re.Pattern[str] | None:

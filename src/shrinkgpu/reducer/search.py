@@ -22,11 +22,13 @@ from pathlib import Path
 from shrinkgpu.core import Outcome, Verdict, reduce_to_fixpoint
 from shrinkgpu.oracle import Judgement, Oracle, files_key
 from shrinkgpu.passes import LOADING, PASSES
+from shrinkgpu.passes.external import ExternalProposals
 from shrinkgpu.reducer import resume
 from shrinkgpu.reducer.context import Context
 from shrinkgpu.reducer.events import BestSoFar, Reducing
 from shrinkgpu.reducer.facts import HOT_MIN_SECONDS, Input, RunFacts, loop_around_failure, saved_objects
 from shrinkgpu.reducer.pool import Pool
+from shrinkgpu.reducer.proposer import ShellProposer
 from shrinkgpu.reducer.start import Start
 from shrinkgpu.signature import Target
 from shrinkgpu.syntax import Candidate
@@ -197,8 +199,18 @@ def search(ctx: Context, oracle: Oracle, pool: Pool, inp: Input, start: Start, t
         tiers = (LOADING, *(t for t in PASSES if t is not LOADING))
         talk.note("started from the saved state: the data objects the first run saved are loaded first, "
                   "instead of built", show=False)
+    if ctx.config.propose_with:
+        # Last: what the passes could not shrink any more goes to the command, and what it
+        # proposes is judged like everything else.
+        tiers = (*tiers, (ExternalProposals(proposer_for(ctx, target)),))
     outcome = reduce_to_fixpoint(
         initial, tiers, adapter.test, lambda c: c.order, budget=limits, on_event=talk.emit,
         normalize=adapter.rebase, test_many=adapter.test_many, jobs=pool.plan.jobs, search=ctx.config.search,
     )
     return Searched(outcome, original_size, adapter.facts, adapter.data_files, tuple(adapter.trace), resumed)
+
+
+def proposer_for(ctx: Context, target: Target) -> ShellProposer:
+    """``--propose-with``'s command, run from where shrinkgpu was started."""
+    return ShellProposer(ctx.config.propose_with, ctx.talk, ctx.limits, ctx.scratch.session / "proposer",
+                         (ctx.config.cwd or Path.cwd()).resolve(), target.signature.headline)
