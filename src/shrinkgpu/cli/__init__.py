@@ -393,18 +393,20 @@ def run(script, script_args, module, nproc, hang_after, timeout, isolation, root
                    "the best program so far on stdin and prints candidates, one JSON object a line "
                    "({\"text\": ...} or {\"files\": {...}}); each is judged like the passes' candidates, when they "
                    "find nothing more (docs/agents.md).")
+@click.option("--progress-json", is_flag=True,
+              help="Progress as one JSON object a line on stderr, for a program that drives shrinkgpu.")
 def reduce_cmd(script, script_args, module, nproc, hang_after, keep_error, family_name, output, resume, timeout, isolation, strictness,
                confirm, hash_seed, max_tests, max_time, verify_runs, extract, load_objects, observed_sizes, replay_state, ablate, search,
                jobs,
                gpus, root,
                stdin_file,
-               sync_launches, keep_temp, as_json, quiet, verbose, emit_test, propose_with) -> None:
+               sync_launches, keep_temp, as_json, quiet, verbose, emit_test, propose_with, progress_json) -> None:
     """Reduce SCRIPT while its first error still matches --keep-error (or --family).
 
     Options come before SCRIPT; arguments after `--` are passed to the script. SCRIPT
     itself is never modified.
     """
-    from shrinkgpu.cli.progress import LiveProgress, ProgressPrinter
+    from shrinkgpu.cli.progress import JsonProgress, LiveProgress, ProgressPrinter
     from shrinkgpu.report import OutputError
     from shrinkgpu.worker.devices import parse_gpus
 
@@ -429,9 +431,10 @@ def reduce_cmd(script, script_args, module, nproc, hang_after, keep_error, famil
         )
     except (OSError, click.ClickException) as exc:
         _fail(str(exc), EXIT_USAGE, as_json)
-    progress = None
-    if not quiet:
+    progress = JsonProgress() if progress_json else None
+    if progress is None and not quiet:
         progress = LiveProgress(verbose=verbose) if sys.stderr.isatty() else ProgressPrinter(verbose=verbose)
+    if progress is not None:
         for note in notes:
             progress.stage(note)
     try:
@@ -670,7 +673,7 @@ def check_cmd(original, candidate, script_args, keep_error, family_name, strictn
             runs=runs, timeout=timeout, root=root, env=dict(os.environ), stdin=_stdin_bytes(stdin_file, notes),
             sync_launches=sync_launches, cache=None if no_cache else default_cache(),
         )
-        answer = check(config, on_stage=None if as_json else lambda m: click.echo(f"shrinkgpu: {m}", err=True))
+        answer = check(config, on_stage=lambda message: click.echo(f"shrinkgpu: {message}", err=True))
     except CheckError as exc:
         _fail(str(exc), exc.exit_code, as_json)
     except OSError as exc:
@@ -683,6 +686,25 @@ def check_cmd(original, candidate, script_args, keep_error, family_name, strictn
     else:
         click.echo(("same bug: " if answer.same_bug else "not the same bug: ") + answer.detail)
     sys.exit(code)
+
+
+@cli.command("mcp")
+def mcp_cmd() -> None:
+    """Serve these commands to a coding agent: an MCP server on stdin and stdout.
+
+    Tools run, reduce, extract, verify, ablate and check, each answering with the JSON
+    the command prints with --json; a reduction reports its progress, and a cancelled
+    one stops and keeps its best result, as Ctrl-C does (docs/agents.md). Needs the
+    agents extra: pip install 'shrinkgpu[agents]'.
+    """
+    try:
+        from shrinkgpu.agents.server import serve
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in ("mcp", "anyio", "pydantic"):
+            raise
+        _fail(f"the MCP server needs the mcp package ({exc.name} is missing): pip install 'shrinkgpu[agents]'",
+              EXIT_USAGE, False)
+    serve()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,13 +1,15 @@
 """The printers that show a reduction's progress events (reducer/events.py) with the
-core's: plain lines off a terminal, one live status line on one."""
+core's: plain lines off a terminal, one live status line on one, or JSON lines for a
+program that drives shrinkgpu (``--progress-json``: the MCP server reads them)."""
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from typing import TextIO
 
-from shrinkgpu.core import PassStarted, Tested
+from shrinkgpu.core import Improved, PassStarted, Tested
 from shrinkgpu.reducer.events import BestSoFar, Reducing, Stage
 
 
@@ -102,6 +104,47 @@ class LiveProgress(ProgressPrinter):
 
     def close(self) -> None:
         self.live.stop()
+
+
+class JsonProgress:
+    """Each event as one JSON object a line (``--progress-json``), with ``seconds`` since
+    the start: ``stage`` (``message``), ``reducing`` and ``best`` (``tokens``, ``lines``),
+    ``pass`` (``name``, ``level``, ``units``), ``improved`` (``pass``) and ``tested``
+    (``tests``, ``accepted``; at most one every ``every`` seconds: a fork server tests
+    dozens a second)."""
+
+    def __init__(self, stream: TextIO = sys.stderr, every: float = 0.5):
+        self.stream = stream
+        self.every = every
+        self.started = time.monotonic()
+        self._last_tested = float("-inf")
+        self.accepted = 0
+
+    def __call__(self, event: object) -> None:
+        if isinstance(event, Stage):
+            self.stage(event.message)
+        elif isinstance(event, (Reducing, BestSoFar)):
+            kind = "reducing" if isinstance(event, Reducing) else "best"
+            self._write(kind, tokens=event.tokens, lines=sum(t.count("\n") for t in event.files.values()))
+        elif isinstance(event, PassStarted):
+            self._write("pass", name=event.name, level=event.level, units=event.units)
+        elif isinstance(event, Improved):
+            self._write("improved", **{"pass": event.name})
+        elif isinstance(event, Tested):
+            self.accepted += event.verdict.interesting
+            if time.monotonic() - self._last_tested >= self.every:
+                self._last_tested = time.monotonic()
+                self._write("tested", tests=event.tests, accepted=self.accepted)
+
+    def stage(self, message: str) -> None:
+        self._write("stage", message=message)
+
+    def close(self) -> None:
+        pass
+
+    def _write(self, event: str, **fields) -> None:
+        line = {"event": event, "seconds": round(time.monotonic() - self.started, 3), **fields}
+        print(json.dumps(line), file=self.stream, flush=True)
 
 
 def _clock(seconds: float) -> str:
