@@ -59,6 +59,7 @@ Where the rules behind the options are explained:
 | `--ablate` and `shrinkgpu ablate` | docs/ablation.md |
 | `--extract`, `--emit-test`, `verify` | docs/handoff.md |
 | `--search` | docs/architecture.md (the search core) |
+| `check`, `mcp`, `--propose-with`, `--progress-json` | docs/agents.md (for coding agents), docs/outputs.md (their JSON) |
 """
 
 def click_version() -> str:
