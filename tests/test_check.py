@@ -145,9 +145,22 @@ def test_the_original_is_paid_for_once_and_the_key_follows_its_text_and_options(
     assert read_cached(tmp_path / "cache" / f"{cache_key(cfg, spec, ORIGINAL)}.json") == first.reference
 
 
+def test_a_kept_original_is_observed_again_when_a_file_it_read_changed(tmp_path):
+    data = tmp_path / "labels.txt"
+    data.write_text("0 2 4\n")
+    made = fake(always(bug(reads=("labels.txt",))), always(bug()))
+    assert not check(config(tmp_path), executors=made).cached
+    assert check(config(tmp_path), executors=made).cached
+    data.write_text("0 2 3\n")  # the bug may be gone: the original's runs are stale
+    again = check(config(tmp_path), executors=made)
+    assert not again.cached and again.reference.files == (("labels.txt", again.reference.files[0][1]),)
+    assert runs_of(made, "original") == 6
+
+
 def test_a_reference_survives_its_json():
     sig = signature()
-    ref = Reference(sig, frozenset({("args[0]", 0)}), (4, 10), ("CUDA_LAUNCH_BLOCKING", "1"), 2.5)
+    ref = Reference(sig, frozenset({("args[0]", 0)}), (4, 10), ("CUDA_LAUNCH_BLOCKING", "1"), 2.5,
+                    (("data/labels.txt", "ab12"),))
     assert Reference.from_json(json.loads(json.dumps(ref.to_json()))) == ref
 
 

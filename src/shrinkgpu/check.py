@@ -48,8 +48,9 @@ from shrinkgpu.worker import ExecutorFactory, Isolation, Observation, Runner, Sc
 DEFAULT_RUNS = 3
 CACHE_VERSION = 1
 # What the original's first run records: its versions (the launch variable of its
-# backend) and the shapes its failing operator had across its calls (what it varied).
-ORIGINAL_WATCH = Watch(collect_env=True, op_shapes=True)
+# backend), the shapes its failing operator had across its calls (what it varied), and
+# the modules it imported (its own ones, with the files it read, keep the cache honest).
+ORIGINAL_WATCH = Watch(collect_env=True, op_shapes=True, collect_modules=True)
 # Variables that change how a script runs on a device or in the interpreter: part of the
 # cache key (PATH, a terminal's variables and the like are not).
 RUN_VARIABLES = re.compile(r"^(CUDA|HIP|ROCR|HSA|AMD|NCCL|PYTORCH|TORCH|TORCHINDUCTOR|PYTHON|OMP|MKL|OPENBLAS"
@@ -108,6 +109,9 @@ class Reference:
     rate: tuple[int, int]  # (reproduced, runs)
     launch: tuple[str, str] | None
     wall: float
+    # (path under the root, sha256) of the user's own modules the original imported and
+    # the files it read: an entry of the cache stands only while they are unchanged
+    files: tuple[tuple[str, str], ...] = ()
 
     @property
     def always(self) -> bool:
@@ -119,7 +123,7 @@ class Reference:
     def to_json(self) -> dict:
         return {"signature": self.signature.to_json(), "free": sorted([list(f) for f in self.free]),
                 "rate": list(self.rate), "launch": list(self.launch) if self.launch else None,
-                "wall": round(self.wall, 3)}
+                "wall": round(self.wall, 3), "files": [list(f) for f in self.files]}
 
     @classmethod
     def from_json(cls, data: dict) -> "Reference":
@@ -129,6 +133,7 @@ class Reference:
             rate=(int(data["rate"][0]), int(data["rate"][1])),
             launch=tuple(data["launch"]) if data.get("launch") else None,
             wall=float(data.get("wall", 0.0)),
+            files=tuple((str(p), str(h)) for p, h in data.get("files", ())),
         )
 
 
@@ -232,6 +237,25 @@ def write_cached(path: Path, ref: Reference) -> None:
         pass  # a cache that cannot be written costs the next call a run, nothing more
 
 
+def digest(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return "missing"
+
+
+def inputs_of(root: Path, obs: Observation, script: Path) -> tuple[tuple[str, str], ...]:
+    """(path, sha256) of what the original's run read under ``root`` besides its own
+    text (which the cache key holds): its local modules and its data files."""
+    paths = {rel for _name, _file, rel in obs.modules if rel is not None} | set(obs.reads)
+    mine = str(script.relative_to(root)) if script.is_relative_to(root) else None
+    return tuple(sorted((rel, digest(root / rel)) for rel in paths if rel != mine))
+
+
+def unchanged(root: Path, files: tuple[tuple[str, str], ...]) -> bool:
+    return all(digest(root / rel) == sha for rel, sha in files)
+
+
 def observe_original(config: CheckConfig, executors: ExecutorFactory, say: Callable[[str], None]) -> Reference:
     """The original in fresh interpreters: its first error, then ``runs`` runs in all
     (``FLAKY_SAMPLE`` when they do not all fail the same way).  ``CheckError`` (exit 2)
@@ -253,7 +277,8 @@ def observe_original(config: CheckConfig, executors: ExecutorFactory, say: Calla
         raise CheckError(f"the original did not fail in {len(attempts)} run(s): {obs.describe()}; there is no bug "
                          "to compare with", exit_code=2)
     free = varying_dims(sig.op, obs.op_shapes.get(sig.op.name, {})) if sig.op is not None else frozenset()
-    ref = Reference(sig, free, (1, 1), first.launch, obs.wall)
+    read = inputs_of(first.spec.root_dir, obs, first.spec.script)
+    ref = Reference(sig, free, (1, 1), first.launch, obs.wall, read)
     target = ref.target(config)
     why = target.mismatch(sig)
     if why == "keep-error":
@@ -282,6 +307,9 @@ def reference(config: CheckConfig, executors: ExecutorFactory, say: Callable[[st
     path = config.cache / f"{cache_key(config, spec, text)}.json" if config.cache is not None else None
     if path is not None:
         kept = read_cached(path)
+        if kept is not None and not unchanged(spec.root_dir, kept.files):
+            say("the original's modules or data changed since its runs were kept: running it again")
+            kept = None
         if kept is not None:
             say(f"the original: from the cache ({kept.signature.headline}; "
                 f"{describe_rate(*kept.rate)})")
