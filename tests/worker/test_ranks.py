@@ -167,3 +167,12 @@ def test_a_peer_that_went_away_is_one_fact_whichever_way_tcp_ended_it():
     reset = normalize_message("[/gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:21398: Connection reset by "
                               "peer. This is typically caused by a remote worker hanging.")
     assert closed == reset == "gloo: the connection to a peer ended"
+
+
+def test_a_rank_that_died_without_a_report_takes_the_programs_facts_from_a_peers():
+    abort = Observation(None, 6, False, 1.0, RunStatus.SIGNAL,
+                        signature("signal.SIGABRT", "killed by signal 6 (SIGABRT): gloo::EnforceNotMet", op=None))
+    peer = at(PEER, 9.5, modules=(("metrics", "/r/metrics.py", "metrics.py"),), reads=("data.csv",))
+    obs = combine([abort, peer], [9.0, 9.6], set(), None, 2)
+    assert obs.rank == 0 and obs.signature.type == "signal.SIGABRT"
+    assert obs.modules == (("metrics", "/r/metrics.py", "metrics.py"),) and obs.reads == ("data.csv",)

@@ -254,12 +254,28 @@ def combine(observations: list[Observation], ended: list[float], stopped: set[in
 
     if own or errors:
         rank, chosen = min(own or errors, key=when)
+        chosen = with_peer_facts(chosen, observations)
     else:
         ended_badly = [(k, o) for k, o in ranked if o.timed_out or (o.exit_code not in (0, None))]
         rank, chosen = min(ended_badly, key=when) if ended_badly else (0, observations[0])
         if not ended_badly:
             return dataclasses.replace(chosen, wall=wall, world_size=world)
     return dataclasses.replace(chosen, wall=wall, rank=rank, world_size=world)
+
+
+def with_peer_facts(chosen: Observation, observations: list[Observation]) -> Observation:
+    """A rank that died without its probe's report (gloo's abort) still ran the program
+    every rank ran: what another rank's report says of it (the modules it imported, the
+    environment, the files it read, argparse and configuration values, seeding) stands
+    for it; the failing stack stays its own."""
+    if chosen.modules or chosen.status is not RunStatus.SIGNAL:
+        return chosen
+    peer = next((o for o in observations if o.modules), None)
+    if peer is None:
+        return chosen
+    return dataclasses.replace(chosen, modules=peer.modules, environment=chosen.environment or peer.environment,
+                               reads=chosen.reads or peer.reads, parses=chosen.parses or peer.parses,
+                               loads=chosen.loads or peer.loads, seed_sites=chosen.seed_sites or peer.seed_sites)
 
 
 def hang_observation(observations: list[Observation], hang: list[tuple[int, dict]], wall: float,
