@@ -79,3 +79,13 @@ def test_tensors_are_drawn_afresh_only_for_errors_their_layout_alone_raises(tmp_
             assert inp.facts.sizes == inp.program.facts.sizes  # what every later program carries
     finally:
         contexts.close()
+
+
+def test_a_run_without_its_modules_still_takes_the_local_modules_its_script_imports(tmp_path):
+    from shrinkgpu.reducer.facts import local_files
+
+    (tmp_path / "train.py").write_text("import torch\nfrom metrics import Meter\nimport helpers.io\n")
+    (tmp_path / "metrics.py").write_text("class Meter: pass\n")
+    spec = ScriptSpec(script=tmp_path / "train.py", cwd=tmp_path)
+    died = Observation(None, 6, False, 1.0, "signal", None)  # a rank killed before its probe reported
+    assert sorted(local_files(died, spec)) == ["metrics.py", "train.py"]

@@ -12,6 +12,7 @@ each rebased candidate's.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import re
 from dataclasses import dataclass
@@ -129,7 +130,8 @@ def local_files(obs: Observation, spec: ScriptSpec, main_text: str | None = None
     """The program: the script and the local Python files its run imported, read as
     Python reads them (their coding declarations)."""
     files = {spec.script_rel: main_text if main_text is not None else read_source(spec.script)}
-    for _name, _file, local in obs.modules:
+    modules = obs.modules or imported_beside(files[spec.script_rel], spec)
+    for _name, _file, local in modules:
         if local is None or not local.endswith(".py") or local in files:
             continue
         original = spec.root_dir / local
@@ -139,6 +141,28 @@ def local_files(obs: Observation, spec: ScriptSpec, main_text: str | None = None
             except InputError:
                 continue
     return files
+
+
+def imported_beside(text: str, spec: ScriptSpec) -> tuple[tuple[str, None, str], ...]:
+    """The modules beside the main script it imports at its top level, read from its text:
+    what a run that could not report its modules (a rank killed before its probe wrote)
+    imported of the user's own.  Modules of other directories are only found by a run."""
+    import ast
+
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return ()
+    here = Path(spec.script_rel).parent
+    out = []
+    for node in tree.body:
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                 [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else [])
+        for name in names:
+            rel = here / (name.split(".")[0] + ".py")
+            if (spec.root_dir / rel).is_file():
+                out.append((name, None, str(rel)))
+    return tuple(out)
 
 
 def facts_of(obs: Observation | None) -> Facts:
