@@ -147,8 +147,6 @@ def imported_beside(text: str, spec: ScriptSpec) -> tuple[tuple[str, None, str],
     """The modules beside the main script it imports at its top level, read from its text:
     what a run that could not report its modules (a rank killed before its probe wrote)
     imported of the user's own.  Modules of other directories are only found by a run."""
-    import ast
-
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError):
@@ -297,8 +295,6 @@ def saved_objects(first: Observation, spec: ScriptSpec, sandbox: Sandbox, layout
 def argument_text(source: str, function: str, position: int, keyword: str) -> str | None:
     """The text of the argument at ``position`` (or ``keyword=``) of the call of
     ``function`` in a statement's source."""
-    import ast
-
     line = source.strip()
     for node in calls_named(line, function):
         if position < len(node.args) and not isinstance(node.args[position], ast.Starred):
