@@ -42,3 +42,14 @@ def test_a_case_toml_has_the_schema_s_keys_and_its_script(path: Path):
 def test_case_names_are_unique_across_the_fixtures_and_the_evaluation():
     names = [p.parent.name for p in CASE_FILES]
     assert len(names) == len(set(names)), sorted(n for n in set(names) if names.count(n) > 1)
+
+
+def test_the_pinned_cli_reaches_every_threshold_of_this_layout(monkeypatch):
+    from evaluation import pinned
+    from shrinkgpu.reducer import facts, search, state
+
+    for module, name in ((facts, "HOT_MIN_SECONDS"), (search, "HOT_MIN_SECONDS"), (state, "STATE_MIN_SECONDS")):
+        monkeypatch.setattr(module, name, getattr(module, name))  # put back after the test
+    assert set(pinned.pin()) >= {"shrinkgpu.reducer.facts.HOT_MIN_SECONDS", "shrinkgpu.reducer.search.HOT_MIN_SECONDS",
+                                 "shrinkgpu.reducer.state.STATE_MIN_SECONDS"}
+    assert facts.HOT_MIN_SECONDS == state.STATE_MIN_SECONDS == pinned.OUT_OF_REACH
