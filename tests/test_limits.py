@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from shrinkgpu.limits import Limits, calibrated_timeout, checks_reserve
+from shrinkgpu.limits import Limits, calibrated_timeout, checks_reserve, warm_timeout
 
 
 def test_the_time_kept_for_the_final_checks_follows_the_results_run_time():
@@ -51,3 +51,24 @@ def test_every_run_charged_counts_once_against_the_test_budget():
     limits.charge(2)
     assert limits.exhausted() == "test budget of 3 used up"
     assert Limits(max_time=0.0).out_of_time()
+
+
+def test_with_warm_compile_caches_a_candidates_limit_follows_the_warm_runs_plus_one_cold_compile():
+    # Measured on evaluation/cases/compiled_gradnorm_donated: 39.6 s compiling from
+    # nothing, 6.1 s with the caches every candidate starts with.  10x the cold run
+    # was 397 s, longer than the whole --max-time.
+    assert warm_timeout(39.6, [6.1]) == pytest.approx(6.1 * 10 + 1 + 39.6)
+    assert warm_timeout(39.6, [6.1]) < calibrated_timeout([39.6]) / 3
+    # never more than the cold run's own limit, and never under the floor
+    assert warm_timeout(0.5, [0.4]) <= calibrated_timeout([0.5])
+    assert warm_timeout(10.0, [9.0]) == calibrated_timeout([10.0])
+    assert warm_timeout(0.1, [0.05]) >= 5.0
+
+
+def test_a_candidate_never_runs_past_the_reductions_end():
+    limits = Limits(max_time=3.0)
+    limits.calibrate(timeout=400.0, fresh_timeout=400.0)
+    assert limits.run_limit() <= 3.0
+    unbounded = Limits()
+    unbounded.calibrate(timeout=400.0, fresh_timeout=400.0)
+    assert unbounded.run_limit() == 400.0

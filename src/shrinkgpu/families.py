@@ -245,12 +245,22 @@ COMPILE_MARKERS = re.compile(
 _NAMES_COMPILE = re.compile(r"\btorch\.compile (with|stance)\b|\bcompiled autograd\b")
 
 
-def is_compile_error(type_name: str, message: str) -> bool:
+# AOT autograd's runtime: the wrappers that run a compiled graph's forward and backward.
+# What a compiled backward raises passes through them last (torch's own code), where the
+# same error raised eagerly passes through the autograd engine: "non-empty donated
+# buffers", "backward through the graph a second time" over a compiled region's freed
+# saved tensors.
+_AOT_RUNTIME = "torch._functorch._aot_autograd."
+
+
+def is_compile_error(type_name: str, message: str, raised_by: str | None = None) -> bool:
     """Whether torch.compile raised it: a class of Dynamo, AOT autograd, Inductor or the
     shape guards, a message with the lines they add (a user-code section, a graph
-    break's page, a backend's failure), or torch's runtime error naming torch.compile."""
+    break's page, a backend's failure), torch's runtime error naming torch.compile, or
+    an error whose innermost torch frame (``raised_by``) is AOT autograd's runtime."""
     return (
-        type_name.startswith(_COMPILE_MODULES)
+        (raised_by or "").startswith(_AOT_RUNTIME)
+        or type_name.startswith(_COMPILE_MODULES)
         or _COMPILE_CLASSES.search(type_name) is not None and "torch" in type_name
         or COMPILE_MARKERS.search(message) is not None
         # raised in compiled code by torch's own runtime checks, naming torch.compile:
@@ -302,12 +312,14 @@ _STAGES = (
 )
 
 
-def compile_stage(type_name: str, message: str) -> str | None:
+def compile_stage(type_name: str, message: str, raised_by: str | None = None) -> str | None:
     """Which stage of torch.compile raised a compile error (Dynamo's tracing, its guards
     and recompilation, AOT autograd, Inductor, another backend), for the report: what the
     field guide checks first.  None for an error torch.compile did not raise."""
-    if not is_compile_error(type_name, message):
+    if not is_compile_error(type_name, message, raised_by):
         return None
+    if (raised_by or "").startswith(_AOT_RUNTIME) and not is_compile_error(type_name, message):
+        return "AOT autograd (running the compiled graph)"
     for stage, classes, text in _STAGES:
         if re.search(classes, type_name) or re.search(text, message, re.M):
             if stage == "the backend":
@@ -339,8 +351,10 @@ def is_peer_consequence(type_name: str, message: str) -> bool:
     return bool(_PEER.search(f"{type_name}: {message}"))
 
 
-def classify_family(type_name: str, message: str, kernel_assertion: str | None = None) -> Family:
-    """The family of an error from its class, message and kernel assertion (if any)."""
+def classify_family(type_name: str, message: str, kernel_assertion: str | None = None,
+                    raised_by: str | None = None) -> Family:
+    """The family of an error from its class, message, kernel assertion (if any) and the
+    innermost module of torch it was raised through (if known)."""
     if type_name == "Hang":
         return Family.HANG
     if type_name.startswith("signal."):
@@ -348,7 +362,7 @@ def classify_family(type_name: str, message: str, kernel_assertion: str | None =
     text = f"{type_name}: {message}"
     if kernel_assertion or _DEVICE_ASSERT.search(text):
         return Family.DEVICE_ASSERT
-    if is_compile_error(type_name, message):
+    if is_compile_error(type_name, message, raised_by):
         return Family.COMPILE
     if _LIBRARY_STATUS.search(text) and not _OOM.search(text):
         return Family.OTHER  # a cuBLAS/cuDNN status: the library's contract, not a family of ours

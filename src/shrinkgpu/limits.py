@@ -34,6 +34,17 @@ def calibrated_timeout(walls: list[float]) -> float:
     return min(max(TIMEOUT_CEILING, 2.0 * base), max(TIMEOUT_FLOOR, TIMEOUT_FACTOR * base + 1.0))
 
 
+def warm_timeout(cold: float, warm: list[float]) -> float:
+    """A candidate's time limit when every candidate starts with the compile caches of a
+    run of the original (``cold``: that run, which compiled from nothing; ``warm``: the
+    runs after it, with the caches).  A candidate that keeps the compiled graphs finds
+    them built and runs like ``warm``; one that changes a graph compiles it anew, which
+    takes at most what the cold run spent compiling.  So: the warm runs' limit plus one
+    cold run, never more than the cold run's own limit (10x a cold run is minutes for a
+    compiled training step whose candidates take seconds)."""
+    return min(calibrated_timeout([cold, *warm]), calibrated_timeout(warm) + cold)
+
+
 def checks_reserve(verify_runs: int, original_wall: float, result_wall: float, import_seconds: float) -> float:
     """Seconds the search leaves under --max-time for what follows it: verifying runs the
     result ``verify_runs`` times in fresh interpreters (extraction is done before the
@@ -107,6 +118,12 @@ class Limits(Budget):
         limit = self.asked_timeout or calibrated_timeout([wall])
         left = self.left()
         return limit if left is None else min(limit, left)
+
+    def run_limit(self) -> float:
+        """A candidate's limit now: its own, and never past --max-time (a run that
+        starts near the end would otherwise hold the result back by a whole limit)."""
+        left = self.left()
+        return self.timeout if left is None else min(self.timeout, left)
 
     # -- the search's deadline ------------------------------------------------------------
     def searching(self, original_wall: float, expected_wall: float, import_seconds: float) -> None:

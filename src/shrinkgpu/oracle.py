@@ -269,7 +269,7 @@ class Oracle:
 
     def _observe_many(self, batch: list[Mapping[str, str]], watch: Watch = Watch()) -> list[Observation]:
         observed = self.runner.run_all([(files, self._pin(k)) for k, files in enumerate(batch)],
-                                       timeout=self.limits.timeout, watch=watch)
+                                       timeout=self.limits.run_limit(), watch=watch)
         for obs in observed:
             self.stats.runs += 1
             self.stats.run_seconds += obs.wall
@@ -287,7 +287,7 @@ class Oracle:
         """One run of ``files``, counted in the statistics: the final checks (fresh
         interpreters), and the runs that record more than a verdict needs (``watch``:
         a rebase counting loops or saving objects, a resume)."""
-        obs = self.runner.run(files, timeout=timeout or self.limits.timeout, isolation=isolation, env=self._pin(0),
+        obs = self.runner.run(files, timeout=timeout or self.limits.run_limit(), isolation=isolation, env=self._pin(0),
                               watch=watch)
         if isolation is Isolation.FRESH and self.target.matches(obs.signature):
             self.verified_reads = obs.reads

@@ -158,11 +158,13 @@ class ExceptionRecord:
     ident: int = 0  # identity inside the run, to relate chain members and torch errors
     stack: tuple[tuple[str, int], ...] = ()  # (file, line) of the user's frames, outermost first
     call: int | None = None  # the N-th call of its operator in the run
+    raised_by: str | None = None  # the innermost module of torch on its traceback
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "ExceptionRecord":
         return cls(
             call=data.get("call"),
+            raised_by=data.get("raised_by"),
             type=data["type"],
             message=data["message"],
             frame=Frame.from_json(data.get("frame")),
@@ -429,6 +431,9 @@ class Signature:
     # the code was handling): not shown by Python, so not the first error, but text a
     # user may copy into --keep-error, and the report shows it.
     suppressed: str | None = field(default=None, compare=False)
+    # The innermost module of torch the error's traceback passed through (the family and
+    # the compile stage read it: AOT autograd's runtime raising in a compiled backward).
+    raised_by: str | None = field(default=None, compare=False)
 
     @classmethod
     def from_record(
@@ -446,11 +451,12 @@ class Signature:
             op=rec.op,
             frame=rec.frame,
             kernel_assertion=(kernel := parse_kernel_assertion(output) or parse_kernel_assertion(rec.message)),
-            family=classify_family(rec.type, rec.message, kernel),
+            family=classify_family(rec.type, rec.message, kernel, rec.raised_by),
             caught_earlier=tuple(caught_earlier),
             stack=rec.stack,
             call=rec.call,
             suppressed=f"{suppressed.type}: {suppressed.message}" if suppressed is not None else None,
+            raised_by=rec.raised_by,
         )
 
     @classmethod
@@ -610,6 +616,7 @@ class Signature:
             crash_tail=tuple(data.get("crash_tail", ())),
             call=data.get("call"),
             suppressed=data.get("suppressed"),
+            raised_by=data.get("raised_by"),
         )
 
     def describe(self) -> str:

@@ -104,6 +104,48 @@ def test_the_stage_of_torch_compile_that_raised_is_named_from_the_class_and_mess
     assert is_compile_error(type_name, message) is (stage is not None)
 
 
+BACKWARD_TWICE = """\
+import torch
+
+{decorator}
+def f(x):
+    return (x.sin() * x).sum()
+
+
+y = f(torch.randn(4, requires_grad=True))
+y.backward()
+y.backward()
+"""
+
+DONATED = """\
+import torch
+
+w = torch.randn(16, 16, requires_grad=True)
+f = torch.compile(lambda x: torch.tanh(x @ w).sin())
+f(torch.randn(2, 16)).sum().backward()
+torch.autograd.grad(f(torch.randn(2, 16)).sum(), w, retain_graph=True)
+"""
+
+
+@pytest.mark.slow
+def test_an_error_raised_in_a_compiled_graphs_backward_is_a_compile_error_and_the_same_text_eagerly_is_not(tmp_path):
+    # AOT autograd's runtime raises both; the same "second time" raised eagerly comes
+    # through the autograd engine.  Classes and messages alone cannot tell them apart.
+    compiled = first_error(tmp_path, "a.py", BACKWARD_TWICE.format(decorator='@torch.compile(backend="aot_eager")'))
+    eager = first_error(tmp_path, "b.py", BACKWARD_TWICE.format(decorator=""))
+    assert compiled.type == eager.type == "RuntimeError"
+    assert compiled.normalized == eager.normalized
+    assert compiled.raised_by.startswith("torch._functorch._aot_autograd.")
+    assert compiled.family is Family.COMPILE
+    assert compile_stage(compiled.type, compiled.message, compiled.raised_by) == "AOT autograd (running the compiled graph)"
+    assert eager.raised_by == "torch.autograd.graph"
+    assert eager.family is not Family.COMPILE
+    assert compile_stage(eager.type, eager.message, eager.raised_by) is None
+    donated = first_error(tmp_path, "c.py", DONATED)
+    assert donated.message.startswith("This backward function was compiled with non-empty donated buffers")
+    assert donated.family is Family.COMPILE
+
+
 def test_an_inductor_lowering_error_is_named_by_its_head_and_target_not_by_the_buffers_it_dumps():
     # Recorded from evaluation/cases/cpu_bench_autotune_triton (torch 2.13, CPU): the dump of
     # the node's arguments names the graph's buffers and quotes stack traces, and one run

@@ -9,7 +9,7 @@ import pytest
 
 from shrinkgpu.families import Family
 from shrinkgpu.reducer import plan_jobs, pool, run_threads
-from shrinkgpu.reducer.pool import FLAKY_LANES, Measured, open_pool, pin_variable_for, plan_workers
+from shrinkgpu.reducer.pool import FLAKY_LANES, Measured, candidate_timeout, open_pool, pin_variable_for, plan_workers
 from shrinkgpu.signature import Target
 from shrinkgpu.worker import Isolation
 
@@ -79,6 +79,13 @@ def test_the_calibration_sets_the_limits_every_later_run_reads(script, contexts)
     assert len(opened_pool.calibration.walls) == pool.CALIBRATION_RUNS
     assert ctx.limits.timeout == opened_pool.calibration.timeout == 5.0  # the floor, for runs of 10 ms
     assert ctx.limits.fresh_timeout == opened_pool.calibration.fresh_timeout
+
+
+def test_candidates_that_start_with_the_compile_caches_get_the_limit_of_the_runs_that_had_them():
+    cold, warm = 39.6, [6.1, 6.3]
+    assert candidate_timeout([cold, *warm], warm=True) == pytest.approx(6.3 * 10 + 1 + cold)
+    assert candidate_timeout([cold, *warm], warm=False) == 397.0  # nothing copied: each compiles anew
+    assert candidate_timeout([cold], warm=True) == 397.0  # no warm run measured
 
 
 def test_a_compile_failure_is_run_once_eagerly_and_the_contrast_says_whether_it_passes(script, contexts):

@@ -93,3 +93,30 @@ def test_the_state_of_a_long_original_is_saved_at_its_failing_step_and_checked_f
     assert state.read_bytes() == b"weights" and record.is_file()  # beside the output: --resume reads them
     runs = [job.request.watch.state is not None for _, job in ctx.executors.log.jobs]
     assert runs[0] and not any(runs[1:])  # one run saves it, the next ones check the start there
+
+
+def test_a_state_whose_restore_meets_compiled_submodules_names_says_why_it_is_not_used(tmp_path, contexts):
+    script = tmp_path / "train.py"
+    script.write_text(LONG)
+    # What load_state_dict says (torch 2.13) when the loop compiled a submodule in an
+    # iteration the replay skips: the saved keys carry torch.compile's ``_orig_mod.``.
+    unexpected = signature("RuntimeError", 'Error(s) in loading state_dict for Router:\n\tUnexpected key(s) in '
+                           'state_dict: "experts.0._orig_mod.up.weight", "experts.0._orig_mod.up.bias". ', op=None)
+
+    def restore_fails(text, job):
+        state = job.request.watch.state
+        if state is not None:
+            __import__("pathlib").Path(state.path).write_bytes(b"weights")
+            saved = {"iteration": 7, "function": "<module>", "entries": [{"expr": "model", "kind": "load"}],
+                     "rng": [], "bytes": 7}
+            return bug(wall=40.0, state=saved)
+        if "load_state_dict" in text:
+            return bug(unexpected, wall=0.5)
+        return bug(wall=40.0) if NEEDLE in text else passes()
+
+    ctx = contexts(config(script, write=True, extract=False), restore_fails)
+    start, _ = start_of(ctx, first_run(40.0, loops=(("train.py", 3, 7),)))
+    assert start.state is None
+    [refused] = [n for n in ctx.talk.notes if "is not used" in n]
+    assert "starting there did not fail the same way" in refused
+    assert "`_orig_mod.` in their keys" in refused and "the loop compiles it itself" in refused

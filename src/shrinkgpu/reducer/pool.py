@@ -20,7 +20,7 @@ from typing import Mapping
 
 from shrinkgpu.core.rates import RateTest, describe_rate
 from shrinkgpu.families import Family
-from shrinkgpu.limits import DEFAULT_FRESH_TIMEOUT, calibrated_timeout
+from shrinkgpu.limits import DEFAULT_FRESH_TIMEOUT, calibrated_timeout, warm_timeout
 from shrinkgpu.reducer.config import NotReproduced, ReduceError
 from shrinkgpu.reducer.context import Context
 from shrinkgpu.reducer.first_run import FORK_ADVICE
@@ -242,7 +242,7 @@ def open_pool(ctx: Context, first: Observation, attempts: tuple[Observation, ...
                                     lambda: started(ctx, runner_of(Isolation.FORK, FLAKY_LANES), modules))
         walls, runner, plan, not_faithful = calibrate(ctx, runner, measured, rate, target, plan,
                                                       lambda lanes: runner_of(Isolation.FRESH, lanes))
-        timeout = ctx.config.timeout or calibrated_timeout(walls)
+        timeout = ctx.config.timeout or candidate_timeout(walls, runner.warm_caches is not None)
         calibration = Calibration(tuple(walls), timeout, calibrated_timeout([first.wall]))
         ctx.limits.calibrate(calibration.timeout, calibration.fresh_timeout)
         contrast, eager = eager_contrast(ctx, runner, measured, target, plan, calibration)
@@ -253,6 +253,15 @@ def open_pool(ctx: Context, first: Observation, attempts: tuple[Observation, ...
     if runner.isolation is Isolation.FRESH:
         fresh_because = preload.note or not_faithful or "asked for (--isolation fresh)"
     return Pool(runner, plan, preload, rate, calibration, contrast, fresh_because, eager)
+
+
+def candidate_timeout(walls: list[float], warm: bool) -> float:
+    """A candidate's limit from the original's runs where candidates run: with the
+    compile caches every candidate starts with (``warm``: the first run filled them),
+    from the runs that had them, not the one that compiled from nothing."""
+    if warm and len(walls) > 1:
+        return warm_timeout(walls[0], walls[1:])
+    return calibrated_timeout(walls)
 
 
 def started(ctx: Context, runner: Runner, modules) -> Runner:

@@ -269,7 +269,21 @@ def checked_state(ctx: Context, fresh: Runner, first: Observation, target: Targe
         return refuse("the loop's body cannot be run on its own here")
     if all("fails the same way, but" in t for t in tried):
         return refuse("starting there saves too little time (" + "; ".join(tried) + ")")
-    return refuse("starting there did not fail the same way (" + "; ".join(tried) + ")" + describe_left(saved))
+    return refuse("starting there did not fail the same way (" + "; ".join(tried) + ")" + compiled_keys(tried)
+                  + describe_left(saved))
+
+
+def compiled_keys(tried: list[str]) -> str:
+    """Why a replay's restore met keys it did not expect, when torch.compile named them:
+    a module compiled in place of a submodule (``model.blocks[i] = torch.compile(b)``)
+    holds its weights under ``_orig_mod.``; when the loop did that itself, in an
+    iteration before the failing one, the replay restores into the module as it was
+    before the loop, which never got those names."""
+    if not any("_orig_mod" in t and "state_dict" in t for t in tried):
+        return ""
+    return ("; the module's weights were saved under the names torch.compile gives a compiled submodule "
+            "(`_orig_mod.` in their keys), which the module restored before that iteration does not have: "
+            "the loop compiles it itself in an earlier iteration, and starting there skips that")
 
 
 def place_state(ctx: Context, path: Path, saved: dict, point: StatePoint):

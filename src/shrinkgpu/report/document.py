@@ -254,7 +254,7 @@ def _cell(text: str) -> str:
 
 def _operator_table(result: ReductionResult, shown: Signature, original: Signature, target: Path) -> list[str]:
     lines = ["| | |", "|---|---|"]
-    stage = compile_stage(shown.type, shown.message) if shown.family is Family.COMPILE else None
+    stage = compile_stage(shown.type, shown.message, shown.raised_by) if shown.family is Family.COMPILE else None
     if stage is not None:
         # torch.compile raised it while compiling: the suspect is the compiled callable
         # (called on the line under "where") and the stage that failed

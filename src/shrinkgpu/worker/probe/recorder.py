@@ -104,6 +104,7 @@ class Recorder:
             "frame": self.user_frame_from_stack(),
             "stack": self.user_stack(),
             "op": safe_op_record(func, args, kwargs),
+            "raised_by": raised_by(exc.__traceback__),
         }
         if self.loops is not None:
             record["loops"] = self.loops_on_stack()
@@ -114,6 +115,21 @@ class Recorder:
         self._keep.append(exc)
         if len(self.errors) < MAX_TORCH_ERRORS:
             self.errors.append(record)
+
+
+def raised_by(tb) -> str | None:
+    """The innermost module of torch the traceback passes through (where torch raised
+    it, or called the code that did): an error raised in a compiled graph's backward
+    names AOT autograd's runtime, the same error raised eagerly names the autograd
+    engine (families.py).  ``torch`` itself is passed over: its ``torch._check``
+    helpers raise for whichever module called them."""
+    found = None
+    while tb is not None:
+        name = tb.tb_frame.f_globals.get("__name__")
+        if isinstance(name, str) and name.startswith("torch."):
+            found = name
+        tb = tb.tb_next
+    return found
 
 
 def autocast_state() -> list[list[str]]:
@@ -192,6 +208,7 @@ def _record(e: BaseException, recorder: Recorder) -> dict[str, Any]:
         "stack": recorder.tb_stack(e.__traceback__),
         # raised by torch's own Python code (a module's input check): that torch call
         "op": torch_check_record(e.__traceback__, recorder.roots),
+        "raised_by": raised_by(e.__traceback__),
     }
     if recorder.loops is not None:
         record["loops"] = recorder.loops_in_tb(e.__traceback__)
