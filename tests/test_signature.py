@@ -23,6 +23,7 @@ from shrinkgpu.signature import (
     Strictness,
     TensorMeta,
     choose_first_error,
+    first_difference,
     normalize_message,
     parse_kernel_assertion,
 )
@@ -416,6 +417,25 @@ def test_without_an_operator_the_source_line_decides():
     assert not a.same_bug(other, Strictness.OPERATOR)
 
 
+def test_without_an_operator_the_call_that_raised_decides_not_the_statement_around_it():
+    # a constructor refusing its arguments inside a method, and the same call lifted out
+    # of it: the receiver and the arguments are the program's, the message speaks for them
+    def raised(source, callee):
+        return make_sig("TypeError", "AUROC.__new__() missing 1 required positional argument: 'task'", op=None,
+                        frame=Frame("fit.py", 41, "__init__", source, callee))
+
+    inside = raised("self.auroc = AUROC(num_classes=num_classes)", "AUROC")
+    lifted = raised("AUROC(num_classes=6)", "AUROC")
+    assert inside.same_bug(lifted) and lifted.same_bug(inside)
+    assert first_difference(inside, lifted) is None and inside.differences(lifted) == []
+    # another callable with the same message is another place
+    other = raised("self.auroc = metrics.AUROC(num_classes=num_classes)", "metrics.AUROC")
+    assert not inside.same_bug(other) and first_difference(inside, other) == "statement"
+    # a frame that was not calling (or a Python that does not say): the line decides
+    assert not inside.same_bug(raised("AUROC(num_classes=6)", None))
+    assert inside.same_bug(raised("self.auroc = AUROC(num_classes=num_classes)", None))
+
+
 def test_without_an_operator_or_frame():
     none1 = make_sig("KeyError", "'lr'", op=None, frame=None)
     none2 = make_sig("KeyError", "'lr'", op=None, frame=None)
@@ -491,7 +511,8 @@ op_records = st.builds(
     tensors=st.lists(tensor_metas, max_size=3).map(tuple),
     others=st.lists(texts, max_size=3).map(tuple),
 )
-frames = st.builds(Frame, file=texts, line=st.integers(0, 10**6), function=texts, source=texts)
+frames = st.builds(Frame, file=texts, line=st.integers(0, 10**6), function=texts, source=texts,
+                   callee=st.none() | texts)
 _signature_fields = dict(
     type=st.sampled_from(["IndexError", "RuntimeError", "torch.AcceleratorError", "signal.SIGSEGV"]),
     message=texts,

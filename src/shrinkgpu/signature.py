@@ -118,6 +118,21 @@ class Frame:
     line: int
     function: str
     source: str
+    # The callable of the call the frame was making when the error came through it, as
+    # the source spells it (``AUROC`` in ``self.auroc = AUROC(num_classes=n)``); None
+    # when the line raised otherwise (``raise``, an operator) or Python does not say.
+    callee: str | None = None
+
+    def same_place(self, other: "Frame | None") -> bool:
+        """Whether ``other`` raised where this frame did, for an error no torch call
+        raised: in a call of the same callable when both frames were calling one (the
+        statement around the call, ``self.auroc = ...`` or none, and its arguments, which
+        the message speaks for, are the program's), else on the same source line."""
+        if other is None:
+            return False
+        if self.callee is not None and other.callee is not None:
+            return self.callee == other.callee
+        return self.source == other.source
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> "Frame | None":
@@ -542,13 +557,13 @@ class Signature:
             # message's head and graph-break id name it.
             return True
         if self.op is None or other.op is None:
-            # An error no torch call raised: all that identifies its place is the
-            # statement that raised it.
+            # An error no torch call raised: all that identifies its place is the call
+            # (or else the statement) that raised it.
             if self.op is not other.op:
                 return False
-            mine = self.frame.source if self.frame else None
-            theirs = other.frame.source if other.frame else None
-            return mine == theirs
+            if self.frame is None or other.frame is None:
+                return self.frame is other.frame
+            return self.frame.same_place(other.frame)
         if self.op.name != other.op.name:
             return False
         if strictness is Strictness.OPERATOR:
@@ -574,7 +589,7 @@ class Signature:
         if mine is None and theirs is None:
             a = self.frame.source if self.frame else None
             b = other.frame.source if other.frame else None
-            if a != b:
+            if not (self.frame.same_place(other.frame) if self.frame else other.frame is None):
                 out.append(f"raised by {b!r} instead of {a!r}")
         if (mine is None) != (theirs is None) or (mine and theirs and mine.name != theirs.name):
             out.append(f"operator {theirs.name if theirs else None} instead of {mine.name if mine else None}")

@@ -37,7 +37,16 @@ def test_an_exception_is_reported_with_its_frame_and_printed_as_python_prints_it
                            "ValueError: bad batch\n")
     assert (report["status"], report["exit_code"], report["probe_error"]) == ("exception", 1, None)
     assert [(c["type"], c["message"], c["frame"]) for c in report["chain"]] == [
-        ("ValueError", "bad batch", {"file": "s.py", "line": 4, "function": "f", "source": 'raise ValueError("bad batch")'})]
+        ("ValueError", "bad batch", {"file": "s.py", "line": 4, "function": "f", "source": 'raise ValueError("bad batch")',
+                                     "callee": None})]
+
+
+def test_an_error_raised_in_a_call_names_the_callable_as_the_source_spells_it(probe):
+    # a library's constructor refusing its arguments, as a method of the user's builds it
+    _, report = probe("import json\nclass M:\n    def __init__(self, text):\n"
+                      "        self.config = dict(a=1,\n            **json.loads(text))\nM('{')\n")
+    frame = report["chain"][-1]["frame"]
+    assert (frame["line"], frame["function"], frame["callee"]) == (5, "__init__", "json.loads")
 
 
 def test_sys_exit_ends_the_run_as_it_ends_python(probe):

@@ -3,6 +3,7 @@ user's frames of each: what the reducer's signature is made from."""
 
 from __future__ import annotations
 
+import ast
 import linecache
 import os
 import sys
@@ -76,12 +77,14 @@ class Recorder:
         while tb is not None:
             code = tb.tb_frame.f_code
             if is_user_file(code.co_filename, self.roots):
-                found = (code.co_filename, tb.tb_lineno, code.co_name)
+                found = (code, tb.tb_lineno, tb.tb_lasti)
             tb = tb.tb_next
         if found is None:
             return None
-        filename, line, name = found
-        return self._frame(filename, line, name, linecache.getline(filename, line))
+        code, line, lasti = found
+        frame = self._frame(code.co_filename, line, code.co_name, linecache.getline(code.co_filename, line))
+        frame["callee"] = raising_callee(code, lasti)
+        return frame
 
     def rel(self, filename: str) -> str:
         path = os.path.abspath(filename)
@@ -222,3 +225,27 @@ def record_chain(exc: BaseException, recorder: Recorder) -> list[dict[str, Any]]
 def record_suppressed(exc: BaseException, recorder: Recorder) -> dict[str, Any] | None:
     hidden = suppressed_context(exc)
     return None if hidden is None else _record(hidden, recorder)
+
+
+def raising_callee(code, lasti: int) -> str | None:
+    """The callable, as the source spells it (``AUROC``, ``self.metric``, ``json.load``),
+    of the call a frame was making when the error came through it: what Python marks
+    under the line.  None when it was no call (a ``raise``, an operator, a subscript) or
+    Python does not say (before 3.11)."""
+    positions = getattr(code, "co_positions", None)
+    if positions is None or lasti < 0:
+        return None
+    try:
+        start, end, col, end_col = list(positions())[lasti // 2]
+    except (IndexError, ValueError):
+        return None
+    if None in (start, end, col, end_col):
+        return None
+    # the columns count bytes of the UTF-8 source
+    lines = [linecache.getline(code.co_filename, n).encode() for n in range(start, end + 1)]
+    segment = lines[0][col:end_col] if start == end else lines[0][col:] + b"".join(lines[1:-1]) + lines[-1][:end_col]
+    try:
+        node = ast.parse(segment.decode(), mode="eval").body
+    except (SyntaxError, ValueError, UnicodeDecodeError):
+        return None
+    return ast.unparse(node.func) if isinstance(node, ast.Call) else None
