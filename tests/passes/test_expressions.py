@@ -345,3 +345,35 @@ def test_keywords_that_let_a_rerun_find_its_work_done_stay():
     assert len(kept_calls) == 1  # parents=True may go
     assert not any("_ok" in old and "_ok" not in new or "ignore_errors" in old and "ignore_errors" not in new
                    for old, new in kept_calls), kept_calls
+
+
+# -- stand-ins: the failing call without the receiver and the arguments it never uses --------
+def test_a_store_nothing_reads_back_is_offered_as_its_value():
+    text = ("class Lit(LightningModule):\n    def __init__(self, n):\n        self.lr = f(0.1)\n"
+            "        self.train_acc = Accuracy(num_classes=n)\n        self.net = Net(n)\n"
+            "    def forward(self, x):\n        return self.net(x) * self.lr\n")
+    outs = each(SimplifyExpressions(), start(text))
+    assert text.replace("self.train_acc = Accuracy", "Accuracy") in outs
+    # ``net`` and ``lr`` are read in ``forward``: their stores stay
+    assert not any("        Net(n)\n" in o or "        f(0.1)\n" in o for o in outs)
+
+
+def test_a_call_that_cannot_take_its_arguments_is_offered_as_the_calls_in_them():
+    text = ("class Trainer:\n    pass\n\n\nmodel = Net()\n"
+            "Trainer(model, SGD(model.parameters()), nn.CrossEntropyLoss(), callbacks=[Metrics(4), 3])\n")
+    lifted = ("class Trainer:\n    pass\n\n\nmodel = Net()\n"
+              "SGD(model.parameters())\nnn.CrossEntropyLoss()\nMetrics(4)\n")
+    assert lifted in each(SimplifyExpressions(), start(text))
+    # a class that takes them: the call may run, and what it does with them stays
+    taking = text.replace("    pass\n", "    def __init__(self, model, opt, loss, callbacks=()):\n        pass\n")
+    assert not any(o.endswith("nn.CrossEntropyLoss()\nMetrics(4)\n") for o in each(SimplifyExpressions(), start(taking)))
+    # an argument that could raise as it is read (``cfg.loss``) would be dropped: not offered
+    reading = text.replace("nn.CrossEntropyLoss()", "cfg.loss")
+    assert not any(o.endswith("Metrics(4)\n") for o in each(SimplifyExpressions(), start(reading)))
+
+
+def test_a_name_used_as_an_object_gets_no_literal_in_its_place():
+    cand = start("self = LightningModule()\nself.acc = Accuracy()\nn = len(rows)\nx = torch.zeros(n)\n")
+    outs = each(SimplifyExpressions(), cand)
+    assert "self = LightningModule()\nself.acc = Accuracy()\nn = 0\nx = torch.zeros(n)\n" in outs
+    assert not any(o.startswith("self = 0") for o in outs)

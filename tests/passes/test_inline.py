@@ -285,6 +285,73 @@ def test_inline_a_constructor_of_a_class_with_only_init_left():
     )
 
 
+def test_a_constructor_that_never_touches_its_instance_is_its_body_with_no_receiver():
+    # what is left of a callback whose ``__init__`` builds a failing metric, once the
+    # store of the metric went (nothing read it back)
+    cand = start(
+        """\
+        class Callback:
+            pass
+
+
+        class MetricsCallback(Callback):
+            def __init__(self, num_classes, every=1):
+                Accuracy(num_classes=num_classes)
+
+
+        MetricsCallback(num_classes=6)
+        unread = MetricsCallback(4)
+        """
+    )
+    outs = each(InlineCalls(), cand)
+    assert dedent(
+        """\
+        class Callback:
+            pass
+
+
+        class MetricsCallback(Callback):
+            def __init__(self, num_classes, every=1):
+                Accuracy(num_classes=num_classes)
+
+
+        num_classes = 6
+        Accuracy(num_classes=num_classes)
+        unread = MetricsCallback(4)
+        """
+    ) in outs
+    assert not any("self = " in o for o in outs)
+
+
+def test_a_constructor_that_uses_its_instance_keeps_it():
+    cand = start("import torch.nn as nn\n\n\nclass Head(nn.Module):\n    def __init__(self, n):\n"
+                 "        super().__init__()\n        Accuracy(num_classes=n)\n\n\nHead(3)\n")
+    assert not InlineCalls().units(cand, 0)
+
+
+def test_a_dataclass_whose_post_init_never_touches_its_instance_is_that_body():
+    text = (
+        """\
+        from dataclasses import dataclass
+
+
+        @dataclass
+        class EvalConfig:
+            num_classes: int = 10
+
+            def __post_init__(self):
+                Accuracy(num_classes=10)
+
+
+        EvalConfig(num_classes=10)
+        """
+    )
+    # (the class goes, and with it the import only its decorator read)
+    assert after(InlineCalls(), start(text)) == "\n\nAccuracy(num_classes=10)\n"
+    # an argument that runs code is the construction's too: not offered
+    assert not InlineCalls().units(start(text.replace("EvalConfig(num_classes=10)", "EvalConfig(n())")), 0)
+
+
 def test_inline_a_list_backed_dataset_as_its_list():
     cand = start(
         """\

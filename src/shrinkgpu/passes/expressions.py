@@ -19,6 +19,11 @@ import libcst as cst
 from shrinkgpu.passes.base import EditPass, Unit, names_read
 from shrinkgpu.syntax.code import code_of
 from shrinkgpu.syntax.edits import Edit
+from shrinkgpu.syntax.placeholders import (
+    call_arguments_unused,
+    is_stand_in,
+    read_as_receiver,
+)
 from shrinkgpu.syntax.program import Candidate
 from shrinkgpu.syntax.queries import header_parts, module_names
 
@@ -630,6 +635,118 @@ def _display_calls(value: cst.BaseExpression) -> list[cst.Call]:
     return [p for p in parts if isinstance(p, cst.Call)]
 
 
+def _identifier_counts(program) -> dict[str, int]:
+    """How often each identifier is written in the program's files (comments and
+    strings included: the safe side for "is this attribute read anywhere?")."""
+    import re
+    from collections import Counter
+
+    counts: Counter[str] = Counter()
+    for text in program.texts.values():
+        counts.update(re.findall(r"[^\W\d]\w*", text))
+    return counts
+
+
+def _unread_store(program, s, counts: dict[str, int]) -> str | None:
+    """The value of ``obj.attr = value`` as a statement of its own, when the value is a
+    call and the program names ``attr`` nowhere else: ``self.acc = Accuracy()`` ->
+    ``Accuracy()``.  A constructor that raises inside a method leaves exactly this, and
+    the receiver (``self``, or the ``0`` a reduction put there) is then read by nothing."""
+    node = s.node
+    if s.kind != "simple" or len(node.body) != 1 or not isinstance(node.body[0], cst.Assign):
+        return None
+    assign = node.body[0]
+    if len(assign.targets) != 1 or not isinstance(assign.value, cst.Call):
+        return None
+    target = assign.targets[0].target
+    if not isinstance(target, cst.Attribute) or counts.get(target.attr.value, 0) > 1:
+        return None
+    return code_of(assign.value).strip() + "\n"
+
+
+def _argument_calls(call: cst.Call) -> list[cst.Call] | None:
+    """The calls among ``call``'s arguments, and in the displays it is given
+    (``callbacks=[MetricsCallback(4)]``), in the order they run; None when another
+    argument could raise as it is evaluated (a subscript, an attribute, an operator)."""
+    out: list[cst.Call] = []
+    for arg in call.args:
+        value = arg.value
+        if isinstance(value, cst.Call):
+            out.append(value)
+        elif isinstance(value, (cst.Dict, cst.List, cst.Tuple, cst.Set)):
+            inner = _display_calls(value)
+            if not inner and not all(isinstance(p, _PLAIN) for p in _display_parts(value)):
+                return None
+            out += inner
+        elif not isinstance(value, _PLAIN):
+            return None
+    return out
+
+
+def _display_parts(value: cst.BaseExpression) -> list[cst.BaseExpression]:
+    if isinstance(value, cst.Dict):
+        return [p for el in value.elements if isinstance(el, cst.DictElement) for p in (el.key, el.value)]
+    return [el.value for el in getattr(value, "elements", ())]
+
+
+def _uncallable(program, s) -> str | None:
+    """``Trainer(model, opt, callbacks=[MetricsCallback(4)])`` of a class that takes no
+    arguments (``class Trainer: pass``, what deleting its ``__init__`` left) -> the calls
+    in its arguments, one per line: the call itself can only raise ``TypeError``, so a
+    program that fails as the original did fails in an argument, and the rest of the
+    call is stand-ins (``0`` for the model) that no code reads."""
+    node = s.node
+    if s.kind != "simple" or len(node.body) != 1:
+        return None
+    small = node.body[0]
+    named = isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)
+    if not (isinstance(small, cst.Expr) or named):
+        return None
+    call = small.value
+    if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Name):
+        return None
+    deps = program.deps
+
+    def resolve(name: cst.Name):
+        binders = deps.binders(name)
+        if len(binders) != 1:
+            return None
+        stmt = program.stmts[next(iter(binders))]
+        return stmt.node if stmt.kind in ("def", "class") else None
+
+    definition = resolve(call.func)
+    if definition is None or not call_arguments_unused(call, definition, resolve):
+        return None
+    calls = _argument_calls(call)
+    if not calls:
+        return None  # nothing raises before the call: its ``TypeError`` would be the bug
+    return "".join(code_of(c).strip() + "\n" for c in calls)
+
+
+def _stands_in(text: str) -> bool:
+    try:
+        return is_stand_in(cst.parse_expression(text))
+    except cst.ParserSyntaxError:
+        return False
+
+
+def _receiver_values(program, stmts) -> set[int]:
+    """The values of ``name = value`` lines whose ``name`` is then used as an object: no
+    literal may take their place (``self = 0`` before ``self.acc = Accuracy()`` is a
+    stand-in; ``_unread_store`` offers the program without the receiver instead)."""
+    out = set()
+    for s in stmts:
+        node = s.node
+        if s.kind != "simple" or len(node.body) != 1 or not isinstance(node.body[0], cst.Assign):
+            continue
+        assign = node.body[0]
+        if len(assign.targets) == 1 and isinstance(assign.targets[0].target, cst.Name) and read_as_receiver(
+            program, s.id, assign.targets[0].target.value
+        ):
+            out.add(id(assign.value))
+    return out
+
+
 def _split_tuple_assignment(program, s) -> str | None:
     """``x, y = a[:16], f(b)`` with ``y`` unread -> ``x = a[:16]`` and ``f(b)`` on its
     own line (a call may be the failing one, or have effects); None when every name is
@@ -704,15 +821,20 @@ class SimplifyExpressions(EditPass):
         sizes = _integer_literals(program)
         units: list[Unit] = []
         deepest = 0
-        for s in cand.editable():
+        counts = _identifier_counts(program)
+        editable = cand.editable()
+        receivers = _receiver_values(program, editable)
+        for s in editable:
             if s.id in protected:
                 continue  # ``torch.manual_seed(0)`` -> ``torch`` would unseed the program
             if level == 0:
-                dropped = _unread_target(program, s)
-                if dropped is not None:
-                    # ``label = random.randint(0, 1)`` with ``label`` unread -> the call
-                    # alone: its effects (a random draw) stay, the name goes.
-                    units.append((Edit("replace", s.id, text=dropped),))
+                # ``label = random.randint(0, 1)`` with ``label`` unread -> the call alone:
+                # its effects (a random draw) stay, the name goes; the same for a store
+                # nothing reads back and for a call that cannot take its arguments.
+                for lifted in (_unread_target(program, s), _unread_store(program, s, counts),
+                               _uncallable(program, s)):
+                    if lifted is not None:
+                        units.append((Edit("replace", s.id, text=lifted),))
                 split = _split_tuple_assignment(program, s)
                 if split is not None:
                     units.append((Edit("replace", s.id, text=split),))
@@ -720,6 +842,8 @@ class SimplifyExpressions(EditPass):
                 # ``nn.Module()`` -> ``nn`` would hand a module object around as a value
                 # (and ``model.layer = ...`` would then patch ``torch.nn``).
                 options = [o for o in options if o[1] not in modules]
+                if id(node) in receivers:
+                    options = [o for o in options if not (o[0] == "expr" and _stands_in(o[1]))]
                 if s.id in chain:
                     # Keep the calls that lead to the seeding: only keyword trimming.
                     options = [o for o in options if o[0] == "remove"]

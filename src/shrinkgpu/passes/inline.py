@@ -21,6 +21,7 @@ from shrinkgpu.passes.base import LevelZeroPass, Unit, deletion_unit, names_read
 from shrinkgpu.syntax.code import code_of, parse_expression
 from shrinkgpu.syntax.deps import mutated_names
 from shrinkgpu.syntax.edits import Edit
+from shrinkgpu.syntax.placeholders import instance_free_constructor
 from shrinkgpu.syntax.program import Candidate
 from shrinkgpu.syntax.queries import (
     Substitute, assigned_names, bound_names, class_method_of, first_param, instance_class, method_of, module_names,
@@ -365,6 +366,10 @@ class InlineCalls(LevelZeroPass):
         program = cand.program
         deps = program.deps
         stmts = program.stmts
+        if whole is None:
+            unit = self._without_instance(cand, s, call, target)
+            if unit is not None:
+                return unit
         found = self._callee(cand, s.id, call)
         if found is None:
             return None
@@ -422,6 +427,42 @@ class InlineCalls(LevelZeroPass):
             # of instances), which name resolution does not see; if this was not the
             # only call, the candidate fails and the unit is simply not taken.
             unit += deletion_unit(cand, [callee_sid], ignore=frozenset({s.id}), copied=True, new_text=text)
+        return tuple(unit)
+
+    def _without_instance(self, cand: Candidate, s, call: cst.Call, target: str | None) -> Unit | None:
+        """``Evaluator(model, num_classes=5)`` whose instance nothing reads, of a class
+        whose ``__init__`` (or a dataclass's ``__post_init__``) never touches the instance
+        -> that body, with the parameters bound as the call binds them.  No object stands
+        in for the instance: the body needs none (``self.acc = Accuracy(n)`` became
+        ``Accuracy(n)`` when nothing read ``acc``, and the constructor is the call)."""
+        program = cand.program
+        deps = program.deps
+        if not isinstance(call.func, cst.Name):
+            return None
+        if target is not None and not (
+            isinstance(cst.parse_expression(target), cst.Name) and not deps.readers(s.id, target)
+        ):
+            return None
+        binders = deps.binders(call.func)
+        if len(binders) != 1 or (cls_sid := next(iter(binders))) not in cand.live:
+            return None
+        cls = program.stmts[cls_sid].node
+        if not isinstance(cls, cst.ClassDef):
+            return None
+        members = {
+            node.name.value: node for child in program.children.get(cls_sid, ())
+            if child in cand.live and isinstance(node := program.stmts[child].node, cst.FunctionDef)
+        }
+        fn = instance_free_constructor(cls, members, call)
+        bindings = [] if fn is None or fn.name.value != "__init__" else _bindings(fn.params, call, skip_first=True)
+        parts = None if fn is None or bindings is None else _body_of(fn)
+        if parts is None or parts[1] is not None or not parts[0]:
+            return None
+        body = parts[0]
+        text = _compose(_used_bindings(bindings, body, None), body, None, None, None)
+        unit = [Edit("replace", s.id, text=text)]
+        if deps.readers(cls_sid, cls.name.value) == {s.id}:
+            unit += deletion_unit(cand, [cls_sid], ignore=frozenset({s.id}), copied=True, new_text=text)
         return tuple(unit)
 
     def _constructor(self, cand: Candidate, cls_sid: int, cls: cst.ClassDef):
