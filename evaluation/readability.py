@@ -11,7 +11,10 @@ compared with the case it came from.  Counted per result:
   and coding cookie; a comment that is commented-out code;
 - *placeholders*: lines the original does not have that no person writes: a
   self-assignment (``h = h``), a bound ``self`` outside a method (``self = 0``), a bare
-  name or constant as a statement (``h``), subscripting a literal (``0[0]``).
+  name or constant as a statement (``h``), subscripting a literal (``0[0]``), a name
+  bound to a literal and used as an object (``self = 0`` then ``self.acc = ...``, in a
+  function too), a call of the result's own class or function that cannot take its
+  arguments (``Trainer(0, 0, ...)`` of a ``class Trainer: pass``).
 
 These counts steer how results are tidied, so this is a tuning script: results of
 held-out cases are left out unless ``--measure`` says the count is a measurement.  The

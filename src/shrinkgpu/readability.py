@@ -6,11 +6,17 @@ comments and placeholders the reduction introduced (issue 24).
   and coding cookie; a comment that is commented-out code;
 - *placeholders*: lines the original does not have that no person writes: a
   self-assignment (``h = h``), a bound ``self`` outside a method (``self = 0``), a bare
-  name or constant as a statement (``h``), subscripting a literal (``0[0]``).
+  name or constant as a statement (``h``), subscripting a literal (``0[0]``); and
+  stand-ins for objects the failing call never uses (``syntax.placeholders``): a name
+  bound to a literal and used as an object (``self = 0`` before ``self.acc =
+  Accuracy()``, in a function too), a call of the program's own class or function that
+  cannot take the arguments it is given (``Trainer(0, 0, loss, callbacks=[...])`` of a
+  ``class Trainer: pass``).
 
 The end-to-end tests hold every result to zero of both, and ``evaluation.readability``
 counts them over an evaluation run; both read them from here, so the rule a result is
-tidied by (``syntax.tidy``) and the rule it is judged by cannot drift apart.
+tidied by (``syntax.tidy``) or shrunk by (``syntax.placeholders``) and the rule it is
+judged by cannot drift apart.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import io
 import re
 import tokenize
 
+from shrinkgpu.syntax import placeholders as stand_ins
 from shrinkgpu.syntax.tidy import is_commented_code
 
 _COOKIE = re.compile(r"^#!|^#.*coding[:=]")
@@ -103,4 +110,8 @@ def placeholders(text: str, originals: list[str]) -> list[str]:
         return []
     visit = _Placeholders(text.splitlines())
     visit.visit(tree)
-    return [f for f in visit.found if f not in known]
+    # A stand-in the original has is the user's (a call that cannot take its arguments
+    # may be the very bug), compared as the rule writes it, not line by line.
+    theirs = {f for o in originals for f in stand_ins.in_text(o)}
+    found = visit.found + [f for f in stand_ins.in_text(text) if f not in theirs and f not in visit.found]
+    return [f for f in found if f not in known]
