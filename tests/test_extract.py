@@ -87,12 +87,30 @@ def test_a_failure_in_backward_says_why_it_cannot_be_extracted(tmp_path):
 
 def test_a_tensor_holding_an_inf_is_kept_exact(tmp_path):
     # Random numbers would fail multinomial's check too (a negative one), with the same
-    # message: the inf that the training produced is the bug, and it stays.
+    # message: the inf that the training produced is the bug, and it stays.  A small
+    # tensor is written inline: the call runs alone, with no file beside it.
     done = extract(tmp_path, """\
         import torch
         probs = torch.full((3, 4), 0.25)
         probs[1, 2] = float("inf")
         weights = torch.rand(5)
+        torch.multinomial(probs, 1)
+        """)
+    assert done.returncode == 0, done.stderr
+    text = (tmp_path / "s.extracted.py").read_text()
+    assert text == (
+        "import torch\n\n"
+        "x0 = torch.tensor([[0.25, 0.25, 0.25, 0.25], [0.25, 0.25, float('inf'), 0.25], [0.25, 0.25, 0.25, 0.25]])\n"
+        "torch.multinomial(x0, 1)\n"
+    )
+    assert not (tmp_path / "s.extracted.pt").exists()
+
+
+def test_a_large_tensor_holding_an_inf_is_loaded_exact(tmp_path):
+    done = extract(tmp_path, """\
+        import torch
+        probs = torch.full((30, 4), 0.25)
+        probs[1, 2] = float("inf")
         torch.multinomial(probs, 1)
         """)
     assert done.returncode == 0, done.stderr

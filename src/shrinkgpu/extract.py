@@ -10,11 +10,14 @@ fresh interpreter against the signature:
 
 1. **metadata**: floating-point tensors random, of the same dtype, shape, strides,
    storage offset and device (tensors that shared a storage share one again), but one
-   that holds a NaN or an inf exact, from the ``.pt`` (random numbers cannot carry that
-   value, and would fail the same check for another reason); integer
-   and bool tensors (labels, indices, masks) exact, inline when small, else from the
-   ``.pt`` beside the script.  An index is never replaced by made-up values.
-2. **exact**: every tensor from the ``.pt``.
+   that holds a NaN or an inf exact (random numbers cannot carry that value, and would
+   fail the same check for another reason); integer and bool tensors (labels, indices,
+   masks) exact.  An index is never replaced by made-up values.
+2. **exact**: every tensor exact.
+
+At both levels an exact tensor is written inline, as the literal of its values, when it
+is small (``syntax.values``), else loaded from the ``.pt`` beside the script: a script
+that loads nothing runs alone.
 
 The first that reproduces the same bug is kept, as ``<stem>.extracted.py`` (with
 ``<stem>.extracted.pt`` when it reads one).  A failure that its arguments cannot carry
@@ -34,6 +37,7 @@ from typing import Callable
 from shrinkgpu.results import Extraction
 from shrinkgpu.families import Family
 from shrinkgpu.signature import Signature, Target, contiguous_strides, is_compiled_callable
+from shrinkgpu.syntax.values import EXACT, is_floating, tensor_source, value_source
 from shrinkgpu.worker import Capture, ExecutorFactory, Isolation, Observation, Runner, ScriptSpec, Watch
 
 MAX_LINES = 8  # beyond imports: what a maintainer reads at a glance
@@ -138,17 +142,17 @@ def render(record: dict, level: str, data_name: str) -> tuple[str, bool, int]:
         name = _name(where)
         names[where] = name
         device = "" if m["device"] == "cpu" else f".to({m['device']!r})"
-        floating = m["dtype"].startswith(("float", "bfloat", "complex")) or m["dtype"] in ("half", "double")
+        floating = is_floating(m)
         strided = m["stride"] is not None
-        if level == "exact" or (not floating and "values" not in m) or not strided or m.get("nonfinite"):
+        # Values that matter (an index, a NaN) or all of them at the exact level: inline
+        # when the run recorded them (a small tensor), else from the .pt
+        literal = tensor_source(m, EXACT) if level == "exact" or not floating or m.get("nonfinite") else None
+        if literal is not None:
+            body.append(f"{name} = {literal}")
+            continue
+        if level == "exact" or not floating or not strided or m.get("nonfinite"):
             loads = True
             expr = f"data[{where!r}]{device}"
-        elif not floating:
-            if m["stride"] != contiguous_strides(m["shape"]) or m["offset"]:
-                loads = True
-                expr = f"data[{where!r}]{device}"
-            else:
-                expr = f"torch.tensor({m['values']!r}, dtype=torch.{m['dtype']}){device}"
         else:
             root = m.get("shares_with") or where
             group = [w for w, mm in meta.items() if (mm.get("shares_with") or w) == root]
@@ -176,18 +180,10 @@ def render(record: dict, level: str, data_name: str) -> tuple[str, bool, int]:
         body.append(f"{name} = {expr}")
 
     def code(node: dict) -> str:
-        if "t" in node:
-            return names[node["t"]]
-        if "lit" in node:
-            return node["lit"]
-        if "seq" in node:
-            items = [code(n) for n in node["seq"]]
-            if node.get("tuple"):
-                return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
-            return f"[{', '.join(items)}]"
-        if "map" in node:
-            return "{" + ", ".join(f"{k!r}: {code(v)}" for k, v in node["map"].items()) + "}"
-        raise ExtractionFailed(f"an argument of type {node.get('unknown')} has no source form")
+        text = value_source(node, names.get)
+        if text is None:
+            raise ExtractionFailed(f"an argument of type {_unknown(node)} has no source form")
+        return text
 
     args = [code(a) for a in record["args"]]
     # The keywords a wrapper passed on at their defaults say nothing: the ones the call
@@ -220,6 +216,19 @@ def render(record: dict, level: str, data_name: str) -> tuple[str, bool, int]:
     lines_count = len(lines) + loads + sum(1 for ln in record.get("preamble", ())
                                            if ln.strip() and not ln.startswith(("import ", "from ")))
     return "\n".join(head + lines) + "\n", loads, lines_count
+
+
+def _unknown(node: dict) -> str:
+    """The type of the first part of an encoded argument that has no source form."""
+    if "unknown" in node:
+        return node["unknown"]
+    if "module" in node:
+        return "module"
+    for part in node.get("seq", ()) or node.get("map", {}).values():
+        found = _unknown(part)
+        if found:
+            return found
+    return ""
 
 
 def _check(text: str, data: Path | None, loads: bool, target: Target, timeout: float, env: dict | None,
@@ -260,7 +269,27 @@ def raised_record(raised: tuple[dict, ...], sig: Signature) -> dict | None:
         return compiled_record(raised)
     if sig.op is None or sig.op.name.endswith("backward"):
         return None  # (a backward needs its autograd graph: capture_of says so)
+    found = _raised_op(raised, sig)
+    # A torch function a module of torch called, whose own check raised: the module
+    # called on its inputs is what the user wrote (``MultiheadAttention(32, 4)(q, k, v)``
+    # rather than the function with its weights); the function stays to fall back on
+    module = next((e for e in raised if e.get("within") == [sig.op.name, sig.call] and e.get("path")), None)
+    if module is not None:
+        try:
+            record = read_record(Path(module["path"]))
+        except (ExtractionFailed, OSError, ValueError):
+            return found
+        if found is not None:
+            record["_instead"] = found
+        return record
+    return found
+
+
+def _raised_op(raised: tuple[dict, ...], sig: Signature) -> dict | None:
+    """The record the run kept of the signature's own call."""
     for entry in raised:
+        if entry.get("within"):
+            continue
         op = entry.get("op") or ""
         # a module whose own check raised is kept under the call that builds it
         # (``torch.nn.LSTM(8, 16)``) and is not numbered
@@ -366,6 +395,8 @@ def extract_record(record: dict, target: Target, output_stem: Path, timeout: flo
             arguments = tuple((where, _name(where), meta) for where, meta in record["meta"].items())
             return Extraction(path, out_data, text, level, lines, obs.signature, note, record["op"], arguments)
         reasons.append(f"{level}: {obs.describe()}")
+    if record.get("_instead") is not None:
+        return extract_record(record["_instead"], target, output_stem, timeout, env, executors, on_event)
     if record.get("preamble"):
         raise ExtractionFailed(
             "the compiled code alone did not fail the same way (" + "; ".join(reasons) + "): the bug needs the "

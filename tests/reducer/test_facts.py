@@ -89,3 +89,28 @@ def test_a_run_without_its_modules_still_takes_the_local_modules_its_script_impo
     spec = ScriptSpec(script=tmp_path / "train.py", cwd=tmp_path)
     died = Observation(None, 6, False, 1.0, "signal", None)  # a rank killed before its probe reported
     assert sorted(local_files(died, spec)) == ["metrics.py", "train.py"]
+
+
+IDS = {"dtype": "int64", "shape": [3], "stride": [1], "offset": 0, "device": "cpu", "values": [1, 9, 3]}
+BATCH = {"dtype": "float32", "shape": [32, 4], "stride": [4, 1], "offset": 0, "device": "cpu"}
+
+
+def test_a_call_of_small_tensors_is_written_as_source_and_loads_nothing(tmp_path):
+    cut, data = cut_of(tmp_path, attributes=["epoch"], call={
+        "args": [{"t": "args[0]"}, {"lit": "0"}], "kwargs": {"mode": {"lit": "'train'"}},
+        "attributes": {"epoch": {"lit": "3"}}, "meta": {"args[0]": IDS}})
+    assert cut.replacement == ("model.epoch = 3\n"
+                               "model.training_step(T.tensor([1, 9, 3], dtype=T.int64), 0, mode='train')\n")
+    assert data == {} and cut.loads == "" and cut.cost == 0
+    # the same call at the layout level, for a result that would load it
+    assert cut.layout == (("T.tensor([1, 9, 3], dtype=T.int64)", "0"), (("mode", "'train'"),), (("epoch", "3"),))
+
+
+def test_a_call_of_large_tensors_loads_its_file_and_counts_what_that_stands_for(tmp_path):
+    cut, data = cut_of(tmp_path, call={"args": [{"t": "args[0]"}], "kwargs": {}, "attributes": {},
+                                       "meta": {"args[0]": BATCH}})
+    assert "_call = T.load(" in cut.replacement and data == {"train.call.pt": tmp_path / "call.pt"}
+    assert cut.loads == "train.call.pt"
+    # what the pickle stands for: its batch drawn afresh, ``T.randn(32, 4)``
+    assert cut.layout == (("T.randn(32, 4)",), (), ())
+    assert cut.cost == 8  # its tokens: T . randn ( 32 , 4 )

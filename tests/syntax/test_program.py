@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from shrinkgpu.syntax import Edit, Facts, Program
-from shrinkgpu.syntax.program import inline_candidates
+from shrinkgpu.syntax import Edit, Facts, Program, count_tokens
+from shrinkgpu.syntax.program import FILE_COST, inline_candidates
 from shrinkgpu.syntax.tokens import measure
 
 from .helpers import DATA, HELPERS, IF_CHAIN, MAIN, call_in, edited, program, sid, text
@@ -184,6 +184,29 @@ def test_order_is_tokens_plus_block_and_loop_costs_then_the_magnitude_of_constan
     assert cand.order == (26 + 5 * 2 + 10 * 2, 35)
     straight = program("i = 0\nxs = [j for j in range(4)]\ni -= 1\n").initial()
     assert straight.order < cand.order
+
+
+def test_a_file_the_program_loads_counts_as_a_file_and_what_it_carries():
+    from shrinkgpu.syntax import CutRecord, SavedObject
+    from shrinkgpu.syntax.facts import LOADED_COST_MAX
+
+    # the four numbers written out against a load of their pickle: the load costs the
+    # file and the tokens of the numbers it stands for, so it is never the smaller one
+    written = program("f(torch.tensor([1, 9, 3, 9]))\n").initial()
+    load = ("_call = torch.load(pathlib.Path(__file__).with_name('a.call.pt'))\n"
+            "f(*_call['args'])\n")
+    cut = CutRecord("a.py", "g()", load, loads="a.call.pt", cost=written.size)
+    loading = program(load, Facts(cut=cut)).initial()
+    assert loading.order[0] == loading.size + FILE_COST + written.size
+    assert written.order < loading.order
+    # a file no longer named costs nothing; a data object by its bytes, up to a bound
+    assert program("f(1)\n", Facts(cut=cut)).initial().order[0] == 4
+    dataset = SavedObject("ds", "Clips", "a.min.ds.pkl", 40 * 1024 + 1)
+    text = "ds = pickle.loads(p.with_name('a.min.ds.pkl').read_bytes())\n"
+    assert program(text, Facts(saved_objects=(dataset,))).initial().order[0] == count_tokens(text) + FILE_COST + 41
+    huge = SavedObject("ds", "Clips", "a.min.ds.pkl", 2**30)
+    assert program(text, Facts(saved_objects=(huge,))).initial().order[0] == (
+        count_tokens(text) + FILE_COST + LOADED_COST_MAX)
 
 
 def test_a_statements_scope_is_named_as_python_names_its_code():

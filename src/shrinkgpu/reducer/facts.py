@@ -36,7 +36,8 @@ from shrinkgpu.syntax import (
     StateRecord,
 )
 from shrinkgpu.syntax.code import calls_named, module_name
-from shrinkgpu.syntax.facts import loop_facts
+from shrinkgpu.syntax.facts import loaded_cost, loop_facts
+from shrinkgpu.syntax.values import EXACT, LAYOUT, tensor_source, value_source
 from shrinkgpu.worker import Observation, Sandbox, ScriptSpec
 
 # The search starts with loops that took this share of an original's run, when the run
@@ -218,12 +219,15 @@ def loop_around_failure(program: Program) -> bool:
 
 def library_cut(first: Observation, spec: ScriptSpec, sandbox: Sandbox, saved: Path,
                 files: Mapping[str, str] | None = None):
-    """The first run's library cut as a fact for passes, its saved call beside the file
-    that will load it (in every run's copy, and beside the result).  ``files``: the
-    program's texts; the call loads through the names the file's top level imports
-    ``torch`` and ``pathlib`` as, and imports them only when it does not: an ``import
-    torch`` beside ``trainer.fit(...)`` inside ``main()`` would make ``torch`` local to
-    all of ``main`` (an UnboundLocalError at its first line that uses it)."""
+    """The first run's library cut as a fact for passes.  The call the library made is
+    written as source when every argument has an exact literal (small tensors, plain
+    values): the program then loads nothing.  Else it loads the saved call from beside
+    the file (in every run's copy, and beside the result), and the search counts what
+    that file carries.  ``files``: the program's texts; the call uses the names the
+    file's top level imports ``torch`` and ``pathlib`` as, and imports them only when it
+    does not: an ``import torch`` beside ``trainer.fit(...)`` inside ``main()`` would
+    make ``torch`` local to all of ``main`` (an UnboundLocalError at its first line that
+    uses it)."""
     cut = first.cut
     if not cut or not saved.is_file() or not cut.get("source"):
         return None, {}
@@ -236,21 +240,58 @@ def library_cut(first: Observation, spec: ScriptSpec, sandbox: Sandbox, saved: P
             return None, {}
         obj, setup = "_obj", f"_obj = {expr}\n"
     name = library_call_name(spec.script)
-    rel = str(Path(cut["file"]).parent / name) if Path(cut["file"]).parent != Path(".") else name
-    sandbox.add_file(rel, saved)
     call = f"{obj}.{cut['method']}" if cut.get("method") else obj
     text = (files or {}).get(cut["file"], "")
     bound = {m: module_name(text, m) for m in ("pathlib", "torch")}
+    torch = bound["torch"] or "torch"
+    attributes = [a for a in cut.get("attributes") or () if isinstance(a, str) and a.isidentifier()]
+    recorded = cut.get("call") or {}
+    exact = call_source(recorded, EXACT, torch, attributes)
+    layout = call_source(recorded, LAYOUT, torch, attributes)
+    if exact is not None:
+        args, keywords, values = exact
+        written = (setup + "".join(f"{obj}.{attr} = {value}\n" for attr, value in values)
+                   + _within_autocast(f"{call}({', '.join([*args, *(f'{k}={v}' for k, v in keywords)])})\n",
+                                      cut.get("autocast") or (), torch))
+        imports = "import torch\n" if bound["torch"] is None and re.search(r"\btorch\.", written) else ""
+        return CutRecord(cut["file"], cut["source"], imports + written, cut.get("library", ""), layout=layout), {}
+    rel = str(Path(cut["file"]).parent / name) if Path(cut["file"]).parent != Path(".") else name
+    sandbox.add_file(rel, saved)
     replacement = (
         "".join(f"import {m}\n" for m, n in bound.items() if n is None) + setup
-        + f"_call = {bound['torch'] or 'torch'}.load({bound['pathlib'] or 'pathlib'}.Path(__file__).with_name({name!r}), "
+        + f"_call = {torch}.load({bound['pathlib'] or 'pathlib'}.Path(__file__).with_name({name!r}), "
         "weights_only=False)\n"
-        + "".join(f"{obj}.{attr} = _call['attributes'][{attr!r}]\n" for attr in cut.get("attributes") or ()
-                  if isinstance(attr, str) and attr.isidentifier())
-        + _within_autocast(f"{call}(*_call['args'], **_call['kwargs'])\n", cut.get("autocast") or (),
-                           bound["torch"] or "torch")
+        + "".join(f"{obj}.{attr} = _call['attributes'][{attr!r}]\n" for attr in attributes)
+        + _within_autocast(f"{call}(*_call['args'], **_call['kwargs'])\n", cut.get("autocast") or (), torch)
     )
-    return CutRecord(cut["file"], cut["source"], replacement, cut.get("library", "")), {name: saved}
+    carried = None if layout is None else ", ".join([*layout[0], *(v for _, v in (*layout[1], *layout[2]))])
+    cost = loaded_cost(saved.stat().st_size, carried)
+    return (CutRecord(cut["file"], cut["source"], replacement, cut.get("library", ""), loads=name, cost=cost,
+                      layout=layout),
+            {name: saved})
+
+
+def call_source(recorded: Mapping, level: str, torch: str, attributes=()):
+    """The saved call's (args, keywords, attributes) as source at ``level``
+    (``syntax.values``), each keyword and attribute (name, text); None when a part has
+    none, or the run did not record the call so."""
+    meta = recorded.get("meta")
+    if not isinstance(meta, dict) or not isinstance(recorded.get("args"), list):
+        return None
+
+    def tensor(where: str) -> str | None:
+        return tensor_source(meta[where], level, torch) if where in meta else None
+
+    try:
+        args = [value_source(node, tensor, level) for node in recorded["args"]]
+        keywords = [(k, value_source(node, tensor, level)) for k, node in (recorded.get("kwargs") or {}).items()]
+        saved = recorded.get("attributes") or {}
+        values = [(a, value_source(saved[a], tensor, level)) if a in saved else (a, None) for a in attributes]
+    except (KeyError, TypeError, AttributeError):
+        return None
+    if any(a is None for a in args) or any(v is None or not k.isidentifier() for k, v in (*keywords, *values)):
+        return None
+    return tuple(args), tuple(keywords), tuple(values)
 
 
 def _within_autocast(line: str, autocast, torch_name: str) -> str:

@@ -8,8 +8,10 @@ from typing import Iterable, Mapping
 import libcst as cst
 
 from shrinkgpu.syntax.code import code_of
+from shrinkgpu.syntax.tokens import count_tokens
 
-__all__ = ["CutRecord", "Facts", "LoadRecord", "ParseRecord", "SavedObject", "SizeRecord", "StateRecord", "loop_facts", "loop_header"]
+__all__ = ["CutRecord", "Facts", "LoadRecord", "ParseRecord", "SavedObject", "SizeRecord", "StateRecord",
+           "loaded_cost", "loop_facts", "loop_header"]
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,15 @@ class Facts:
     # (passes/sizes.py): by text, since lines move as the program shrinks
     sizes: tuple[SizeRecord, ...] = ()
 
+    @property
+    def loaded(self) -> tuple[tuple[str, int], ...]:
+        """(file name, cost) of each file a program of these facts may load instead of
+        building what it holds: the library's saved call, the data objects.  (The state
+        at the failing step is not counted: where the search starts is decided by time,
+        and the report says which artifact runs alone.)"""
+        out = [(self.cut.loads, self.cut.cost)] if self.cut is not None and self.cut.loads else []
+        return tuple(out + [(o.file, loaded_cost(o.size)) for o in self.saved_objects])
+
 
 @dataclass(frozen=True)
 class CutRecord:
@@ -83,6 +94,32 @@ class CutRecord:
     source: str  # the statement's text as written (``trainer.fit(model, dm)``)
     replacement: str  # statements that call the object with the saved arguments
     library: str = ""  # what the statement called (``Trainer.fit``)
+    # The file ``replacement`` loads the saved call from, and what it carries to the
+    # search (``loaded_cost``); "" and 0 when the call is written as source (every
+    # argument a literal: the program then loads nothing)
+    loads: str = ""
+    cost: int = 0
+    # The saved call as source with its values drawn afresh (floating-point tensors
+    # random of their layout, modules built anew: ``syntax.values``' layout level):
+    # (args, keywords, attributes), each keyword and attribute (name, text); what a
+    # result that loads ``loads`` is written back as when that still fails the same way.
+    # None when a part has no such form.
+    layout: "tuple[tuple[str, ...], tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]] | None" = None
+
+
+# What a file a program loads carries, as the search counts it (on top of the file itself,
+# ``syntax.program.FILE_COST``): the tokens of the source it stands for when it has one,
+# else one per KiB it holds, up to LOADED_COST_MAX (a dataset of megabytes stands for no
+# more code than its constructor; beyond that, bytes say nothing of what a reader reads).
+# A pickle of four numbers is never smaller than the four numbers written out.
+LOADED_BYTES_PER_COST = 1024
+LOADED_COST_MAX = 100
+
+
+def loaded_cost(nbytes: int, source: str | None = None) -> int:
+    if source:
+        return count_tokens(source)
+    return min(-(-max(int(nbytes), 0) // LOADED_BYTES_PER_COST), LOADED_COST_MAX)
 
 
 @dataclass(frozen=True)

@@ -422,10 +422,15 @@ class Candidate:
 
     @cached_property
     def order(self) -> tuple[int, int]:
-        """What the search minimises: tokens plus a cost per nested block, per loop and
-        per file beyond the main one, then the magnitude of constants."""
+        """What the search minimises: tokens plus a cost per nested block, per loop, per
+        file beyond the main one and per file it loads (with what that file carries:
+        ``syntax.facts.loaded_cost``), then the magnitude of constants."""
         extra_files = max(0, sum(1 for path in self.files if path.endswith(".py")) - 1)
-        return (self.size + BLOCK_COST * self.blocks + LOOP_COST * self.loops + FILE_COST * extra_files, self.magnitude)
+        # A file it loads is a file beyond the main one too, and counts what it carries
+        loaded = sum(FILE_COST + cost for name, cost in self.program.facts.loaded
+                     if any(name in text for text in self.files.values()))
+        return (self.size + BLOCK_COST * self.blocks + LOOP_COST * self.loops + FILE_COST * extra_files + loaded,
+                self.magnitude)
 
     @cached_property
     def key(self) -> tuple[tuple[str, str], ...]:

@@ -162,3 +162,29 @@ def test_the_autocast_a_library_entered_around_the_users_code_is_kept_with_the_c
         torch.no_grad()(step)(torch.randn(4, 4), torch.arange(4))
         """, cut=str(tmp_path / "call2.pt"))
     assert without.cut is not None and without.cut["autocast"] == []
+
+
+def test_the_saved_call_is_recorded_for_the_parent_to_write_it_as_source(runner, tmp_path):
+    # small tensors with their values, a module by how it was built, what has no form
+    # (an optimizer) by its type: the parent writes the call as source when it can
+    obs = watched(runner, """\
+        import functools
+        import torch
+        from torch.utils.data import DataLoader
+        head = torch.nn.Linear(3, 2, bias=False)
+        opt = torch.optim.SGD(head.parameters(), lr=0.1)
+        def collate(rows, model, optimizer):
+            return torch.stack(rows)
+        rows = [torch.tensor([1.5, 2.0, 0.5])] * 2 + [torch.zeros(2, dtype=torch.int64)]
+        for batch in DataLoader(rows, batch_size=3, collate_fn=functools.partial(collate, model=head, optimizer=opt)):
+            pass
+        """, cut=str(tmp_path / "call.pt"))
+    assert obs.signature.type == "RuntimeError"
+    assert obs.cut is not None and obs.cut["object"] == "collate"
+    call = obs.cut["call"]
+    rows, model, optimizer = call["args"]
+    assert rows == {"seq": [{"t": "args[0][0]"}, {"t": "args[0][1]"}, {"t": "args[0][2]"}], "tuple": False}
+    assert call["meta"]["args[0][0]"]["values"] == [1.5, 2.0, 0.5]
+    assert (call["meta"]["args[0][2]"]["dtype"], call["meta"]["args[0][2]"]["values"]) == ("int64", [0, 0])
+    assert model == {"module": "torch.nn.Linear(3, 2, bias=False)"}
+    assert optimizer == {"unknown": "SGD"}

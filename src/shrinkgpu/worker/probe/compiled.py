@@ -195,6 +195,20 @@ def _rebuilt(value) -> dict[str, Any] | None:
     return keywords
 
 
+def module_source(module, roots: tuple[str, ...]) -> str | None:
+    """How ``module`` was built, as source that needs no import beyond ``torch`` and the
+    script's own classes (``torch.nn.GRU(3, 32, batch_first=True)``, ``Tagger(hidden=16)``),
+    with what was done to it after (its dtype, device, eval mode); None when its
+    construction was not seen or an argument has no source form.  Its weights are those
+    of a fresh construction: whether the bug needs the trained ones is for a run to say."""
+    defs = _Definitions(roots)
+    try:
+        built = defs.module_expr(module, "the module") + "".join(_after_build(module))
+    except (_NoSource, OSError, TypeError, SyntaxError):
+        return None
+    return None if defs.modules or defs.values or defs.objects else built
+
+
 def _after_build(module) -> list[str]:
     """What was done to a module after it was built that its construction does not
     redo: its dtype, its device, eval mode."""

@@ -248,4 +248,23 @@ def library_cut(exc: BaseException, roots: tuple[str, ...], path: str, autocast=
         "method": method,
         "library": frames[outer + 1][0].f_code.co_qualname if hasattr(frames[outer + 1][0].f_code, "co_qualname")
         else frames[outer + 1][0].f_code.co_name,
+        "call": _encoded(args, kwargs, attributes, roots),
     }
+
+
+def _encoded(args, kwargs, attributes, roots: tuple[str, ...]) -> dict[str, Any] | None:
+    """The saved call as ``encode_call`` writes it, for the parent to write it as source:
+    small tensors with their values, modules as they were built.  None when it cannot
+    be read so (the pickle stays the only form)."""
+    from shrinkgpu.worker.probe.compiled import module_source
+    from shrinkgpu.worker.probe.ops import encode_call
+
+    try:
+        def built(module):
+            return module_source(module, roots)
+
+        enc_args, enc_kwargs, meta, _ = encode_call(args, kwargs, built)
+        _, enc_attributes, more, _ = encode_call((), attributes, built, names=("args", "attributes"))
+        return {"args": enc_args, "kwargs": enc_kwargs, "attributes": enc_attributes, "meta": {**meta, **more}}
+    except Exception:  # an offer: the saved call stands without it
+        return None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 from itertools import chain
 from typing import Any, Callable
 
@@ -41,7 +42,7 @@ def op_name(func) -> str:
     return qual
 
 
-INLINE_VALUES = 64  # integer/bool tensors up to this many elements are written inline
+INLINE_VALUES = 64  # tensors up to this many elements are written inline
 
 
 # torch._dynamo's marks on a tensor, by the call that sets them
@@ -49,15 +50,17 @@ _DYNAMO_MARKS = (("_dynamo_dynamic_indices", "mark_dynamic"), ("_dynamo_weak_dyn
                  ("_dynamo_static_indices", "mark_static"), ("_dynamo_unbacked_indices", "mark_unbacked"))
 
 
-def save_call(func, args, kwargs, path: str, extra: dict[str, Any] | None = None,
-              more_tensors: dict[str, Any] | None = None) -> None:
-    """Save a torch call as it is about to run: the operator's name, its arguments as a
-    structure whose leaves are literals or tensors, each tensor's metadata (dtype,
-    shape, stride, storage offset, device, requires_grad, which storage it shares, the
-    dimensions ``torch._dynamo.mark_dynamic`` and its kin marked), and the tensors
-    themselves (detached, on the CPU).  ``shrinkgpu extract`` rebuilds the call from it.
-    ``extra``: more fields of the record; ``more_tensors``: more entries of the ``.pt``
-    (a compiled module's state dict)."""
+def encode_call(args, kwargs, module_source: Callable[[Any], str | None] | None = None,
+                names: tuple[str, str] = ("args", "kwargs")):
+    """A call's arguments as a structure whose leaves are literals or tensors (each tensor
+    by its place, ``{"t": "args[0]"}``), with each tensor's metadata (dtype, shape,
+    stride, storage offset, device, requires_grad, which storage it shares, the
+    dimensions ``torch._dynamo.mark_dynamic`` and its kin marked, and its values when it
+    is small: what lets the parent write it as a literal) and the tensors themselves
+    (detached, on the CPU): (args, kwargs, meta, tensors).  ``module_source``: how an
+    ``nn.Module`` argument is built (``torch.nn.Linear(4, 2)``), or None where it is not
+    known; without it a module is an unknown leaf.  ``names``: what the places of the
+    positional and keyword arguments start with."""
     import torch
 
     tensors: dict[str, Any] = {}
@@ -90,6 +93,7 @@ def save_call(func, args, kwargs, path: str, extra: dict[str, Any] | None = None
                 if key and key not in storages:
                     storages[key] = where
                 tensors[where] = t if t.device.type == "cpu" else t.cpu()
+                _note_values(tensors[where], meta[where])
             return {"t": where}
         if isinstance(value, (list, tuple)) and depth < 3 and not isinstance(value, torch.Size):
             return {"seq": [enc(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)],
@@ -97,36 +101,60 @@ def save_call(func, args, kwargs, path: str, extra: dict[str, Any] | None = None
         if isinstance(value, dict) and depth < 3 and all(isinstance(k, str) for k in value):
             return {"map": {k: enc(v, f"{where}[{k!r}]", depth + 1) for k, v in value.items()}}
         text = code_literal(value)
+        if text is None and module_source is not None and isinstance(value, torch.nn.Module):
+            built = module_source(value)
+            if built is not None:
+                return {"module": built}
         return {"lit": text} if text is not None else {"unknown": type(value).__name__}
 
+    encoded_args = [enc(a, f"{names[0]}[{i}]") for i, a in enumerate(args)]
+    encoded_kwargs = {k: enc(v, f"{names[1]}[{k!r}]") for k, v in kwargs.items()}
+    return encoded_args, encoded_kwargs, meta, tensors
+
+
+def _note_values(t, meta: dict[str, Any]) -> None:
+    """A small tensor's values in its metadata (labels, indices, masks, and a handful of
+    floats), so that a script can hold them inline; whether a floating-point tensor holds
+    a NaN or an inf."""
+    import torch
+
+    if t.dtype.is_floating_point or t.dtype.is_complex:
+        # A NaN or an inf is the bug's own value: random numbers of the same shape
+        # would fail another check with the same message (multinomial's "inf, nan
+        # or element < 0" takes a negative number too).
+        try:
+            meta["nonfinite"] = not bool(torch.isfinite(t).all())
+        except Exception:
+            pass
+    # (complex numbers have no JSON form; a quantized or sparse tensor no plain list)
+    if t.numel() <= INLINE_VALUES and not t.dtype.is_complex and t.layout == torch.strided and not t.is_quantized:
+        try:
+            meta["values"] = t.tolist()
+        except Exception:
+            pass
+
+
+def save_call(func, args, kwargs, path: str, extra: dict[str, Any] | None = None,
+              more_tensors: dict[str, Any] | None = None) -> None:
+    """Save a torch call as it is about to run: the operator's name, its arguments as
+    ``encode_call`` writes them, and the tensors themselves in a ``.pt``.  ``shrinkgpu
+    extract`` rebuilds the call from it.  ``extra``: more fields of the record;
+    ``more_tensors``: more entries of the ``.pt`` (a compiled module's state dict)."""
+    import torch
+
+    encoded_args, encoded_kwargs, meta, tensors = encode_call(args, kwargs)
     try:  # the keywords the call set to other values than their defaults
         nondefault = sorted({a.split("=", 1)[0] for a in _contract(func, args, kwargs)})
     except Exception:
         nondefault = sorted(kwargs)
     record = {
         "op": op_name(func),
-        "args": [enc(a, f"args[{i}]") for i, a in enumerate(args)],
-        "kwargs": {k: enc(v, f"kwargs[{k!r}]") for k, v in kwargs.items()},
+        "args": encoded_args,
+        "kwargs": encoded_kwargs,
         "nondefault": nondefault,
         "meta": meta,
         **(extra or {}),
     }
-    # Small integer and bool tensors (labels, indices, masks) travel as values in the
-    # JSON sidecar, so that the script can hold them inline; every tensor is in the .pt.
-    for where, t in tensors.items():
-        if t.dtype.is_floating_point or t.dtype.is_complex:
-            # A NaN or an inf is the bug's own value: random numbers of the same shape
-            # would fail another check with the same message (multinomial's "inf, nan
-            # or element < 0" takes a negative number too).
-            try:
-                meta[where]["nonfinite"] = not bool(torch.isfinite(t).all())
-            except Exception:
-                pass
-        if not t.dtype.is_floating_point and not t.dtype.is_complex and t.numel() <= INLINE_VALUES:
-            try:
-                meta[where]["values"] = t.tolist()
-            except Exception:
-                pass
     try:
         torch.save({**tensors, **(more_tensors or {})}, path)
     except Exception as exc:  # a tensor subclass torch cannot save: said, not raised
@@ -227,35 +255,117 @@ def _module_call(frame):
 
 
 def keep_torch_check(tb, roots: tuple[str, ...], raised: tuple[str, list]) -> None:
-    """With ``Watch.keep_raised``: for a module whose own check raised, its call saved
-    like an operator's, named as the module is built (``torch.nn.LSTM(8, 16,
-    batch_first=True)``, with ``.eval()`` when it was not training), so that the
-    extraction writes ``torch.nn.LSTM(8, 16, batch_first=True)(x0, (x1_0, x1_1))``."""
+    """With ``Watch.keep_raised``: for a module whose own check raised before any
+    operator ran, its call saved like an operator's, named as the module is built
+    (``torch.nn.LSTM(8, 16, batch_first=True)``), so that the extraction writes
+    ``torch.nn.LSTM(8, 16, batch_first=True)(x0, (x1_0, x1_1))``: wherever the user's
+    code called it (at the top level, as an attribute of its own module, in a
+    ``Sequential``, from a hook), the module whose check raised is the innermost one."""
     try:
         import torch
 
         with torch._C.DisableTorchFunctionSubclass():
             record = _torch_check_record(tb, roots)
-            if record is None:
+            rest = _torch_frames(tb, roots)
+            called = innermost_module_call(rest) if rest else None
+            if record is None or called is None or record["name"] != called[0]:
                 return
-            frames = []
-            while tb is not None:
-                frames.append(tb.tb_frame)
-                tb = tb.tb_next
-            called = next((c for c in map(_module_call, frames) if c is not None), None)
-            if called is None or not record["name"] == called[0]:
-                return
-            name, config, module, args, kwargs = called
-            owner, _, cls = name.rpartition(".")
-            built = f"{cls}({config})" + ("" if module.training else ".eval()")
-
-            def stand_in(*a, **k):  # named as the call the extraction writes
-                raise NotImplementedError
-
-            stand_in.__module__, stand_in.__name__, stand_in.__qualname__ = owner, built, built
-            _keep_raised(stand_in, args, kwargs, None, raised)
+            _keep_module_call(called, roots, raised)
     except Exception:  # an offer: the script's own error must stay what it was
         return
+
+
+def keep_module_check(tb, roots: tuple[str, ...], raised: tuple[str, list], op: str, call: int | None) -> None:
+    """With ``Watch.keep_raised``: for an error a torch function raised (the call ``op``,
+    the ``call``-th, which the mode kept) by a check in torch's Python code (a ``raise``
+    or an ``assert``, not an operator's kernel) while a module of torch ran it
+    (``MultiheadAttention`` in ``F.multi_head_attention_forward``), that module's call
+    saved too, for the extraction to write the module the user built rather than the
+    function it calls with its weights."""
+    try:
+        import torch
+
+        with torch._C.DisableTorchFunctionSubclass():
+            rest = _torch_frames(tb, roots, through_probe=True)
+            if not rest or _module_call(rest[0]) is None or not _raised_by_a_check(tb):
+                return
+            _keep_module_call(innermost_module_call(rest), roots, raised, within=[op, call])
+    except Exception:  # an offer: the script's own error must stay what it was
+        return
+
+
+def _keep_module_call(called, roots: tuple[str, ...], raised: tuple[str, list], within=None) -> None:
+    """A module's call saved like an operator's, the stand-in named as the module is
+    built: the arguments its construction was seen with (``module_source``), else its
+    ``extra_repr``; ``within``: [the operator, its call number] whose error it is."""
+    from shrinkgpu.worker.probe.compiled import module_source
+
+    name, config, module, args, kwargs = called
+    if not name.startswith("torch.nn."):
+        return  # a class of the user's or of another library: its definition is not at hand
+    built = module_source(module, roots) or f"{name}({config})" + ("" if module.training else ".eval()")
+    head, paren, tail = built.partition("(")
+    owner, _, cls = head.rpartition(".")
+
+    def stand_in(*a, **k):  # named as the call the extraction writes
+        raise NotImplementedError
+
+    stand_in.__module__, stand_in.__name__, stand_in.__qualname__ = owner, cls, cls + paren + tail
+    before = len(raised[1])
+    _keep_raised(stand_in, args, kwargs, None, raised)
+    if within is not None and len(raised[1]) > before:
+        raised[1][-1]["within"] = within
+
+
+_PROBE = os.path.dirname(os.path.abspath(__file__))  # the probe's own frames
+
+
+def _torch_frames(tb, roots: tuple[str, ...], through_probe: bool = False) -> list | None:
+    """The frames after the user's last one, when every one of them is torch's (the
+    probe's own, with ``through_probe``, passed over: its mode calls the torch function
+    it saw); else None (raised in the user's code, in another library, or in user code
+    torch called back)."""
+    import torch
+
+    from shrinkgpu.worker.probe.paths import is_under, is_user_file
+
+    frames = []
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    users = [i for i, f in enumerate(frames) if is_user_file(f.f_code.co_filename, roots)]
+    if not users or users[-1] == len(frames) - 1:
+        return None
+    rest = frames[users[-1] + 1:]
+    if through_probe:
+        rest = [f for f in rest if not is_under(os.path.abspath(f.f_code.co_filename), (_PROBE,))]
+    home = (os.path.dirname(os.path.abspath(torch.__file__)),)
+    if not rest or not all(is_under(os.path.abspath(f.f_code.co_filename), home) for f in rest):
+        return None
+    return rest
+
+
+
+def innermost_module_call(frames: list):
+    """``_module_call`` of the innermost module called among ``frames`` (the one whose
+    own code raised: an ``LSTM`` in a ``Sequential``), or None."""
+    found = None
+    for frame in frames:
+        called = _module_call(frame)
+        if called is not None:
+            found = called
+    return found
+
+
+def _raised_by_a_check(tb) -> bool:
+    """Whether the innermost frame raised by a statement of torch's Python code (a
+    ``raise``, an ``assert``), not by calling an operator that failed."""
+    import linecache
+
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    line = linecache.getline(tb.tb_frame.f_code.co_filename, tb.tb_lineno).strip()
+    return line.startswith(("raise ", "assert ")) or line == "raise"
 
 
 def torch_check_record(tb, roots: tuple[str, ...]) -> dict[str, Any] | None:
@@ -276,26 +386,15 @@ def torch_check_record(tb, roots: tuple[str, ...]) -> dict[str, Any] | None:
 
 def _torch_check_record(tb, roots: tuple[str, ...]) -> dict[str, Any] | None:
     import inspect
-    import os
 
-    import torch
-
-    from shrinkgpu.worker.probe.paths import is_under, is_user_file
-
-    frames = []
-    while tb is not None:
-        frames.append(tb.tb_frame)
-        tb = tb.tb_next
-    users = [i for i, f in enumerate(frames) if is_user_file(f.f_code.co_filename, roots)]
-    if not users or users[-1] == len(frames) - 1:
-        return None
-    rest = frames[users[-1] + 1:]
-    home = (os.path.dirname(os.path.abspath(torch.__file__)),)
-    if not all(is_under(os.path.abspath(f.f_code.co_filename), home) for f in rest):
-        return None  # raised in another library, or in user code torch called back
+    rest = _torch_frames(tb, roots)
+    if rest is None:
+        return None  # raised in the user's code, another library, or user code torch called back
     first = rest[0]
     code = first.f_code
-    called = _module_call(first)
+    # A module the user's code called: the one whose own check raised is the innermost
+    # (an ``LSTM`` in a ``Sequential``)
+    called = innermost_module_call(rest) if _module_call(first) is not None else None
     if called is not None:
         name, config, module, args, kwargs = called
         tensors, others = _walk_args(args, kwargs)
@@ -694,8 +793,6 @@ def _keep_raised(func, args, kwargs, call: int, raised: tuple[str, list]) -> Non
     raised by the operator's checks before it wrote anything, so its arguments are what it
     was given; an extraction from them is checked like any other.  After a failed GPU
     kernel the values cannot be read: the save says so, and a capture run is needed."""
-    import os
-
     directory, records = raised
     path = os.path.join(directory, f"raised-{len(records)}.pt")
     size = _argument_bytes((args, kwargs))

@@ -16,7 +16,7 @@ from shrinkgpu.worker.probe.library_cut import library_cut
 from shrinkgpu.worker.probe.loops import LoopClock, LoopCounter
 from shrinkgpu.worker.probe.objects import saved_objects
 from shrinkgpu.worker.probe.sizes import observed_sizes
-from shrinkgpu.worker.probe.ops import RAISED_KEPT, ShapeLog, keep_torch_check, watch_torch_calls
+from shrinkgpu.worker.probe.ops import RAISED_KEPT, ShapeLog, keep_module_check, keep_torch_check, watch_torch_calls
 from shrinkgpu.worker.probe.process import (
     dump_stack_on_crash,
     environment_facts,
@@ -60,6 +60,8 @@ def run(request: RunRequest, *, forked: bool) -> int:
             mode = watch_torch_calls(recorder.note, watch.capture, shapes, raised, output_of)
             if raised is not None:
                 watch_compile_options()
+            if raised is not None or watch.cut:
+                # (a module in the library's saved call is written as it was built, too)
                 watch_module_construction()
         else:
             mode, shapes = None, None
@@ -118,10 +120,7 @@ def run(request: RunRequest, *, forked: bool) -> int:
         obs["chain"] = record_chain(exc, recorder)
         obs["suppressed"] = record_suppressed(exc, recorder)
         if watch.keep_raised and len(raised_calls) < RAISED_KEPT:
-            for member in exception_chain(exc):
-                if id(member) not in recorder.by_id:  # (the mode kept what it saw raise)
-                    keep_torch_check(member.__traceback__, roots, (watch.keep_raised, raised_calls))
-            keep_compiled_call(exc.__traceback__, roots, (watch.keep_raised, raised_calls))
+            _keep_raised_calls(exc, roots, recorder, (watch.keep_raised, raised_calls))
         _print_traceback(exc, script)
         obs.update(_at_the_error(exc, watch, roots, recorder, time.perf_counter() - started))
     if clock is not None:
@@ -148,6 +147,19 @@ def run(request: RunRequest, *, forked: bool) -> int:
     _write(request.observation, ProbeReport.from_json({**obs, "status": status, "exit_code": code}))
     run_exit_handlers()
     return code
+
+
+def _keep_raised_calls(exc: BaseException, roots, recorder: Recorder, raised: tuple[str, list]) -> None:
+    """What the mode could not keep as the error was raised: a module's own check that
+    raised before any operator ran, the module of torch around a torch function whose
+    check raised (the mode kept the function), a compiled function's call."""
+    for member in exception_chain(exc):
+        seen = recorder.by_id.get(id(member))
+        if seen is None:
+            keep_torch_check(member.__traceback__, roots, raised)
+        elif (seen.get("op") or {}).get("name"):
+            keep_module_check(member.__traceback__, roots, raised, seen["op"]["name"], seen.get("call"))
+    keep_compiled_call(exc.__traceback__, roots, raised)
 
 
 def _at_the_error(exc: BaseException, watch, roots, recorder: Recorder, elapsed: float) -> dict[str, Any]:
