@@ -13,6 +13,8 @@ without ``.py`` (``train.min/``); everything else is named from that *base*:
     train.min.state.json      what it holds and where it was saved (``--resume``), and
     train.min.state.files/    the files the run wrote before that step
     train.extracted.py        the failing call alone (``.min`` dropped), and its .pt
+    train.min.alone.py        the result with the library's saved call written as source,
+                              when neither the result nor the extracted call runs alone
     train.min.first/          the original's first run, kept for ``--resume`` (a long one)
     train.call.pt             the arguments of a library's call into the script (named
                               after the script: the program loads it by that name)
@@ -76,6 +78,11 @@ class OutputLayout:
     def extracted(self) -> Path:
         """The failing call alone: ``train.min.py`` -> ``train.extracted.py``."""
         return self.extracted_stem.with_name(self.extracted_stem.name + ".extracted.py")
+
+    @property
+    def alone(self) -> Path:
+        """The result written back as source, without the file it loads (reducer/alone.py)."""
+        return self.base.with_name(self.base.name + ".alone.py")
 
     def object_name(self, name: str) -> str:
         """The file a data object the result loads is saved as (``train.min.train_set.pkl``)."""

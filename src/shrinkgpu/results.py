@@ -127,10 +127,15 @@ class ReductionResult:
     # a torch.compile failure run with its compiled code run eagerly: "passes", "fails
     # otherwise", "fails the same way", "did not end"; None for any other failure
     eager: str | None = None
+    # which artifact runs alone (reducer/alone.py): {"artifact": "result" | "extracted call"
+    # | "result written back" | None, "file", "checked", "result_needs"}; None when not asked
+    alone: dict | None = None
+    written_back: str | None = None  # the result written back as source, when that is what runs alone
 
     def to_json(self) -> dict:
         return {
             "output": str(self.output) if self.output else None,
+            "alone": self.alone,
             "command": self.command,
             "report": str(self.report) if self.report else None,
             "tokens_before": self.tokens_before,

@@ -125,11 +125,11 @@ def test_the_caches_a_compiling_original_left_start_every_candidate_but_the_fres
                             "candidate's directory") for n in result.notes), result.notes
     # the first run, the two --confirm runs (fresh) and the first calibration run compile
     # from nothing; every forked run after it finds what that one compiled, and the
-    # fresh checks of the result never do
+    # fresh checks of the result (and its run alone in an empty directory) never do
     assert warm[:4] == [(Isolation.FRESH, False)] * 3 + [(Isolation.FORK, False)]
     assert all(found for isolation, found in warm[4:] if isolation is Isolation.FORK)
     assert len([1 for isolation, _ in warm[4:] if isolation is Isolation.FORK]) > 2
-    assert [found for isolation, found in warm if isolation is Isolation.FRESH] == [False] * 5
+    assert [found for isolation, found in warm if isolation is Isolation.FRESH] == [False] * 6
 
 
 def test_caches_that_change_the_original_s_bug_are_not_used(script):
@@ -182,8 +182,10 @@ def test_rebase_runs_go_through_the_oracle_and_are_counted(script, tmp_path):
     rebase_runs = [job for _, job in log.jobs if (job.request.watch.save_objects or "").rsplit("/", 1)[-1].startswith("objects-")]
     assert rebase_runs  # the data objects saved again as each accepted program builds them
     # Before the oracle: the first run, the two --confirm runs and three calibration runs;
-    # every run after it is the oracle's, rebase runs included.
-    assert result.oracle.runs == len(log.jobs) - 6
+    # every run after it is the oracle's, rebase runs included, but the result's run
+    # alone in an empty directory (reducer/alone.py), the last one.
+    assert result.oracle.runs == len(log.jobs) - 7
+    assert result.alone == {"artifact": "result", "file": "train.min.py", "checked": True, "result_needs": []}
 
 
 def test_the_sizes_only_the_first_run_evaluates_stay_with_every_program_the_search_rebases(script, monkeypatch):

@@ -84,6 +84,48 @@ def test_the_report_says_what_the_minimal_example_shows_and_where_its_line_is(tm
     assert "before the search stopped (--max-time 300s reached), not a finished reduction." in stopped
 
 
+def test_the_report_says_first_which_artifact_runs_alone_and_shows_it_first(tmp_path):
+    from shrinkgpu.report import render_report
+    from shrinkgpu.results import Extraction
+    from shrinkgpu.worker import ScriptSpec
+
+    spec = ScriptSpec(script=tmp_path / "ddpm.py", cwd=tmp_path)
+    target = tmp_path / "ddpm.min.py"
+    plain = "import torch\ntable = torch.zeros(1000)\nt = torch.tensor([1000])\ntable.gather(-1, t)\n"
+    loading = "import torch\nf(*torch.load(pathlib.Path(__file__).with_name('ddpm.call.pt'))['args'])\n"
+    call = "import torch\n\ntorch.zeros(1000).gather(-1, torch.tensor([1000]))\n"
+    extraction = Extraction(tmp_path / "ddpm.extracted.py", None, call, "metadata", 1,
+                            _hand_made_result(tmp_path, plain).signature)
+
+    def rendered(text: str, alone: dict, **changes) -> str:
+        report = render_report(_hand_made_result(tmp_path, text, alone=alone, **changes), spec, target)
+        return report.split("### 🐛 Describe the bug", 1)[1]
+
+    bug = rendered(plain, {"artifact": "result", "file": "ddpm.min.py", "checked": True, "result_needs": []},
+                   extracted=extraction)
+    assert bug.split("\n")[4] == ("**Runs alone:** `ddpm.min.py`, with no file beside it (checked: alone in an "
+                                   "empty directory it fails the same way).")
+    assert bug.index(plain.splitlines()[1]) < bug.index(call.splitlines()[2])
+    # the result loads the library's call: the extracted call runs alone, and comes first
+    bug = rendered(loading, {"artifact": "extracted call", "file": "ddpm.extracted.py", "checked": True,
+                             "result_needs": ["it loads `ddpm.call.pt`"]}, extracted=extraction)
+    assert bug.split("\n")[4] == ("**Runs alone:** `ddpm.extracted.py`, the failing call alone (checked: alone in "
+                                   "an empty directory it fails the same way); `ddpm.min.py` does not: it loads "
+                                   "`ddpm.call.pt`.")
+    assert bug.index(call.splitlines()[2]) < bug.index(loading.splitlines()[1])
+    # neither: the result written back as source, shown before both
+    back = "import torch\nf(torch.randn(32, 4))\n"
+    bug = rendered(loading, {"artifact": "result written back", "file": "ddpm.min.alone.py", "checked": True,
+                             "result_needs": ["it loads `ddpm.call.pt`"]}, written_back=back)
+    assert bug.split("\n")[4].startswith("**Runs alone:** `ddpm.min.alone.py`, the minimal example with the call "
+                                          "it loads written as source")
+    assert bug.index("f(torch.randn(32, 4))") < bug.index(loading.splitlines()[1])
+    bug = rendered(loading, {"artifact": None, "file": None, "checked": False,
+                             "result_needs": ["it loads `ddpm.call.pt`"]}, extract_error="no torch call raised it")
+    assert bug.split("\n")[4] == ("**Nothing here runs alone:** `ddpm.min.py` does not: it loads `ddpm.call.pt`; "
+                                   "the failing call was not extracted (no torch call raised it).")
+
+
 def test_the_command_that_runs_the_result_is_quoted_and_run_where_it_must(tmp_path):
     from shrinkgpu.launch import Launch
     from shrinkgpu.report.document import reproduce_command

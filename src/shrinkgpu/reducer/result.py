@@ -10,6 +10,7 @@ from pathlib import Path
 
 from shrinkgpu.launch import Launch
 from shrinkgpu.oracle import Oracle
+from shrinkgpu.reducer.alone import Alone
 from shrinkgpu.reducer.context import Context
 from shrinkgpu.reducer.extraction import Extracted
 from shrinkgpu.reducer.facts import Input
@@ -42,6 +43,7 @@ class Found:
     passes: dict  # tests and tokens removed per pass (reducer/stats.py)
     launch: Launch  # how the result runs: torchrun's ranks, or one python (reducer/world.py)
     user_first: Observation  # the original's run as the user launched it (its world, its first failing rank)
+    alone: Alone | None = None  # which artifact runs alone (reducer/alone.py)
 
 
 def finish(ctx: Context, found: Found, versions: CollectEnv | None, revision: str | None) -> ReductionResult:
@@ -154,7 +156,21 @@ def result_of(ctx: Context, found: Found) -> ReductionResult:
         isolation_because=pool.fresh_because,
         preload_dropped=tuple(pool.preload.dropped),
         eager=pool.eager,
+        alone=alone_fact(ctx, found),
+        written_back=found.alone.text if found.alone is not None else None,
     )
+
+
+def alone_fact(ctx: Context, found: Found) -> dict | None:
+    """Which artifact runs alone, as the report's typed fact (its file by the name it is
+    written as)."""
+    alone = found.alone
+    if alone is None:
+        return None
+    layout = ctx.layout
+    names = {"result": layout.output.name, "extracted call": layout.extracted.name,
+             "result written back": layout.alone.name}
+    return alone.to_json(names)
 
 
 def start_fact(found: Found) -> dict:

@@ -18,6 +18,7 @@ config, the spec, the layout, the sandbox, ``Talk``, ``Limits``) is the ``Contex
     check_result      -> Verified     reducer/verification.py
     ablate            -> Ablation     reducer/ablate.py
     without_ranks     -> Launch       reducer/world.py (a distributed result: plain python, if it can)
+    self_contained    -> Alone        reducer/alone.py (which artifact runs alone)
     finish            -> ReductionResult  reducer/result.py
 
 A new phase is one more module and one more line in ``phases``; a new way to run a
@@ -34,6 +35,7 @@ from shrinkgpu.layout import OutputLayout
 from shrinkgpu.limits import Limits
 from shrinkgpu.oracle import Oracle
 from shrinkgpu.reducer.ablate import ablate
+from shrinkgpu.reducer.alone import self_contained
 from shrinkgpu.reducer.config import ReduceConfig, ReduceError, compile_pattern, with_hash_seed
 from shrinkgpu.reducer.context import Context
 from shrinkgpu.reducer.events import BestSoFar, Stage, Talk
@@ -114,8 +116,9 @@ class Reduction:
         finally:
             pool.close()
         launch = without_ranks(ctx, verified, target, inp.main)
+        alone = self_contained(ctx, verified, extracted, target, oracle.verified_reads, launch.ranks)
         found = Found(original.first, target, inp, start, pool, oracle, searched, verified, extracted, ablated,
-                      self.stats.to_json(), launch, user_first)
+                      self.stats.to_json(), launch, user_first, alone)
         return finish(ctx, found, self.versions, self.revision)
 
     def prepare(self) -> Context:

@@ -51,24 +51,18 @@ def render_report(result: ReductionResult, spec: ScriptSpec, target: Path) -> st
     op_name = f"`{shown.op.name}`" if shown.op else "The script"
     out.append(f"{op_name} fails with `{shown.headline}` ({shown.family.value}).")
     out.append("")
-    files = sorted(result.files.items(), key=lambda kv: kv[0] != result.main)
-    out.append(_minimal_example_lead(result, target))
-    out.append("")
-    for rel, text in files:
-        if len(files) > 1:
-            out.append(f"`{rel}`:")
-        out += ["```python", text.rstrip("\n"), "```", ""]
-    extracted = result.extracted
-    if extracted is not None:
-        data = f"; data in `{extracted.data.name}`" if extracted.data else ""
-        out += [
-            (f"The compiled code alone, `{extracted.path.name}` (its definition and what it reads, compiled as it "
-             f"was, called with the inputs captured at the call{data}):") if extracted.compiled else
-            (f"The failing call alone, `{extracted.path.name}` (rebuilt from what was captured at the call: it "
-             f"shows the operator's contract{data}):"),
-            "",
-            "```python", extracted.text.rstrip("\n"), "```", "",
-        ]
+    alone = (result.alone or {}).get("artifact")
+    lead = _alone_lead(result, target)
+    if lead:
+        out += [lead, ""]
+    if alone == "result written back" and result.written_back is not None:
+        out += ["```python", result.written_back.rstrip("\n"), "```", ""]
+    # What runs alone comes first: a maintainer pastes it as it is
+    blocks = [_minimal_example(result, target), _extracted_block(result)]
+    if alone == "extracted call":
+        blocks.reverse()
+    for block in blocks:
+        out += block
     out += ["The error:", "", "```", verbatim_error(shown), "```", ""]
     if shown.suppressed:
         out += ["Raised while handling this one, which `raise ... from None` keeps out of the traceback:", "",
@@ -106,6 +100,55 @@ def render_report(result: ReductionResult, spec: ScriptSpec, target: Path) -> st
     if notes_text:
         text += "\n\n### Notes\n\n" + "\n".join(f"- {n}" for n in notes_text)
     return text + "\n"
+
+
+def _minimal_example(result: ReductionResult, target: Path) -> list[str]:
+    out = [_minimal_example_lead(result, target), ""]
+    files = sorted(result.files.items(), key=lambda kv: kv[0] != result.main)
+    for rel, text in files:
+        if len(files) > 1:
+            out.append(f"`{rel}`:")
+        out += ["```python", text.rstrip("\n"), "```", ""]
+    return out
+
+
+def _extracted_block(result: ReductionResult) -> list[str]:
+    extracted = result.extracted
+    if extracted is None:
+        return []
+    data = f"; data in `{extracted.data.name}`" if extracted.data else ""
+    return [
+        (f"The compiled code alone, `{extracted.path.name}` (its definition and what it reads, compiled as it "
+         f"was, called with the inputs captured at the call{data}):") if extracted.compiled else
+        (f"The failing call alone, `{extracted.path.name}` (rebuilt from what was captured at the call: it "
+         f"shows the operator's contract{data}):"),
+        "",
+        "```python", extracted.text.rstrip("\n"), "```", "",
+    ]
+
+
+def _alone_lead(result: ReductionResult, target: Path) -> str | None:
+    """Which artifact runs alone, said before any of them: the one to paste."""
+    alone = result.alone
+    if alone is None:
+        return None
+    artifact, needs = alone.get("artifact"), alone.get("result_needs") or []
+    checked = (" (checked: alone in an empty directory it fails the same way)" if alone.get("checked")
+               else " (it loads and reads no file; not run alone: the reduction ran out of time or runs it with "
+                    "torchrun)")
+    does_not = f"`{target.name}` does not: {'; '.join(needs)}" if needs else ""
+    if artifact == "result":
+        return f"**Runs alone:** `{target.name}`, with no file beside it{checked}."
+    if artifact == "extracted call":
+        return f"**Runs alone:** `{alone['file']}`, the failing call alone{checked}; {does_not}."
+    if artifact == "result written back":
+        return (f"**Runs alone:** `{alone['file']}`, the minimal example with the call it loads written as source "
+                f"(random values of the same layouts, modules built anew){checked}; {does_not}:")
+    extracted = result.extracted
+    why_not = (f"the extracted call loads `{extracted.data.name}`" if extracted is not None and extracted.data
+               else f"the failing call was not extracted ({result.extract_error})" if result.extract_error
+               else "there is no extracted call")
+    return f"**Nothing here runs alone:** {does_not or f'`{target.name}` does not'}; {why_not}."
 
 
 def how_it_was_reduced(result: ReductionResult, spec: ScriptSpec, target: Path) -> list[str]:

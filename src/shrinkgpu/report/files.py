@@ -178,6 +178,15 @@ def write_outputs(result: ReductionResult, layout: OutputLayout, spec: ScriptSpe
             shutil.copytree(source, beside / name, dirs_exist_ok=True)
         else:
             shutil.copy2(source, beside / name)
+    # The result written back as source, when that is the artifact that runs alone; a
+    # stale one of an earlier reduction to the same output goes.
+    alone = layout.alone
+    if alone.resolve() in protected:
+        raise OutputError(f"refusing to overwrite the user's file {alone}")
+    if result.written_back is not None:
+        _atomic_write(alone, encode_source(tidy_layout(result.written_back)))
+    elif alone.is_file():
+        alone.unlink()
     report = layout.report
     if report.resolve() in protected:
         raise OutputError(f"refusing to overwrite the user's file {report}")
