@@ -12,6 +12,8 @@ without ``.py`` (``train.min/``); everything else is named from that *base*:
     train.min.state.pt        the state at the failing step the result starts from, with
     train.min.state.json      what it holds and where it was saved (``--resume``), and
     train.min.state.files/    the files the run wrote before that step
+    train.min.files/          the files the run wrote before a failure after its loops,
+                              which the result copies back in place of those loops
     train.extracted.py        the failing call alone (``.min`` dropped), and its .pt
     train.min.alone.py        the result with the library's saved call written as source,
                               when neither the result nor the extracted call runs alone
@@ -100,6 +102,12 @@ class OutputLayout:
         return f"{self.data_stem}.state.files"
 
     @property
+    def written_files_name(self) -> str:
+        """The directory of the files the run wrote before a failure after its loops (a
+        checkpoint the training saved), as the program copies them back."""
+        return f"{self.data_stem}.files"
+
+    @property
     def state(self) -> tuple[Path, Path, Path]:
         """Beside the result: the state, the record of what it holds and where it is from
         (``--resume`` reads it), and the directory of the files the run wrote before it."""
@@ -176,6 +184,11 @@ class Scratch:
         """The files the run that saved the state had written before it (the probe
         copies them beside the state file)."""
         return self.session / "state.pt.files"
+
+    @property
+    def written(self) -> Path:
+        """The files the original wrote before a failure after its loops (``Watch.written``)."""
+        return self.session / "written"
 
     @property
     def state_progress(self) -> Path:

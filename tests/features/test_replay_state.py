@@ -414,3 +414,63 @@ def test_started_from_the_state_what_a_data_helper_returned_is_loaded_and_the_he
     assert result.verified == (1, 1)
     plain = subprocess.run([sys.executable, out.name], cwd=out.parent, capture_output=True, text=True, timeout=120)
     assert plain.returncode == 1 and "IndexError: index out of range in self" in plain.stderr, plain.stderr
+
+
+# Saves its best checkpoint (after a warm-up) as a dict while it trains, then loads the
+# dict as if it were the bare state_dict: the failure after the loop needs the file the
+# loop wrote, and nothing the loop computed besides; the loop's first iteration writes none.
+BEST_CHECKPOINT = """\
+import torch
+import torch.nn as nn
+
+torch.manual_seed(0)
+model = nn.Linear(4, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+best = None
+for epoch in range(4000):
+    loss = model(torch.randn(8, 4)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    if epoch >= 500 and (best is None or loss.item() < best):
+        best = loss.item()
+        torch.save({"epoch": epoch, "model_state_dict": model.state_dict()}, "best.pt")
+model.load_state_dict(torch.load("best.pt"))
+"""
+
+
+@pytest.mark.slow
+def test_a_failure_after_the_loop_on_the_file_it_wrote_starts_without_the_loop_and_the_file_put_back(
+        tmp_path, monkeypatch):
+    import shrinkgpu.reducer.facts as facts
+
+    monkeypatch.setattr(facts, "HOT_MIN_SECONDS", 0.0)  # the loop takes a second here, not minutes
+    result, _events, out = reduce_script(tmp_path, monkeypatch, BEST_CHECKPOINT, max_tests=150,
+                                         keep_error="Error.s. in loading state_dict")
+    assert result.start["what"] == "the original with the loops that took its time cut and the files they wrote put back"
+    assert any("best.pt" in n and "hold your weights or data" in n.replace("holds", "hold") for n in result.notes)
+    text = out.read_text()
+    assert "range(4000)" not in text and "train.min.files" in text and "torch.load" in text, text
+    assert set(result.data_files) == {"train.min.files"}
+    assert out.with_name("train.min.files").joinpath("best.pt").is_file()
+    # the result fails under plain python, beside the files it copies back, with the same first error
+    plain = subprocess.run([sys.executable, out.name], cwd=out.parent, capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 1 and "Missing key(s) in state_dict" in plain.stderr, plain.stderr
+    assert result.verified == (1, 1)
+
+
+@pytest.mark.slow
+def test_a_loop_whose_first_iteration_writes_the_file_is_cut_to_it_and_the_result_needs_no_file(
+        tmp_path, monkeypatch):
+    import shrinkgpu.reducer.facts as facts
+
+    monkeypatch.setattr(facts, "HOT_MIN_SECONDS", 0.0)
+    saves_at_once = BEST_CHECKPOINT.replace("epoch >= 500 and ", "")
+    result, _events, out = reduce_script(tmp_path, monkeypatch, saves_at_once, max_tests=150,
+                                         keep_error="Error.s. in loading state_dict")
+    assert result.start["what"] == "the original with the loops that took its time cut to their first iteration"
+    assert result.data_files == {} and not out.with_name("train.min.files").exists()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    plain = subprocess.run([sys.executable, str(out)], cwd=empty, capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 1 and "Missing key(s) in state_dict" in plain.stderr, plain.stderr

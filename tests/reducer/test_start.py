@@ -120,3 +120,67 @@ def test_a_state_whose_restore_meets_compiled_submodules_names_says_why_it_is_no
     [refused] = [n for n in ctx.talk.notes if "is not used" in n]
     assert "starting there did not fail the same way" in refused
     assert "`_orig_mod.` in their keys" in refused and "the loop compiles it itself" in refused
+
+
+AFTER_THE_LOOP = textwrap.dedent("""\
+    import torch
+
+    for epoch in range(100000):
+        torch.save(train(epoch), "checkpoints/best.pt")
+    model = torch.load("checkpoints/best.pt")
+    explode(model)
+    """)
+
+
+def test_a_failure_after_the_loops_on_what_they_wrote_starts_without_them_and_with_the_files_put_back(
+        tmp_path, contexts):
+    script = tmp_path / "train.py"
+    script.write_text(AFTER_THE_LOOP)
+    missing = signature("FileNotFoundError", "[Errno 2] No such file or directory: 'checkpoints/best.pt'", op=None)
+    kept_by = []
+
+    def reads_what_the_loop_wrote(text, job):
+        written = job.request.watch.written
+        if written is not None:  # the run that keeps the files, as the probe would
+            kept_by.append(written)
+            (tmp_path / "ckpt").write_bytes(b"weights")
+            __import__("os").makedirs(f"{written}/checkpoints")
+            __import__("shutil").copy(tmp_path / "ckpt", f"{written}/checkpoints/best.pt")
+            return bug(wall=40.0, written={"files": ["checkpoints/best.pt"], "files_bytes": 7})
+        if "range(100000)" in text:
+            return bug(wall=40.0)
+        return bug(wall=0.5) if "copytree" in text else bug(missing, wall=0.5)
+
+    ctx = contexts(config(script, write=True, extract=False), reads_what_the_loop_wrote)
+    start, _ = start_of(ctx, first_run(40.0))
+    assert start.what == "the original with the loops that took its time cut and the files they wrote put back"
+    assert start.program.texts["train.py"] == textwrap.dedent("""\
+        import torch
+
+        import pathlib
+        import shutil
+        shutil.copytree(pathlib.Path(__file__).with_name('train.min.files'), '.', dirs_exist_ok=True)
+        model = torch.load("checkpoints/best.pt")
+        explode(model)
+        """)
+    assert start.wall == 0.5 and set(start.data_files) == {"train.min.files"}
+    assert (start.data_files["train.min.files"] / "checkpoints" / "best.pt").read_bytes() == b"weights"
+    assert len(kept_by) == 1  # one more run of the original keeps them
+    [said] = [n for n in ctx.talk.notes if "the search starts there" in n]
+    assert "checkpoints/best.pt" in said and "hold your weights or data" in said.replace("holds", "hold")
+
+
+def test_a_failure_after_the_loops_that_wrote_no_files_keeps_the_original(tmp_path, contexts):
+    script = tmp_path / "train.py"
+    script.write_text(AFTER_THE_LOOP)
+    other = signature("RuntimeError", "something else", op=None)
+
+    def writes_nothing(text, job):
+        if job.request.watch.written is not None:
+            return bug(wall=40.0, written={"files": []})
+        return bug(wall=40.0) if "range(100000)" in text else bug(other, wall=0.5)
+
+    ctx = contexts(config(script, write=True, extract=False), writes_nothing)
+    start, _ = start_of(ctx, first_run(40.0))
+    assert start.program is None and start.what == "the original"
+    assert any("was not tried: it wrote none" in n for n in ctx.talk.notes)

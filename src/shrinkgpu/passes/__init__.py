@@ -26,7 +26,7 @@ from shrinkgpu.passes.inline import InlineBindings, InlineCalls, InlineExpressio
 from shrinkgpu.passes.library import CallPastTheLibrary
 from shrinkgpu.passes.records import AppendLoopToList, DropEnumerate, SplitRecords
 from shrinkgpu.passes.parameters import DropParameters
-from shrinkgpu.passes.replay import ReplayFromState
+from shrinkgpu.passes.replay import ReplayFromState, put_back_text
 from shrinkgpu.passes.sizes import ObservedSizes
 from shrinkgpu.passes.modules import FlattenModule
 from shrinkgpu.passes.never_ran import DeleteNeverRan
@@ -131,6 +131,7 @@ __all__ = [
     "LoopToFirstIteration",
     "ObservedSizes",
     "ReplayFromState",
+    "put_back_text",
     "WhileToBody",
     "SliceToFailure",
     "SplitRecords",

@@ -67,12 +67,18 @@ RNG = {
 def files_text(record: StateRecord, file_text: str) -> str:
     """The statement that puts back the files the run wrote before the failing iteration
     (into the working directory, where the program wrote and reads them); "" when none."""
-    if not record.files_dir:
+    return put_back_text(record.files_dir, file_text)
+
+
+def put_back_text(files_dir: str, file_text: str) -> str:
+    """The statement that copies ``files_dir`` (beside the file) into the working
+    directory, where the run wrote those files and the program reads them; "" for none."""
+    if not files_dir:
         return ""
     names = {m: module_name(file_text, m) for m in ("pathlib", "shutil")}
     lines = [f"import {m}" for m in names if names[m] is None]
     lines.append(f"{names['shutil'] or 'shutil'}.copytree({names['pathlib'] or 'pathlib'}.Path(__file__).with_name("
-                 f"{record.files_dir!r}), '.', dirs_exist_ok=True)")
+                 f"{files_dir!r}), '.', dirs_exist_ok=True)")
     return "".join(line + "\n" for line in lines)
 
 
@@ -266,4 +272,4 @@ class ReplayFromState(EditPass):
         return sum(stmts[e.stmt].size for e in unit if e.stmt >= 0)
 
 
-__all__ = ["ReplayFromState", "files_text", "rebind_text", "replay_text", "restore_text", "state_variable", "walks_again"]
+__all__ = ["ReplayFromState", "files_text", "put_back_text", "rebind_text", "replay_text", "restore_text", "state_variable", "walks_again"]

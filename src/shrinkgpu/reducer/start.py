@@ -12,8 +12,14 @@ for an original of 10 s or more, a program that skips the steps before its failu
   those steps are tried here first, each in a fresh interpreter (``START_CUTS``: the
   library's call into the user's code made directly, which a failure inside
   ``Trainer.fit`` needs none of the steps for; the original without the loops that took
-  its time); the first that fails the same way in less time is where the search starts.
-  The library's cut is tried before the run that would save the state: it needs no state.
+  its time; those loops cut to their first iteration); the first that fails the same way
+  in less time is where the search starts.  The library's cut is tried before the run
+  that would save the state: it needs no state.
+* **The files the loops wrote.**  A failure after the loops that reads what they wrote
+  (the best checkpoint, loaded after training) fails otherwise without them: the original
+  is run once more keeping the files it writes, and the original without those loops,
+  the files copied back in their place, is the start when it fails the same way
+  (``written_start``).
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from shrinkgpu.passes import CallPastTheLibrary, CutHotLoops, DeleteNeverRan, ReplayFromState
+from shrinkgpu.passes import CallPastTheLibrary, CutHotLoops, DeleteNeverRan, ReplayFromState, put_back_text
 from shrinkgpu.reducer import resume
 from shrinkgpu.reducer.context import Context
 from shrinkgpu.reducer.facts import Input, RunFacts
@@ -30,19 +36,24 @@ from shrinkgpu.reducer.pool import WorkerPlan
 from shrinkgpu.reducer import state as state_rules
 from shrinkgpu.reducer.state import StatePoint, describe_left, state_point, state_record
 from shrinkgpu.signature import Target
-from shrinkgpu.syntax import Candidate, Program
+from shrinkgpu.syntax import Candidate, Edit, Program
+from shrinkgpu.syntax.facts import loop_header
 from shrinkgpu.worker import Capture, Isolation, Observation, Runner, Watch
 
 # A start that takes more than this share of the original's run skips too little to be
 # worth the file it loads (or the cut it makes).
 SLOWER_REPLAY = 0.7
 # The cuts a long original with no replayable state is started from, in order:
-# (preparation, cut, what it is).  The preparation's first unit, when it offers one, goes
-# first: a statement after the failure (``trainer.save_model(...)``) reads the trainer too
-# and would keep it alive when the library's call is made directly.
+# (preparation, cut, its level, what it is).  The preparation's first unit, when it offers
+# one, goes first: a statement after the failure (``trainer.save_model(...)``) reads the
+# trainer too and would keep it alive when the library's call is made directly.  A loop
+# cut to its first iteration still writes what the statements after it read (the first
+# epoch saves the best checkpoint so far): a start that needs no file, tried before the
+# one that puts back the files the loop wrote (``written_start``).
 START_CUTS = (
-    (DeleteNeverRan(), CallPastTheLibrary(), "the library's call into your code made directly"),
-    (None, CutHotLoops(), "the loops that took its time cut"),
+    (DeleteNeverRan(), CallPastTheLibrary(), 0, "the library's call into your code made directly"),
+    (None, CutHotLoops(), 0, "the loops that took its time cut"),
+    (None, CutHotLoops(), 1, "the loops that took its time cut to their first iteration"),
 )
 # The first of them, the only one that needs no step before the failure: tried before
 # the run that would save the state.
@@ -74,14 +85,14 @@ def point_text(point: StatePoint) -> str:
     return f"iteration {point.iteration} of `{point.header_text}` ({point.file}{call})"
 
 
-def cut_with(initial: Candidate, prepare, cut) -> Candidate | None:
+def cut_with(initial: Candidate, prepare, cut, level: int = 0) -> Candidate | None:
     """``initial`` with the first unit of ``prepare`` (when it offers one), then the
-    first of ``cut``; None when ``cut`` offers none."""
+    first of ``cut`` at ``level``; None when ``cut`` offers none."""
     cand = initial
     first = next(iter(prepare.units(cand, 0) or []), None) if prepare is not None else None
     if first is not None:
         cand = cand.with_edits(first)
-    unit = next(iter(cut.units(cand, 0) or []), None)
+    unit = next(iter(cut.units(cand, level) or []), None)
     return cand.with_edits(unit) if unit is not None else None
 
 
@@ -115,6 +126,8 @@ def start_point(ctx: Context, first: Observation, target: Target, inp: Input, pl
                 start = checked_state(ctx, fresh, first, target, inp, plan, point, path, saved) or start
     if start.program is None:
         start = cut_start(ctx, first, target, inp, plan, start, START_CUTS)
+    if start.program is None:
+        start = written_start(ctx, first, target, inp, plan, start)
     return start, captured
 
 
@@ -184,8 +197,8 @@ def cut_start(ctx: Context, first: Observation, target: Target, inp: Input, plan
     tried = set(start.tried)
     with ctx.runner(Isolation.FRESH, program_files=inp.files) as fresh:
         fresh.start()
-        for prepare, cut, what in cuts:
-            cand = None if what in tried else cut_with(initial, prepare, cut)
+        for prepare, cut, level, what in cuts:
+            cand = None if what in tried else cut_with(initial, prepare, cut, level)
             tried.add(what)
             if cand is None:
                 continue
@@ -208,6 +221,100 @@ def cut_start(ctx: Context, first: Observation, target: Target, inp: Input, plan
             return Start(inp.facts.program(cand.files, inp.main, obs), f"the original with {what}", obs.wall,
                          inp.facts, tried=frozenset(tried))
     return dataclasses.replace(start, tried=frozenset(tried))
+
+
+# What a start without the loops puts back of what they wrote, in words.
+WRITTEN_CUT = "the loops that took its time cut and the files they wrote put back"
+# Files a result copies back that hold weights or pickled objects: the user's, not for a
+# public issue.
+_WEIGHTS = (".pt", ".pth", ".ckpt", ".bin", ".safetensors", ".pkl", ".pickle", ".npz", ".h5")
+
+
+def put_back_cut(initial: Candidate, files_dir: str, main: str) -> Candidate | None:
+    """``initial`` with its hottest loop that the failure is not in deleted, as the cut
+    start deletes it, and in its place the statement that copies ``files_dir`` (what the
+    run wrote) back into the working directory: the statements after the loop read them
+    (``model.load_state_dict(torch.load("model.pt"))``).  None when the hottest loop is
+    the one the failure is in, or it is not in the main script's directory (the copy
+    names its directory from ``__file__``)."""
+    unit = next(iter(CutHotLoops().units(initial, 0) or []), None)
+    if unit is None:
+        return None
+    program = initial.program
+    hot = {(f, h) for f, h, _share in program.facts.hot_loops}
+    loops = [e for e in unit if e.op == "delete" and program.stmts[e.stmt].kind in ("for", "while")
+             and (program.stmts[e.stmt].file, loop_header(program.stmts[e.stmt].node)) in hot]
+    if not loops:
+        return None
+    first = program.stmts[loops[0].stmt]
+    if Path(first.file).parent != Path(main).parent:
+        return None
+    text = put_back_text(files_dir, program.texts.get(first.file, ""))
+    return initial.with_edits(tuple(Edit("replace", e.stmt, text=text) if e is loops[0] else e for e in unit))
+
+
+def written_start(ctx: Context, first: Observation, target: Target, inp: Input, plan: WorkerPlan,
+                  start: Start) -> Start:
+    """For a long original whose failure comes after the loops that took its time and
+    reads what they wrote (a checkpoint saved on the best validation, then loaded): the
+    original once more, keeping the files it writes, then the original with those loops
+    cut and the files put back in their place, in a fresh interpreter; the start when
+    that fails the same way in less time.  Else ``start``, and the note says why."""
+    config, talk, spec = ctx.config, ctx.talk, ctx.spec
+    if (start.program is not None or not (config.replay_state and config.write) or ctx.spec.launch.nproc > 1
+            or first.wall < state_rules.STATE_MIN_SECONDS or ctx.limits.out_of_time()):
+        return start
+    name = ctx.layout.written_files_name
+    cand = put_back_cut(inp.program.initial(), name, inp.main)
+    if cand is None:
+        return start
+    main_dir = Path(spec.script_rel).parent
+    if (spec.root_dir / main_dir / name).exists():
+        talk.note(f"the original with {WRITTEN_CUT} was not tried: a file of yours is named {name}", show=False)
+        return start
+    left = ctx.limits.left()
+    if left is not None and left < 1.5 * first.wall:
+        talk.note(f"the original with {WRITTEN_CUT} was not tried: --max-time leaves too little time for the run "
+                  "that keeps the files and the one that checks it", show=False)
+        return start
+    kept = ctx.scratch.written
+    with ctx.runner(Isolation.FRESH, program_files=inp.files) as fresh:
+        fresh.start()
+        talk.stage("running the original once more: keeping the files it writes")
+        obs = talk.wait(fresh.submit(inp.files, timeout=ctx.limits.fresh_limit(first.wall), env=plan.first_device,
+                                     watch=Watch(written=str(kept))), "the original is still running")
+        written = obs.written or {}
+        files = [f for f in written.get("files") or () if (kept / f).is_file()]
+        if not target.matches(obs.signature):
+            talk.note(f"the run that was to keep the files the original writes failed otherwise ({obs.describe()})")
+            return start
+        if not files:
+            why = written.get("files_error") or "it wrote none"
+            talk.note(f"the original with {WRITTEN_CUT} was not tried: {why}", show=False)
+            return start
+        for f in files:
+            ctx.sandbox.add_file(str(main_dir / name / f), kept / f)
+        talk.stage(f"checking in a fresh interpreter whether the original with {WRITTEN_CUT} fails the same way")
+        limit = min(ctx.limits.fresh_limit(first.wall), SLOWER_REPLAY * first.wall)
+        check = talk.wait(fresh.submit(cand.files, timeout=limit, env=plan.first_device),
+                          f"the original with {WRITTEN_CUT} is still running")
+    if not target.matches(check.signature):
+        talk.note(f"the original with {WRITTEN_CUT} does not fail the same way ({check.describe()})")
+        return start
+    if check.wall > SLOWER_REPLAY * first.wall:
+        talk.note(f"the original with {WRITTEN_CUT} fails the same way, but in {check.wall:.1f}s of the original's "
+                  f"{first.wall:.1f}s", show=False)
+        return start
+    size = written.get("files_bytes", sum((kept / f).stat().st_size for f in files))
+    shown = ", ".join(files[:3]) + (", ..." if len(files) > 3 else "")
+    weights = [f for f in files if f.lower().endswith(_WEIGHTS)]
+    held = (f"; {', '.join(weights[:3])} hold{'s' if len(weights) == 1 else ''} your weights or data: attach the "
+            f"extracted call to a public issue, not {name}/" if weights else "")
+    talk.note(f"the original with {WRITTEN_CUT} fails the same way in a fresh interpreter in {check.wall:.1f}s "
+              f"(the original: {first.wall:.1f}s): the search starts there. If the result keeps the copy, {name}/ "
+              f"goes beside it: {len(files)} file(s) the run wrote ({shown}, {size / 2**20:.1f} MiB){held}")
+    return Start(inp.facts.program(cand.files, inp.main, check), f"the original with {WRITTEN_CUT}", check.wall,
+                 inp.facts, {name: kept}, tried=start.tried | {WRITTEN_CUT})
 
 
 def checked_state(ctx: Context, fresh: Runner, first: Observation, target: Target, inp: Input, plan: WorkerPlan,

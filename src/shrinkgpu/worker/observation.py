@@ -65,6 +65,9 @@ class Observation:
     # what ``Watch.state`` saved (``probe.state``): the entries, what was left out and
     # why, the RNGs, the file; None when the run never reached that iteration
     state: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    # what ``Watch.written`` copied: {"files": [relative paths], "files_bytes": n} or
+    # {"files": [], "files_error": why}; None when not asked
+    written: dict[str, Any] | None = field(default=None, compare=False, repr=False)
     # [{"file", "function", "expression", "literal"}]: the size reads of the failing user
     # frames, evaluated at the first error; only from runs asked for them (``Watch.sizes``)
     sizes: tuple[dict[str, Any], ...] = field(default=(), compare=False, repr=False)
@@ -152,6 +155,7 @@ class Observation:
             op_shapes=_op_shapes(report.op_shapes),
             raised_calls=report.raised_calls,
             state=report.state,
+            written=report.written,
             sizes=report.sizes,
             output=report.output,
         )

@@ -102,6 +102,10 @@ class Watch:
     # a file: each torch.distributed collective notes there that the rank entered it
     # (which one, where) and left it, for the launcher that watches ranks for a hang
     collectives: str | None = None
+    # a directory: when the run ends, the files it wrote (new or changed since it
+    # started) copied there: what a failure after the training loops reads of what they
+    # wrote (a checkpoint, a vocabulary), for a start without those loops
+    written: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -116,7 +120,7 @@ class Watch:
         capture, state = self.capture, self.state
         return replace(
             self, cut=own(self.cut), save_objects=own(self.save_objects), keep_raised=own(self.keep_raised),
-            collectives=own(self.collectives),
+            collectives=own(self.collectives), written=own(self.written),
             capture=replace(capture, path=own(capture.path)) if capture is not None else None,
             state=replace(state, path=own(state.path), progress=own(state.progress)) if state is not None else None,
         )
@@ -139,6 +143,7 @@ class Watch:
             eager=bool(data.get("eager")),
             output_of=tuple(data["output_of"]) if data.get("output_of") else None,  # type: ignore[arg-type]
             collectives=data.get("collectives"),
+            written=data.get("written"),
         )
 
 
@@ -399,6 +404,7 @@ class ProbeReport:
     raised_calls: tuple[dict[str, Any], ...] = ()  # Watch.keep_raised
     state: dict[str, Any] | None = None  # Watch.state
     output: str | None = None  # Watch.output_of
+    written: dict[str, Any] | None = None  # Watch.written
 
     def to_json(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -437,4 +443,5 @@ class ProbeReport:
             raised_calls=seq("raised_calls"),
             state=data.get("state"),
             output=data.get("output"),
+            written=data.get("written"),
         )

@@ -60,3 +60,26 @@ def test_a_script_that_ends_normally_is_ok_with_no_chain(probe):
     done, report = probe('print("done")\n')
     assert (done.returncode, done.stdout, done.stderr) == (0, "done\n", "")
     assert (report["status"], report["exit_code"], report["chain"]) == ("ok", 0, [])
+
+
+def test_asked_for_them_the_files_the_run_wrote_are_kept_when_it_ends(tmp_path):
+    # A training loop saved its best checkpoint, then the evaluation after it failed.
+    from shrinkgpu.worker.protocol import Watch
+
+    (tmp_path / "data.txt").write_text("the user's data, there before the run")
+    (tmp_path / "s.py").write_text(
+        "import os\nos.makedirs('checkpoints', exist_ok=True)\n"
+        "open('checkpoints/best.pt', 'w').write('weights')\nopen('data.txt').read()\n"
+        "raise RuntimeError('Error(s) in loading state_dict')\n")
+    kept = tmp_path.parent / f"{tmp_path.name}-kept"
+    request = RunRequest(script=str(tmp_path / "s.py"), argv=("s.py",), cwd=str(tmp_path),
+                         observation=str(tmp_path.parent / "obs.json"), crash_log=str(tmp_path.parent / "crash.txt"),
+                         roots=(str(tmp_path),), capture_ops=False,
+                         watch=Watch(written=str(kept)))
+    (tmp_path.parent / "request.json").write_text(json.dumps(request.to_json()))
+    subprocess.run([sys.executable, "-c", "from shrinkgpu.worker.probe import main; main()",
+                    str(tmp_path.parent / "request.json")], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    report = json.loads((tmp_path.parent / "obs.json").read_text())
+    assert report["written"] == {"files": ["checkpoints/best.pt"], "files_bytes": 7}
+    assert (kept / "checkpoints" / "best.pt").read_text() == "weights"
+    assert not (kept / "data.txt").exists()  # read, not written

@@ -25,7 +25,7 @@ from shrinkgpu.worker.probe.process import (
     prepare_process,
     run_exit_handlers,
 )
-from shrinkgpu.worker.probe.state import StateSaver, file_stamps
+from shrinkgpu.worker.probe.state import StateSaver, file_stamps, save_written_files
 from shrinkgpu.worker.probe.recorder import Recorder, exception_chain, message_of, record_chain, record_suppressed
 from shrinkgpu.worker.probe.watchers import watch_argparse, watch_config_loads, watch_reads, watch_seeding
 from shrinkgpu.worker.protocol import ProbeReport, RunRequest, RunStatus
@@ -95,6 +95,9 @@ def run(request: RunRequest, *, forked: bool) -> int:
                                                 probe_error=message_of(exc)))
         return EXIT_PROBE_FAILURE
 
+    # what the working directory held before the script ran: the files it writes are
+    # copied when it ends (``Watch.written``)
+    stamps = file_stamps() if watch.written else None
     reads: list[str] = []
     watch_reads(roots, reads)
     module = request.module
@@ -134,6 +137,9 @@ def run(request: RunRequest, *, forked: bool) -> int:
         obs["raised_calls"] = raised_calls
     if watch.state is not None:
         obs["state"] = state_saved or None
+    if watch.written:
+        obs["written"] = (save_written_files(stamps, watch.written) if stamps is not None else
+                          {"files": [], "files_error": "the working directory holds too many files to walk"})
     obs["parses"] = parses
     obs["loads"] = loads
     obs["reads"] = sorted(set(reads))
