@@ -30,6 +30,9 @@ from shrinkgpu.worker.protocol import (
     event_from_json,
 )
 
+# how long a supervisor whose pipes closed is given to finish exiting
+REAP_SECONDS = 5.0
+
 
 class SupervisorGone(RuntimeError):
     pass
@@ -103,6 +106,7 @@ class SupervisorClient:
                             self._dispatch(event)
         finally:
             os.close(fd)
+            self._reap()
             gone = SupervisorGone(f"the supervisor process exited{self._log_tail()}")
             if not self._ready.done():
                 self._ready.set_exception(gone)
@@ -147,7 +151,17 @@ class SupervisorClient:
                 n = os.write(self._cmd_w, data)
                 data = data[n:]
         except (BrokenPipeError, OSError) as exc:
+            self._reap()
             raise SupervisorGone(f"the supervisor process exited{self._log_tail()}") from exc
+
+    def _reap(self) -> None:
+        """Its pipes close a moment before the kernel has it exited: wait for that, so
+        that whoever hears it is gone sees ``alive`` false (and its exit status)."""
+        if self._proc is not None:
+            try:
+                self._proc.wait(timeout=REAP_SECONDS)
+            except subprocess.TimeoutExpired:
+                pass  # (a supervisor that closed its pipes and lives on: close() ends it)
 
     def preload(self, modules: Sequence[str], timeout: float = 600.0, threads: int | None = None) -> Preloaded:
         """Import ``modules`` in the supervisor, then size its thread pools to ``threads``
