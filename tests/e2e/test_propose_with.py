@@ -28,9 +28,10 @@ def reduced(tmp_path: Path, name: str, script: Path = FIXTURE.path, **kw):
     out = tmp_path / name / f"{script.stem}.min.py"
     out.parent.mkdir()
     # jobs fixed: the search order depends on it, so both reductions take the same path
-    # until the proposer's tier
+    # until the proposer's tier; and a generous candidate limit: one that timed out under
+    # a loaded machine (CI, two reductions at once) would send one of them another way
     config = ReduceConfig(script=script, keep_error=FIXTURE.keep_error, output=out, cwd=script.parent,
-                          verify_runs=1, jobs=2, ablate=False, extract=False, **kw)
+                          verify_runs=1, jobs=2, ablate=False, extract=False, timeout=60.0, **kw)
     return reduce(config)
 
 
