@@ -114,3 +114,16 @@ def test_a_call_of_large_tensors_loads_its_file_and_counts_what_that_stands_for(
     # what the pickle stands for: its batch drawn afresh, ``T.randn(32, 4)``
     assert cut.layout == (("T.randn(32, 4)",), (), ())
     assert cut.cost == 8  # its tokens: T . randn ( 32 , 4 )
+
+
+def test_literals_that_cost_more_than_loading_the_call_are_not_written(tmp_path):
+    # sixty-four floats of a batch written out are hundreds of tokens: a cut that large
+    # would never be smaller than the framework it replaces, so the call is loaded (and
+    # counted as its batch drawn afresh)
+    values = [0.123456789 * i for i in range(64)]
+    floats = {"dtype": "float32", "shape": [8, 8], "stride": [8, 1], "offset": 0, "device": "cpu",
+              "values": [values[i:i + 8] for i in range(0, 64, 8)]}
+    cut, data = cut_of(tmp_path, call={"args": [{"t": "args[0]"}], "kwargs": {}, "attributes": {},
+                                       "meta": {"args[0]": floats}})
+    assert "_call = T.load(" in cut.replacement and data == {"train.call.pt": tmp_path / "call.pt"}
+    assert cut.loads == "train.call.pt" and cut.layout == (("T.randn(8, 8)",), (), ())

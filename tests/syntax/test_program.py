@@ -209,6 +209,18 @@ def test_a_file_the_program_loads_counts_as_a_file_and_what_it_carries():
         count_tokens(text) + FILE_COST + LOADED_COST_MAX)
 
 
+def test_the_statement_that_enters_a_framework_costs_its_loops_while_it_stays():
+    from shrinkgpu.syntax import CutRecord
+    from shrinkgpu.syntax.program import FRAMEWORK_COST
+
+    cut = CutRecord("a.py", "trainer.fit(model)", "model.training_step(x, 0)\n")
+    text = "trainer = Trainer()\ntrainer.fit(model)\n"
+    assert program(text, Facts(cut=cut)).initial().order[0] == count_tokens(text) + FRAMEWORK_COST
+    # the direct call in its place: no framework left to charge
+    direct = "model.training_step(x, 0)\n"
+    assert program(direct, Facts(cut=cut)).initial().order[0] == count_tokens(direct)
+
+
 def test_a_statements_scope_is_named_as_python_names_its_code():
     import textwrap
 

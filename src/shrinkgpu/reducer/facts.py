@@ -34,9 +34,11 @@ from shrinkgpu.syntax import (
     SavedObject,
     SizeRecord,
     StateRecord,
+    count_tokens,
 )
 from shrinkgpu.syntax.code import calls_named, module_name
 from shrinkgpu.syntax.facts import loaded_cost, loop_facts
+from shrinkgpu.syntax.program import FILE_COST
 from shrinkgpu.syntax.values import EXACT, LAYOUT, tensor_source, value_source
 from shrinkgpu.worker import Observation, Sandbox, ScriptSpec
 
@@ -221,7 +223,8 @@ def library_cut(first: Observation, spec: ScriptSpec, sandbox: Sandbox, saved: P
                 files: Mapping[str, str] | None = None):
     """The first run's library cut as a fact for passes.  The call the library made is
     written as source when every argument has an exact literal (small tensors, plain
-    values): the program then loads nothing.  Else it loads the saved call from beside
+    values) and the literals cost no more than loading the call: the program then loads
+    nothing.  Else it loads the saved call from beside
     the file (in every run's copy, and beside the result), and the search counts what
     that file carries.  ``files``: the program's texts; the call uses the names the
     file's top level imports ``torch`` and ``pathlib`` as, and imports them only when it
@@ -248,15 +251,13 @@ def library_cut(first: Observation, spec: ScriptSpec, sandbox: Sandbox, saved: P
     recorded = cut.get("call") or {}
     exact = call_source(recorded, EXACT, torch, attributes)
     layout = call_source(recorded, LAYOUT, torch, attributes)
+    written = None
     if exact is not None:
         args, keywords, values = exact
         written = (setup + "".join(f"{obj}.{attr} = {value}\n" for attr, value in values)
                    + _within_autocast(f"{call}({', '.join([*args, *(f'{k}={v}' for k, v in keywords)])})\n",
                                       cut.get("autocast") or (), torch))
-        imports = "import torch\n" if bound["torch"] is None and re.search(r"\btorch\.", written) else ""
-        return CutRecord(cut["file"], cut["source"], imports + written, cut.get("library", ""), layout=layout), {}
-    rel = str(Path(cut["file"]).parent / name) if Path(cut["file"]).parent != Path(".") else name
-    sandbox.add_file(rel, saved)
+        written = ("import torch\n" if bound["torch"] is None and re.search(r"\btorch\.", written) else "") + written
     replacement = (
         "".join(f"import {m}\n" for m, n in bound.items() if n is None) + setup
         + f"_call = {torch}.load({bound['pathlib'] or 'pathlib'}.Path(__file__).with_name({name!r}), "
@@ -266,6 +267,14 @@ def library_cut(first: Observation, spec: ScriptSpec, sandbox: Sandbox, saved: P
     )
     carried = None if layout is None else ", ".join([*layout[0], *(v for _, v in (*layout[1], *layout[2]))])
     cost = loaded_cost(saved.stat().st_size, carried)
+    # The literals, unless they cost more than loading the call does: sixty-four floats
+    # written out are hundreds of tokens, and a cut larger than the statement it replaces
+    # is never tried (the framework would stay).  A loaded call is written back with its
+    # values drawn afresh after the search, when that still fails the same way.
+    if written is not None and count_tokens(written) <= count_tokens(replacement) + FILE_COST + cost:
+        return CutRecord(cut["file"], cut["source"], written, cut.get("library", ""), layout=layout), {}
+    rel = str(Path(cut["file"]).parent / name) if Path(cut["file"]).parent != Path(".") else name
+    sandbox.add_file(rel, saved)
     return (CutRecord(cut["file"], cut["source"], replacement, cut.get("library", ""), loads=name, cost=cost,
                       layout=layout),
             {name: saved})

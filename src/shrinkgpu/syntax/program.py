@@ -45,6 +45,12 @@ LOOP_COST = 10
 # Each file beyond the main one: a single self-contained script is what a maintainer
 # wants, and an empty ``pkg/__init__.py`` left behind has no tokens to count.
 FILE_COST = 10
+# The statement where the user's code hands control to a framework (``trainer.fit(...)``,
+# the library cut's source) runs at least the loops of epochs and batches, which the
+# reader cannot see: it costs those two loops and their blocks on top of its tokens.
+# Without it the direct call, whose arguments a loaded file carries and the search
+# counts, could cost as much as the framework it replaces, and the framework would stay.
+FRAMEWORK_COST = 2 * (LOOP_COST + BLOCK_COST)
 
 _KINDS: tuple[tuple[type, str], ...] = (
     (cst.SimpleStatementLine, "simple"),
@@ -424,13 +430,16 @@ class Candidate:
     def order(self) -> tuple[int, int]:
         """What the search minimises: tokens plus a cost per nested block, per loop, per
         file beyond the main one and per file it loads (with what that file carries:
-        ``syntax.facts.loaded_cost``), then the magnitude of constants."""
+        ``syntax.facts.loaded_cost``), and for the framework's entry while it stays, then
+        the magnitude of constants."""
         extra_files = max(0, sum(1 for path in self.files if path.endswith(".py")) - 1)
         # A file it loads is a file beyond the main one too, and counts what it carries
         loaded = sum(FILE_COST + cost for name, cost in self.program.facts.loaded
                      if any(name in text for text in self.files.values()))
-        return (self.size + BLOCK_COST * self.blocks + LOOP_COST * self.loops + FILE_COST * extra_files + loaded,
-                self.magnitude)
+        cut = self.program.facts.cut
+        framework = FRAMEWORK_COST if cut is not None and cut.source in self.files.get(cut.file, "") else 0
+        return (self.size + BLOCK_COST * self.blocks + LOOP_COST * self.loops + FILE_COST * extra_files + loaded
+                + framework, self.magnitude)
 
     @cached_property
     def key(self) -> tuple[tuple[str, str], ...]:
