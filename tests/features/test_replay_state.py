@@ -366,51 +366,50 @@ def test_a_library_call_into_the_users_function_that_fails_alone_needs_no_saved_
     assert events.count("checking in a fresh interpreter whether the library's call into your code made directly "
                         "fails the same way") == 1
     assert result.state is None and not out.with_name("train.min.state.pt").exists()
-    # the epochs, the loader, the dataset and the model are gone: the saved batch is enough
+    # the epochs, the loader, the dataset and the model are gone: the batch the library
+    # passed is enough, and its rows are small and exact (zeros): the call is written as
+    # source, and the result loads nothing (issue 48, item 1)
     assert out.read_text() == (
-        "import torch\n\n\n"
-        "def collate(rows):\n"
-        "    return torch.stack(rows)\n\n\n"
-        "import pathlib\n"
-        "_call = torch.load(pathlib.Path(__file__).with_name('train.call.pt'))\n"
-        "collate(*_call['args'])\n"
+        "import torch\n"
+        "torch.stack([torch.tensor([0.0, 0.0, 0.0]), torch.tensor([0.0, 0.0]), torch.tensor([0.0, 0.0, 0.0]), "
+        "torch.tensor([0.0, 0.0, 0.0])])\n"
     )
+    assert not out.with_name("train.call.pt").exists()
     assert result.verified == (1, 1)
     plain = subprocess.run([sys.executable, out.name], cwd=out.parent, capture_output=True, text=True, timeout=120)
     assert plain.returncode == 1 and "stack expects each tensor to be equal size" in plain.stderr, plain.stderr
 
 
 @pytest.mark.slow
-def test_started_from_the_state_the_data_the_step_reads_is_loaded_first(tmp_path, monkeypatch):
-    # Four candidates: with the passes' usual order they would go to cutting loops and
-    # slicing, and the data object would be loaded last of all.
+def test_started_from_the_state_data_built_by_less_code_than_its_file_carries_is_built_not_loaded(
+        tmp_path, monkeypatch):
+    # Points(4096, seed=3) is 64 KiB pickled and a few dozen tokens of code: the search
+    # counts what a loaded file carries, so a pickle is no reduction here (issue 48).
     result, events, out = reduce_script(tmp_path, monkeypatch, DRAWN, max_tests=4)
 
     assert result.start["from"] == "saved state", result.notes
-    assert any(n.startswith("started from the saved state: the data objects the first run saved are loaded first")
-               for n in result.notes), result.notes
-    assert result.passes["load-saved-objects"]["tests"] == result.passes["load-saved-objects"]["reproduced"] == 1
+    assert any(n.startswith("started from the saved state: loading the data objects the first run saved is "
+                            "tried first") for n in result.notes), result.notes
+    assert result.passes.get("load-saved-objects", {}).get("reproduced", 0) == 0
     text = out.read_text()
-    assert "pickle.loads(pathlib.Path(__file__).with_name('train.min.data.pkl').read_bytes())" in text, text
-    assert "Points(4096" not in text and "default_rng" not in text, text
-    assert [o[1] for o in result.loaded_objects] == ["data"]
+    assert "Points(4096" in text and "pickle" not in text, text
+    assert not result.loaded_objects
+    assert not list(out.parent.glob("*.pkl"))
     assert result.verified == (1, 1)
     plain = subprocess.run([sys.executable, out.name], cwd=out.parent, capture_output=True, text=True, timeout=120)
     assert plain.returncode == 1 and "IndexError: index out of range in self" in plain.stderr, plain.stderr
 
 
 @pytest.mark.slow
-def test_started_from_the_state_what_a_data_helper_returned_is_loaded_and_the_helper_goes(tmp_path, monkeypatch):
+def test_started_from_the_state_a_data_helper_smaller_than_its_result_stays(tmp_path, monkeypatch):
     result, events, out = reduce_script(tmp_path, monkeypatch, HELPED, max_tests=4)
 
     assert result.start["from"] == "saved state", result.notes
-    assert result.passes["load-saved-objects"]["tests"] == result.passes["load-saved-objects"]["reproduced"] == 1
+    assert result.passes.get("load-saved-objects", {}).get("reproduced", 0) == 0
     text = out.read_text()
-    assert ("rows, sums = pickle.loads(pathlib.Path(__file__).with_name('train.min.rows-sums.pkl').read_bytes())"
-            in text), text
-    assert "build_rows" not in text and "def draw" not in text, text
-    assert [o[1:3] for o in result.loaded_objects] == [("rows, sums", "build_rows()")]
-    assert (out.parent / "train.min.rows-sums.pkl").is_file()
+    assert "build_rows(4096, 3)" in text and "pickle" not in text, text
+    assert not result.loaded_objects
+    assert not (out.parent / "train.min.rows-sums.pkl").exists()
     assert result.verified == (1, 1)
     plain = subprocess.run([sys.executable, out.name], cwd=out.parent, capture_output=True, text=True, timeout=120)
     assert plain.returncode == 1 and "IndexError: index out of range in self" in plain.stderr, plain.stderr

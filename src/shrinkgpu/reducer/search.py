@@ -197,8 +197,8 @@ def search(ctx: Context, oracle: Oracle, pool: Pool, inp: Input, start: Start, t
         # most of its run: loading them goes first.  The result loads the state's file
         # already; a pickled dataset beside it hides no more.
         tiers = (LOADING, *(t for t in PASSES if t is not LOADING))
-        talk.note("started from the saved state: the data objects the first run saved are loaded first, "
-                  "instead of built", show=False)
+        talk.note("started from the saved state: loading the data objects the first run saved is tried first "
+                  "(kept where the code that builds one costs more than what its file carries)", show=False)
     if ctx.config.propose_with:
         # Last: what the passes could not shrink any more goes to the command, and what it
         # proposes is judged like everything else.
