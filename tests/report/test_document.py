@@ -141,3 +141,21 @@ def test_the_command_that_runs_the_result_is_quoted_and_run_where_it_must(tmp_pa
     ranks = Launch(nproc=2, ranks=True)
     assert reproduce_command(spec, tmp_path / "train.min.py", "train.py", launch=ranks) == (
         "torchrun --standalone --nproc-per-node=2 train.min.py --data 'my data'")
+
+
+def test_the_report_names_the_files_the_loops_wrote_and_that_they_may_hold_weights(tmp_path):
+    from shrinkgpu.report import render_report
+    from shrinkgpu.worker import ScriptSpec
+
+    spec = ScriptSpec(script=tmp_path / "ddpm.py", cwd=tmp_path)
+    text = ("import shutil\nimport pathlib\nshutil.copytree(pathlib.Path(__file__).with_name('ddpm.min.files'), '.', "
+            "dirs_exist_ok=True)\nimport torch\ntable = torch.zeros(1000)\ntable.gather(-1, torch.tensor([1000]))\n")
+    files = tmp_path / "ddpm.min.files"
+    result = _hand_made_result(tmp_path, text, data_files={"ddpm.min.files": files})
+    report = render_report(result, spec, tmp_path / "ddpm.min.py")
+    line = next(ln for ln in report.splitlines() if ln.startswith("- `ddpm.min.files/`"))
+    assert "the files the original's loops wrote before the failure after them" in line
+    assert "They may hold your weights" in line
+    # nothing said when the result copies nothing
+    plain = render_report(_hand_made_result(tmp_path, "import torch\n"), spec, tmp_path / "ddpm.min.py")
+    assert "ddpm.min.files" not in plain

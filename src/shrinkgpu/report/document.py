@@ -190,6 +190,14 @@ def how_it_was_reduced(result: ReductionResult, spec: ScriptSpec, target: Path) 
         if st.get("files_dir"):
             out.append(f"- `{st['files_dir']}/`: the files the original had written before that iteration (a checkpoint, "
                        "logs), which the result copies into its working directory before it starts there")
+    state_dir = result.state.get("files_dir") if result.state is not None else None
+    for name in sorted(result.data_files):
+        # the files a failure after the loops read (reducer/start.py, OutputLayout.written_files_name)
+        if name.endswith(".files") and not name.endswith(".state.files") and name != state_dir:
+            out.append(f"- `{name}/`: the files the original's loops wrote before the failure after them (a "
+                       "checkpoint, a vocabulary), which the result copies into its working directory instead of "
+                       "training again. They may hold your weights: they are for your own debugging, not for a "
+                       "public issue")
     in_place = result.in_place
     verified = f"- verified in fresh interpreters: {result.verified[0]} of {result.verified[1]} runs"
     if in_place is not None:
