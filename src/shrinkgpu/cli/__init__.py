@@ -379,6 +379,17 @@ def run(script, script_args, module, nproc, hang_after, timeout, isolation, root
                    "uses).")
 @click.option("--gpus", default=None, metavar="IDS",
               help="Pin workers to these GPUs, e.g. 0,1 (default: all visible).")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="Where candidates run: fork servers on this machine, or actors of a Ray cluster, one per GPU "
+                   "(pip install 'shrinkgpu[ray]'; docs/executors.md).")
+@click.option("--address", default=None, metavar="ADDR",
+              help="With --executor ray: the cluster (HOST:PORT or ray://HOST:PORT; default: RAY_ADDRESS, else one "
+                   "started on this machine with `ray start`); 'local' starts one for this reduction.")
+@click.option("--gpus-per-worker", type=click.FloatRange(min=0), default=1.0, show_default=True,
+              help="With --executor ray: the GPUs each worker takes (a fraction shares a GPU; 0 or a cluster "
+                   "without GPUs: one worker per CPU).")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="With --executor ray: how many workers (default: as many as the cluster's GPUs, or CPUs, hold).")
 @root_option
 @stdin_option
 @sync_option
@@ -398,7 +409,7 @@ def run(script, script_args, module, nproc, hang_after, timeout, isolation, root
 def reduce_cmd(script, script_args, module, nproc, hang_after, keep_error, family_name, output, resume, timeout, isolation, strictness,
                confirm, hash_seed, max_tests, max_time, verify_runs, extract, load_objects, observed_sizes, replay_state, ablate, search,
                jobs,
-               gpus, root,
+               gpus, executor, address, gpus_per_worker, workers, root,
                stdin_file,
                sync_launches, keep_temp, as_json, quiet, verbose, emit_test, propose_with, progress_json) -> None:
     """Reduce SCRIPT while its first error still matches --keep-error (or --family).
@@ -431,6 +442,10 @@ def reduce_cmd(script, script_args, module, nproc, hang_after, keep_error, famil
         )
     except (OSError, click.ClickException) as exc:
         _fail(str(exc), EXIT_USAGE, as_json)
+    cluster = _ray_cluster(config, executor, address, gpus_per_worker, workers, as_json)
+    if cluster is not None:
+        notes.append(f"--executor ray: candidates on {cluster.workers()} Ray worker(s); the original's fresh runs "
+                     "and the checks of the result on this machine")
     progress = JsonProgress() if progress_json else None
     if progress is None and not quiet:
         progress = LiveProgress(verbose=verbose) if sys.stderr.isatty() else ProgressPrinter(verbose=verbose)
@@ -438,7 +453,8 @@ def reduce_cmd(script, script_args, module, nproc, hang_after, keep_error, famil
         for note in notes:
             progress.stage(note)
     try:
-        result = reduce(config, on_event=progress)
+        result = reduce(config, on_event=progress) if cluster is None else reduce(config, on_event=progress,
+                                                                                  executors=cluster)
     except NotReproduced as exc:
         obs = exc.observation
         _fail(str(exc), EXIT_NOT_REPRODUCED, as_json,
@@ -454,6 +470,8 @@ def reduce_cmd(script, script_args, module, nproc, hang_after, keep_error, famil
     finally:
         if progress is not None:
             progress.close()
+        if cluster is not None:
+            cluster.close()
     code = _interrupt_code() if result.stopped == "interrupted" else EXIT_OK
     test_file = None
     if emit_test is not None and result.output is not None:
@@ -486,6 +504,29 @@ def reduce_cmd(script, script_args, module, nproc, hang_after, keep_error, famil
 
 
 reduce_cmd.name = "reduce"
+
+
+def _ray_cluster(config: ReduceConfig, executor: str, address, gpus_per_worker: float, workers, as_json: bool):
+    """The connection to the cluster ``--executor ray`` names (None: the local executor),
+    made before the reduction starts, so that a missing Ray or cluster is said at once."""
+    if executor != "ray":
+        if address is not None or workers is not None:
+            _fail("--address and --workers are for --executor ray", EXIT_USAGE, as_json)
+        return None
+    if config.launch.ranks:
+        _fail("--executor ray runs one process per candidate; a script launched as torchrun's ranks runs with "
+              "--executor local", EXIT_USAGE, as_json)
+    from shrinkgpu.worker import RayCluster, RayOptions, RayUnavailable
+
+    try:
+        cluster = RayCluster(RayOptions(address=address, workers=workers, gpus_per_worker=gpus_per_worker))
+    except RayUnavailable as exc:
+        _fail(str(exc), EXIT_USAGE, as_json)
+    try:
+        cluster.connect()
+    except RayUnavailable as exc:
+        _fail(str(exc), EXIT_ERROR, as_json)
+    return cluster
 
 
 @cli.command("extract")

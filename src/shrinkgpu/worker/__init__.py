@@ -2,7 +2,9 @@
 
 ``Runner`` prepares each run (``Sandbox``: a copy of the user's directory) as a ``Job``
 holding the typed ``RunRequest`` the probe reads, and an ``Executor`` runs it: a fork
-server or fresh interpreters today (worker/executors.py), one class per way to run.
+server or fresh interpreters today (worker/executors.py), one class per way to run;
+actors of a Ray cluster (worker/ray_actors.py, which imports Ray only when a
+``RayCluster`` is made).
 Every message between the processes is a type of ``worker/protocol.py``.
 """
 
@@ -21,6 +23,7 @@ from shrinkgpu.worker.executors import (
 )
 from shrinkgpu.worker.observation import Observation
 from shrinkgpu.worker.protocol import Capture, ProbeReport, RunRequest, RunStatus, StateAt, Watch
+from shrinkgpu.worker.ray_actors import RayCluster, RayExecutor, RayOptions, RayUnavailable
 from shrinkgpu.worker.runner import Runner, ScriptSpec, cache_bytes, compile_caches, preload_candidates
 from shrinkgpu.worker.sandbox import Sandbox, SandboxError, sweep_stale_sessions
 
@@ -37,6 +40,10 @@ __all__ = [
     "Observation",
     "PreloadReport",
     "ProbeReport",
+    "RayCluster",
+    "RayExecutor",
+    "RayOptions",
+    "RayUnavailable",
     "RunRequest",
     "RunStatus",
     "Runner",
