@@ -616,8 +616,9 @@ class RayCluster:
                     # never starts a cluster: "auto" finds one started on this machine
                     ray.init(address=address, log_to_driver=False)
             except ConnectionError as exc:
+                where = "running on this machine" if address == "auto" else f"at {address}"
                 raise RayUnavailable(
-                    f"no Ray cluster at {address}: start one (`ray start --head`), give its address "
+                    f"no Ray cluster {where}: start one (`ray start --head`), give its address "
                     "(--address HOST:PORT or RAY_ADDRESS), or --address local to start one for this "
                     f"reduction ({exc})") from exc
             self._owns = True
