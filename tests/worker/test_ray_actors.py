@@ -1,10 +1,10 @@
 """ray_actors.py: what a candidate ships (the run directory against the template it links
 from), paths moved to a node's and back, the clear message without Ray; then, on a real
-local Ray cluster started here (loopback, two CPUs, two logical GPUs, no dashboard; one
-for the module, shut down at its end), candidates run by actors as the local fork server
-runs them, a watch's outputs brought back, an actor killed mid-run losing nothing, a
-candidate that kills its worker twice counted as its crash, and no actor left after
-``close()``; and a reduction of a fixture through Ray writing what the local executor
+local Ray cluster started here (two nodes on the loopback, a CPU and a logical GPU each,
+no dashboard; one for the module, shut down at its end), candidates run by actors as the
+local fork server runs them, a watch's outputs brought back, an actor killed or a node
+removed mid-run losing nothing, a candidate that kills its worker twice counted as its
+crash, and no actor left after ``close()``; and a reduction of a fixture through Ray writing what the local executor
 writes.
 """
 
@@ -104,16 +104,47 @@ def test_the_cluster_options_need_the_ray_executor(tmp_path):
 
 
 # -- on a local cluster ---------------------------------------------------------------------------
+# Read by Ray when it is imported: its nodes then take the loopback address (Ray's own
+# switch for the single-machine clusters of macOS and Windows), never this machine's
+# network interface.
+LOOPBACK_ONLY = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
 @pytest.fixture(scope="module")
-def ray_cluster():
-    ray = pytest.importorskip("ray")
-    if ray.is_initialized():
-        pytest.skip("a Ray connection is already open in this process")
-    ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
+def ray_nodes():
+    """Two nodes on this machine, one CPU and one logical GPU each, and this process
+    connected to them: one worker per node."""
+    previous = os.environ.get(LOOPBACK_ONLY)
+    os.environ[LOOPBACK_ONLY] = "0"
     try:
-        yield ray
+        ray = pytest.importorskip("ray")
+        from ray.cluster_utils import Cluster
+
+        if ray.is_initialized():
+            pytest.skip("a Ray connection is already open in this process")
+        cluster = Cluster(initialize_head=True,
+                          head_node_args={"num_cpus": 1, "num_gpus": 1, "include_dashboard": False})
+        try:
+            cluster.add_node(num_cpus=1, num_gpus=1)
+            ray.init(address=cluster.address, log_to_driver=False)
+            cluster.wait_for_nodes()
+            assert {n["NodeManagerAddress"] for n in ray.nodes()} == {"127.0.0.1"}, "a node left the loopback"
+            yield cluster
+        finally:
+            ray.shutdown()
+            cluster.shutdown()
     finally:
-        ray.shutdown()
+        if previous is None:
+            os.environ.pop(LOOPBACK_ONLY, None)
+        else:
+            os.environ[LOOPBACK_ONLY] = previous
+
+
+@pytest.fixture
+def ray_cluster(ray_nodes):
+    import ray
+
+    return ray
 
 
 def all_released(ray, within: float = 10.0) -> bool:
@@ -133,10 +164,16 @@ def test_actors_run_candidates_as_the_local_fork_server_does(ray_cluster, tmp_pa
     with Runner(spec, program_files=["helper.py"], isolation=Isolation.FORK) as local:
         local.start([])
         expected = local.run(files, timeout=20)
-    cluster = RayCluster(RayOptions(workers=2))
-    with Runner(spec, program_files=["helper.py"], isolation=Isolation.FORK, executors=cluster) as runner:
+    cluster, made = RayCluster(RayOptions(workers=2)), []
+
+    def executors(isolation, settings):
+        made.append(cluster(isolation, settings))
+        return made[-1]
+
+    with Runner(spec, program_files=["helper.py"], isolation=Isolation.FORK, executors=executors) as runner:
         report = runner.start([])
         assert report.isolation is Isolation.FORK and not report.note  # a note would say it fell back
+        assert len(made[0].nodes) == 2  # a worker on each node, each with its copy of the directory
         runs = runner.run_all([(files, {})] * 4 + [({"s.py": SCRIPT}, {})], timeout=20)
         session = runner.sandbox.session
         assert not all_released(ray_cluster, within=0.5)  # the actors hold their GPUs while they live
@@ -195,6 +232,27 @@ def test_an_actor_killed_mid_run_loses_no_candidate_and_none_is_left(ray_cluster
     assert [o.signature.message if o.signature else o.describe() for o in runs] == \
         [f"Target {i} is out of bounds." for i in range(3)]
     assert all_released(ray_cluster)
+
+
+def test_a_node_removed_mid_run_loses_no_candidate_and_leaves_no_actor(ray_nodes, ray_cluster, tmp_path):
+    spec = make_project(tmp_path / "user")
+    slow = SCRIPT.replace("import helper", "import helper, time\ntime.sleep(1.5)")
+    try:
+        with Runner(spec, isolation=Isolation.FORK, executors=RayCluster(RayOptions(workers=2))) as runner:
+            runner.start([])
+            futures = [runner.submit({"s.py": slow.replace("Target 4", f"Target {i}")}, timeout=30)
+                       for i in range(4)]
+            time.sleep(1.0)  # a candidate on each node
+            ray_nodes.remove_node(next(iter(ray_nodes.worker_nodes)))
+            runs = [f.result(timeout=120) for f in futures]
+            assert runner.alive  # the head's worker goes on alone
+        assert [o.signature.message if o.signature else o.describe() for o in runs] == \
+            [f"Target {i} is out of bounds." for i in range(4)]
+        # the lost worker, waiting for a node with a GPU free, was killed with the others
+        assert all_released(ray_cluster), (ray_cluster.available_resources(), ray_cluster.cluster_resources())
+    finally:
+        ray_nodes.add_node(num_cpus=1, num_gpus=1)
+        ray_nodes.wait_for_nodes()
 
 
 def test_a_candidate_that_kills_its_worker_twice_is_its_own_crash(ray_cluster, tmp_path):

@@ -59,6 +59,8 @@ ATTEMPTS = 2
 SHUTDOWN_GRACE = 5.0
 # Seconds the workers get to be placed and to preload (torch's import on a busy node).
 READY_TIMEOUT = 300.0
+# Seconds between asking a restarting actor whether it is back.
+RECOVER_INTERVAL = 1.0
 # The variables that pin a local worker to a GPU: an actor's GPU is the one Ray gave it.
 PIN_VARIABLES = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
 
@@ -388,7 +390,8 @@ class RayExecutor(Executor):
         self.cluster = cluster
         self.settings = settings
         self.lanes = max(1, settings.lanes)
-        self._actors: list[Any] = []
+        self._actors: list[Any] = []  # the pool: every actor not known to be dead for good
+        self._made: list[Any] = []  # every actor made, killed at close() whatever became of it
         self._idle: list[Any] = []
         self._pending: collections.deque[_Task] = collections.deque()
         self._running: dict[Future, tuple[Any, _Task]] = {}
@@ -410,6 +413,7 @@ class RayExecutor(Executor):
             num_gpus=options.gpus_per_worker if gpus else 0, num_cpus=options.cpus_per_worker,
             max_restarts=-1, max_task_retries=0, max_concurrency=2)
         self._actors = [remote.remote(self.settings, tuple(preload), gpus) for _ in range(count)]
+        self._made = list(self._actors)
         waiting = [a.ready.remote() for a in self._actors]
         try:
             done, _ = ray.wait(waiting, num_returns=len(waiting), timeout=READY_TIMEOUT)
@@ -524,13 +528,24 @@ class RayExecutor(Executor):
 
     def _recover(self, actor: Any) -> None:
         """Take ``actor`` back once Ray has restarted it; drop it when it cannot be."""
+        ray = self.cluster.ray
 
         def back(done: Future) -> None:
+            failed = done.exception()
             with self._lock:
-                if done.exception() is None and not self._closed:
+                if self._closed:
+                    return
+                if failed is None:
                     self._idle.append(actor)
-                elif actor in self._actors:
-                    self._actors.remove(actor)
+                elif isinstance(failed, ray.exceptions.ActorDiedError):
+                    if actor in self._actors:
+                        self._actors.remove(actor)
+                else:
+                    # Restarting (its node gone, no room elsewhere yet): asked again later.
+                    timer = threading.Timer(RECOVER_INTERVAL, self._recover, (actor,))
+                    timer.daemon = True
+                    timer.start()
+                    return
             self._dispatch()
 
         try:
@@ -567,7 +582,7 @@ class RayExecutor(Executor):
         ray = self.cluster.ray
         with self._lock:
             self._closed = True
-            actors, self._actors, self._idle = list(self._actors), [], []
+            actors, self._actors, self._idle, self._made = list(self._made), [], [], []
             pending = list(self._pending)
             self._pending.clear()
         for task in pending:
