@@ -4,8 +4,8 @@ local Ray cluster started here (two nodes on the loopback, a CPU and a logical G
 no dashboard; one for the module, shut down at its end), candidates run by actors as the
 local fork server runs them, a watch's outputs brought back, an actor killed or a node
 removed mid-run losing nothing, a candidate that kills its worker twice counted as its
-crash, and no actor left after ``close()``; and a reduction of a fixture through Ray writing what the local executor
-writes.
+crash, and no actor left after ``close()``; and a reduction of a fixture through Ray
+writing what the local executor writes though a worker is killed in the middle.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 import importlib
-import tempfile
 import textwrap
 import threading
 import time
@@ -24,7 +23,8 @@ import pytest
 
 from conftest import load_fixture
 from shrinkgpu.reducer import ReduceConfig, reduce
-from shrinkgpu.worker import Isolation, RayCluster, RayExecutor, RayOptions, RayUnavailable, Runner, Sandbox, ScriptSpec, Watch
+from shrinkgpu.worker import (Isolation, RayCluster, RayExecutor, RayOptions, RayUnavailable, Runner, Sandbox,
+                              ScriptSpec, Watch)
 from shrinkgpu.worker.protocol import RunStatus
 from shrinkgpu.worker.ray_actors import RAY_MISSING, differences, snapshot_of, swap
 
@@ -312,7 +312,8 @@ CLOCK_THRESHOLDS = (
 
 
 @pytest.mark.slow
-def test_a_reduction_through_ray_writes_what_the_local_executor_writes_though_a_worker_dies(ray_cluster, tmp_path, monkeypatch):
+def test_a_reduction_through_ray_writes_what_the_local_executor_writes_though_a_worker_dies(ray_cluster, tmp_path,
+                                                                                             monkeypatch):
     for module, name in CLOCK_THRESHOLDS:
         m = importlib.import_module(module)
         if hasattr(m, name):
