@@ -66,4 +66,20 @@ def test_a_file_the_run_makes_itself_is_not_data_it_reads(runner):
         """)
     # the checkpoint it saved and loaded, the log it appended to a file not there before:
     # its own; the configuration it only read is what a result needs beside it
-    assert set(obs.reads) == {"config.json", "s.py"}  # (the script: read for its traceback)
+    # (the script, read for its traceback, may be written in the run's first clock tick:
+    # a program file either way, never data a result needs beside it)
+    assert set(obs.reads) - {"s.py"} == {"config.json"}
+
+
+def test_the_file_clock_is_the_one_file_systems_stamp_with():
+    import os
+    import tempfile
+
+    from shrinkgpu.worker.probe.watchers import file_clock
+
+    before = file_clock()
+    with tempfile.NamedTemporaryFile() as f:
+        f.write(b"x")
+        f.flush()
+        # a file written after the clock was read is never stamped before it
+        assert os.stat(f.name).st_mtime_ns >= before

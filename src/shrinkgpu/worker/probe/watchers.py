@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -222,6 +223,23 @@ def _creates(full: str, mode, flags) -> bool:
     return False
 
 
+def file_clock() -> int:
+    """Now, in nanoseconds, as the file systems stamp a file's mtime: the kernel's coarse
+    clock, up to a tick behind ``time.time()``, so that a checkpoint written just after
+    the run started could carry an mtime before ``time.time()`` said it started (seen on
+    CI).  Read from a file made and removed for it; ``time.time()`` less a tick where no
+    file can be made."""
+    try:
+        fd, path = tempfile.mkstemp(prefix="shrinkgpu-clock-")
+    except OSError:
+        return time.time_ns() - 20_000_000
+    try:
+        return os.fstat(fd).st_mtime_ns
+    finally:
+        os.close(fd)
+        os.unlink(path)
+
+
 def watch_reads(roots: tuple[str, ...], reads: list[str]) -> None:
     """Note the files under the run's root the script opens (audit event ``open``): the
     data a result needs beside it, and files an output must never overwrite.  A file the
@@ -230,7 +248,7 @@ def watch_reads(roots: tuple[str, ...], reads: list[str]) -> None:
     already.  torch.save writes from C++ (no audit event), so a file modified since the
     run started counts as made by it too."""
     made: set[str] = set()
-    started = time.time()
+    started = file_clock()
 
     def hook(event: str, args) -> None:
         if event != "open" or len(reads) >= MAX_READS:
@@ -250,7 +268,7 @@ def watch_reads(roots: tuple[str, ...], reads: list[str]) -> None:
                 if rel in made:
                     return
                 try:
-                    if _creates(full, mode, flags) or os.stat(full).st_mtime > started:
+                    if _creates(full, mode, flags) or os.stat(full).st_mtime_ns >= started:
                         made.add(rel)
                         return
                 except Exception:
