@@ -159,6 +159,6 @@ def test_a_cancelled_reduce_stops_and_leaves_its_partial_result(tmp_path):
     assert found
     text = out.read_text()
     # written by the interrupted reduction itself (not only the copy the search keeps)
-    assert text.startswith(f"{PARTIAL_MARK} (stopped: interrupted)"), text[:200]
+    assert text.startswith(f"{PARTIAL_MARK} (stopped: interrupted)"), (text[:200], report.read_text()[:3000])
     assert count_tokens(text) <= found[-1] < ORIGINAL_TOKENS  # the best so far, or one found after it
     assert "stopped early: interrupted" in report.read_text()
