@@ -157,11 +157,13 @@ class SupervisorClient:
     def _reap(self) -> None:
         """Its pipes close a moment before the kernel has it exited: wait for that, so
         that whoever hears it is gone sees ``alive`` false (and its exit status)."""
-        if self._proc is not None:
-            try:
-                self._proc.wait(timeout=REAP_SECONDS)
-            except subprocess.TimeoutExpired:
-                pass  # (a supervisor that closed its pipes and lives on: close() ends it)
+        proc = self._proc  # (close() may clear it from the main thread meanwhile)
+        if proc is None:
+            return
+        try:
+            proc.wait(timeout=REAP_SECONDS)
+        except (subprocess.TimeoutExpired, OSError):
+            pass  # (a supervisor that closed its pipes and lives on: close() ends it)
 
     def preload(self, modules: Sequence[str], timeout: float = 600.0, threads: int | None = None) -> Preloaded:
         """Import ``modules`` in the supervisor, then size its thread pools to ``threads``
