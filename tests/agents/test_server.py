@@ -98,3 +98,25 @@ def test_the_cli_and_a_reduction_never_import_the_sdk(tmp_path):
     """)
     ran = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert ran.returncode == 0, ran.stdout + ran.stderr[-3000:]
+
+
+def test_the_server_takes_sigint_back_so_that_a_cancelled_reduce_can_stop(monkeypatch):
+    # Started with SIGINT ignored (a shell's background job, a CI runner's workers), the
+    # server would hand that on to its reductions, and cancelling one sends it SIGINT.
+    import signal
+
+    from shrinkgpu.agents import server
+
+    seen = []
+
+    class Stub:
+        def run(self, transport):
+            seen.append((transport, signal.getsignal(signal.SIGINT)))
+
+    monkeypatch.setattr(server, "build_server", lambda: Stub())
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        server.serve()
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert seen == [("stdio", signal.default_int_handler)]

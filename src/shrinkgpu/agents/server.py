@@ -13,6 +13,7 @@ only this module imports it, and only ``shrinkgpu mcp`` imports this module.
 """
 
 import os
+import signal
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -223,5 +224,9 @@ def build_server() -> MCPServer:
 
 
 def serve() -> None:
-    """Serve on stdin and stdout until the client goes."""
+    """Serve on stdin and stdout until the client goes.  SIGINT is Python's own again
+    first: a server started with it ignored (a test runner's worker, a shell's background
+    job) would hand that on to every reduction it starts, and a cancelled reduce, which
+    sends its child SIGINT, would run on to the end instead of writing its partial result."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     build_server().run("stdio")
