@@ -151,6 +151,11 @@ class Scratch:
     FIRST_RUN = ("call.pt", "objects", "raised")
 
     @property
+    def alone(self) -> Path:
+        """The empty directory a result is run alone in (reducer/alone.py)."""
+        return self.session / "alone"
+
+    @property
     def call(self) -> Path:
         """The library's call into the script, as the first run saved it."""
         return self.session / "call.pt"

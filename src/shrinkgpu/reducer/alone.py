@@ -13,7 +13,6 @@ leaves no self-contained artifact, and the report says what each one needs.
 from __future__ import annotations
 
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,8 +94,12 @@ def run_alone(ctx: Context, text: str, target: Target) -> Observation | None:
     """One run of ``text`` in a fresh interpreter, alone in an empty directory, with the
     script's arguments, environment and stdin; None when it could not be run."""
     ctx.talk.stage("running it alone in an empty directory")
-    work = Path(tempfile.mkdtemp(prefix="shrinkgpu-alone-"))
+    # inside the session, so that a reduction killed here leaves nothing the next one
+    # does not sweep
+    work = ctx.scratch.alone
+    shutil.rmtree(work, ignore_errors=True)
     try:
+        work.mkdir(parents=True)
         name = Path(ctx.spec.script_rel).name
         script = work / name
         script.write_text(text, encoding="utf-8")
