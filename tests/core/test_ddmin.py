@@ -104,3 +104,29 @@ def test_parallel_ddmin_merges_two_successes_of_one_batch():
                    on_accept=lambda kept: accepted.append(list(kept)))
     assert result == [0, 11]
     assert accepted[0] == [0, 1, 2, 9, 10, 11]
+
+
+def test_parallel_ddmin_says_which_verdicts_of_a_batch_it_did_not_use():
+    # Item 0 needed: each batch's success is its last complement ([0, 1], then [0]), so
+    # nothing was run after a success and nothing is unused.
+    oracle = needs({0})
+    unused = []
+    ddmin([0, 1, 2, 3], oracle, test_many=lambda cs: [oracle(c) for c in cs], jobs=4, on_unused=unused.append)
+    assert unused == []
+    # Item 3 needed, on [0..7] with jobs=2: [4..7] fails, [0..3] succeeds; then on
+    # [0..3], [2, 3] succeeds first and [0, 1] beside it fails: one at a time, the search
+    # would never have run [0, 1].
+    oracle = needs({3})
+    unused = []
+    result = ddmin([0, 1, 2, 3, 4, 5, 6, 7], oracle, test_many=lambda cs: [oracle(c) for c in cs], jobs=2,
+                   on_unused=unused.append)
+    assert result == [3]
+    dropped = [c for batch in unused for c in batch]
+    assert [0, 1] in dropped and [2, 3] not in dropped
+
+
+def test_sequential_ddmin_leaves_nothing_unused():
+    oracle = needs({3})
+    unused = []
+    ddmin(list(range(8)), oracle, on_unused=unused.append)
+    assert unused == []

@@ -56,3 +56,25 @@ def test_a_prior_of_needed_units_saves_tests():
     probdd(list(range(30)), lambda k: seeded.append(1) or needs(required)(k),
            prior=lambda i: 0.9 if i in required else 0.1)
     assert len(seeded) < len(plain)
+
+
+def test_parallel_probdd_drops_the_failures_of_a_batch_with_a_success():
+    # The needed item sinks whichever prefix holds it; the other prefixes of its batch
+    # succeed.  Every candidate handed to on_unused was in a batch with a success, and
+    # none is the one accepted.
+    oracle = needs({5})
+    unused, accepted = [], []
+    result = probdd(list(range(12)), oracle, test_many=lambda cs: [oracle(c) for c in cs], jobs=3,
+                    on_unused=lambda cs: unused.extend(map(list, cs)), on_accept=lambda k: accepted.append(list(k)))
+    assert result == [5]
+    assert unused, "a batch of three with one success drops the others' verdicts"
+    assert not any(u in accepted for u in unused)
+    # what a dropped candidate is: a candidate of a batch, so never the full list
+    assert all(len(u) < 12 for u in unused)
+
+
+def test_sequential_probdd_leaves_nothing_unused():
+    oracle = needs({5})
+    unused = []
+    probdd(list(range(12)), oracle, on_unused=unused.append)
+    assert unused == []

@@ -140,3 +140,15 @@ def test_driver_with_probdd_reaches_the_same_kind_of_fixpoint():
         for u in p.units(out.best, 0):
             cand = p.apply(out.best, [u])
             assert test(cand) is not R
+
+
+def test_the_outcome_counts_tested_candidates_whose_verdicts_went_unused():
+    def test(state):
+        return R if 7 in state else P
+
+    seq = reduce_to_fixpoint(tuple(range(16)), [DropItems()], test, size, search="ddmin")
+    par = reduce_to_fixpoint(tuple(range(16)), [DropItems()], test, size,
+                             test_many=lambda states: [test(s) for s in states], jobs=4, search="ddmin")
+    assert seq.unused == 0
+    assert 0 < par.unused < par.tests
+    assert par.best == seq.best == (7,)

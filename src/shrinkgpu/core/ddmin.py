@@ -14,7 +14,9 @@ With ``jobs > 1`` and a ``test_many`` that judges several candidates at once (in
 parallel workers), complements are tested ``jobs`` at a time.  When several in a batch
 succeed, removing all of their chunks together is tried once (the merge); if that fails,
 the first success is taken.  Which candidates are tested depends only on ``jobs`` and
-the verdicts, so results are deterministic for a given ``jobs``.
+the verdicts, so results are deterministic for a given ``jobs``.  A batch's verdicts
+after its first success that neither the merge nor the next step uses are speculation
+that did not pay: ``on_unused`` gets those candidates (what ``--json`` counts as wasted).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ def ddmin(
     test_many: Callable[[list[Sequence[T]]], list[Verdict]] | None = None,
     jobs: int = 1,
     on_accept: Callable[[Sequence[T]], None] | None = None,
+    on_unused: Callable[[list[Sequence[T]]], None] | None = None,
 ) -> list[T]:
     """The smallest sublist found that ``test`` still calls REPRODUCED.
 
@@ -78,12 +81,18 @@ def ddmin(
             wins = [i for i, v in zip(idx, verdicts) if v.interesting]
             if not wins:
                 continue
+            merged_ok = False
             if len(wins) > 1:
                 gone = set(wins)
                 merged = [x for j, c in enumerate(chunks) if j not in gone for x in c]
-                if test(merged).interesting:
-                    chosen, n = merged, max(n - len(wins), 2)
-                    break
+                merged_ok = test(merged).interesting
+            # one at a time, the search would have stopped at the first success
+            dropped = [complements[i] for i in idx if i > wins[0] and not (merged_ok and i in wins)]
+            if dropped and on_unused is not None:
+                on_unused(dropped)
+            if merged_ok:
+                chosen, n = merged, max(n - len(wins), 2)
+                break
             chosen, n = complements[wins[0]], max(n - 1, 2)
             break
         if chosen is None:

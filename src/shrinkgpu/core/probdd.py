@@ -14,7 +14,9 @@ instead of dragging groups down with it.
 
 With ``jobs > 1`` several disjoint prefixes are tried at once; successes are merged
 (one more test), otherwise the first success is kept, so results depend only on
-``jobs``.
+``jobs``.  A batch with a success drops its failures' verdicts (the estimates are
+learnt from batches that failed whole), and an unmerged success beyond the first is
+dropped too: ``on_unused`` gets those candidates, the speculation that did not pay.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ def probdd(
     on_accept: Callable[[Sequence[T]], None] | None = None,
     prior: Callable[[T], float] | None = None,
     weight: Callable[[T], float] | None = None,
+    on_unused: Callable[[list[Sequence[T]]], None] | None = None,
 ) -> list[T]:
     """The smallest sublist found that ``test`` still calls REPRODUCED (see ddmin for
     the contract: ``test(kept)``, ``items`` assumed interesting, order preserved).
@@ -102,13 +105,19 @@ def probdd(
             verdicts = [test(kept(c)) for c in candidates]
         wins = [k for k, v in enumerate(verdicts) if v.interesting]
         if wins:
+            merged_ok = False
             if len(wins) > 1:
                 gone = set().union(*(set(subsets[k]) for k in wins))
                 merged = [i for i in current if i not in gone]
-                if test(kept(merged)).interesting:
-                    current = accept(merged)
-                    removals += 1
-                    continue
+                merged_ok = test(kept(merged)).interesting
+            used = set(wins) if merged_ok else {wins[0]}
+            dropped = [kept(c) for k, c in enumerate(candidates) if k not in used]
+            if dropped and on_unused is not None:
+                on_unused(dropped)
+            if merged_ok:
+                current = accept(merged)
+                removals += 1
+                continue
             current = accept(candidates[wins[0]])
             removals += 1
             continue

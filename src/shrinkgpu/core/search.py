@@ -117,6 +117,9 @@ class Tracker(Generic[S]):
     on_event: Callable[[object], None] | None = None
     tests: int = 0
     history: list = field(default_factory=list)  # states accepted, in order
+    # tests run beside others in a batch whose verdicts the search then did not use:
+    # what judging candidates in parallel cost beyond one at a time
+    unused: int = 0
 
     def emit(self, event: object) -> None:
         if self.on_event is not None:
@@ -145,6 +148,7 @@ class Outcome(Generic[S]):
     history: tuple  # every state accepted, oldest (the input) first, ``best`` last
     tests: int
     stopped: str | None  # why the search ended early, or None when it reached a fixpoint
+    unused: int = 0  # of ``tests``, those run in parallel whose verdicts went unused
 
 
 def reduce_to_fixpoint(
@@ -196,7 +200,7 @@ def reduce_to_fixpoint(
         stopped = stop.reason
     except KeyboardInterrupt:
         stopped = "interrupted"
-    return Outcome(tracker.best, tuple(tracker.history), tracker.tests, stopped)
+    return Outcome(tracker.best, tuple(tracker.history), tracker.tests, stopped, tracker.unused)
 
 
 class Fixpoint(Generic[S]):
@@ -224,13 +228,18 @@ class Fixpoint(Generic[S]):
         return self.judged_many([candidate])[0]
 
     def judged_many(self, candidates: list[S]) -> list[Verdict]:
+        return [v for v, _ran in self.judged_runs(candidates)]
+
+    def judged_runs(self, candidates: list[S]) -> list[tuple[Verdict, bool]]:
+        """Each candidate's verdict, and whether it was tested (a candidate no smaller
+        than the best is INVALID without a test)."""
         tracker = self.tracker
         tracker.check()
         sizes = [self.measured(c) for c in candidates]
         # Only strictly smaller programs count as progress; this is what makes the sweep
         # terminate whatever the passes propose.
         runnable = [i for i, n in enumerate(sizes) if n is not None and n < tracker.best_size]
-        verdicts = [Verdict.INVALID] * len(candidates)
+        out = [(Verdict.INVALID, False)] * len(candidates)
         if runnable:
             try:
                 if len(runnable) == 1 or self.test_many is None:
@@ -240,9 +249,9 @@ class Fixpoint(Generic[S]):
             except KeyboardInterrupt:
                 raise ReductionStopped("interrupted", tracker.best) from None
             for i, v in zip(runnable, results):
-                verdicts[i] = v
+                out[i] = (v, True)
                 tracker.record(sizes[i], v)
-        return verdicts
+        return out
 
     def sweep(self, tier: Sequence[Pass]) -> bool:
         """Each pass of ``tier`` once, level by level; whether the best state shrank."""
@@ -285,11 +294,17 @@ class Fixpoint(Generic[S]):
 
         key_of = getattr(p, "unit_key", None)
         keys = [key_of(current, u) for u in units] if key_of is not None else [None] * len(units)
-        common = dict(
-            test_many=lambda many: self.judged_many([build(k) for k in many]),
-            jobs=self.jobs,
-            on_accept=accept,
-        )
+        tested: set[tuple[int, ...]] = set()  # the batches' candidates that were run
+
+        def judge_batch(many: list[Sequence[int]]) -> list[Verdict]:
+            judged = self.judged_runs([build(k) for k in many])
+            tested.update(tuple(k) for k, (_v, ran) in zip(many, judged) if ran)
+            return [v for v, _ran in judged]
+
+        def unused(many: list[Sequence[int]]) -> None:
+            tracker.unused += sum(tuple(k) in tested for k in many)
+
+        common = dict(test_many=judge_batch, jobs=self.jobs, on_accept=accept, on_unused=unused)
         if self.search == "probdd":
             size_of = getattr(p, "unit_size", None)
             sizes = [size_of(current, u) for u in units] if size_of is not None else [0] * len(units)
