@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import textwrap
@@ -95,6 +96,10 @@ def test_reduce_writes_the_exact_minimal_script_and_leaves_the_input_alone(faili
     assert failing.read_bytes() == before
     for key in ("tokens_before", "tokens_after", "candidates_tested", "seconds", "signature"):
         assert key in data
+    # where the candidates ran: this machine, two at once
+    assert (data["executor"], data["nodes"], data["workers"], data["jobs"]) == ("local", [socket.gethostname()], 2, 2)
+    assert data["candidates_per_second"] > 0
+    assert 0 <= data["speculation"]["unused_runs"] <= data["candidates_tested"]
     assert data["tokens_after"] < data["tokens_before"]
     assert data["signature"]["op"]["name"] == "torch.nn.functional.cross_entropy"
     assert data["verified"] == {"reproduced": 2, "runs": 2}

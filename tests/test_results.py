@@ -55,3 +55,23 @@ def test_the_extracted_call_and_the_comparisons_in_json():
     assert not extracted.compiled
     assert Extraction(path=Path("x"), data=None, text="", level="exact", lines=1, signature=signature(),
                       op="torch.compile(gate, fullgraph=True)").compiled
+
+
+def test_where_the_candidates_ran_and_what_running_them_side_by_side_cost():
+    from shrinkgpu.report import where_it_ran
+    from shrinkgpu.worker import Placement
+
+    on_ray = result(placement=Placement("ray", ("n1", "n2"), 8), jobs=8, search_seconds=10.0, unused_runs=4,
+                    candidates_tested=40)
+    data = on_ray.to_json()
+    assert (data["executor"], data["nodes"], data["workers"], data["jobs"]) == ("ray", ["n1", "n2"], 8, 8)
+    assert data["candidates_per_second"] == 4.0
+    assert data["speculation"] == {"unused_runs": 4, "share": 0.1}
+    assert where_it_ran(on_ray) == ("ray, 2 nodes, 8 workers, 8 candidates at once; 4.00 candidates/s in the search; "
+                                    "4 run(s) beside others went unused (10%)")
+    # the local executor: one worker per candidate in flight; nothing run beside another
+    alone = result(placement=Placement("local", ("host",)), jobs=1)
+    data = alone.to_json()
+    assert (data["executor"], data["nodes"], data["workers"]) == ("local", ["host"], 1)
+    assert data["candidates_per_second"] is None  # no search time: no pace to give
+    assert where_it_ran(alone) == "local, 1 node, 1 worker, 1 candidate at once"

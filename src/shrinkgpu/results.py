@@ -11,7 +11,7 @@ from pathlib import Path
 
 from shrinkgpu.launch import PLAIN, Launch
 from shrinkgpu.signature import Signature
-from shrinkgpu.worker import Isolation
+from shrinkgpu.worker import Isolation, Placement
 
 
 @dataclass
@@ -131,6 +131,18 @@ class ReductionResult:
     # | "result written back" | None, "file", "checked", "result_needs"}; None when not asked
     alone: dict | None = None
     written_back: str | None = None  # the result written back as source, when that is what runs alone
+    # where the search's candidates ran (--executor), and what running them side by side cost
+    placement: Placement | None = None
+    search_seconds: float = 0.0  # the search alone: its candidates per second are tests / this
+    unused_runs: int = 0  # candidates run beside others whose verdicts the search did not use
+
+    @property
+    def candidates_per_second(self) -> float | None:
+        return self.candidates_tested / self.search_seconds if self.search_seconds > 0 else None
+
+    @property
+    def unused_share(self) -> float | None:
+        return self.unused_runs / self.candidates_tested if self.candidates_tested else None
 
     def to_json(self) -> dict:
         return {
@@ -156,6 +168,11 @@ class ReductionResult:
             "timeout": self.timeout,
             "calibration_runs": list(self.calibration),
             "jobs": self.jobs,
+            **(self.placement or Placement("local", ())).to_json(self.jobs),
+            "candidates_per_second": round(self.candidates_per_second, 3) if self.candidates_per_second else None,
+            # runs made in parallel whose verdicts the search did not use (core/ddmin.py, probdd.py)
+            "speculation": {"unused_runs": self.unused_runs,
+                            "share": round(self.unused_share, 4) if self.unused_share is not None else None},
             "threads_per_candidate": self.threads,
             "gpus": list(self.gpus),
             "signature": self.signature.to_json(),

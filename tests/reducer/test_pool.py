@@ -142,3 +142,13 @@ def test_threads_per_run_come_from_the_fresh_runs_report():
     assert run_threads({"threads": {"torch": 4, "torch_interop": 4, "blas": 8}}) == 8
     assert run_threads({"threads": {"torch": 2}}) == 2
     assert run_threads({}) == 1
+
+
+def test_every_gpu_the_machine_shows_gets_a_worker_when_none_are_named(script, contexts, monkeypatch):
+    # `--gpus all`, or no --gpus: the GPUs found (here through the user's own visibility
+    # variable), one candidate on each at once, each pinned with that variable
+    monkeypatch.setattr(pool, "usable_cpus", lambda: 16)
+    ctx = contexts(config(script, gpus=None, env={"CUDA_VISIBLE_DEVICES": "2,5,7"}))
+    plan = plan_workers(ctx, bug())
+    assert (plan.gpus, plan.jobs, plan.pin_variable) == (("2", "5", "7"), 3, "CUDA_VISIBLE_DEVICES")
+    assert plan.first_device == {"CUDA_VISIBLE_DEVICES": "2"}

@@ -59,6 +59,7 @@ def test_without_a_variable_the_ids_are_nvidia_smis(tmp_path):
 
 def test_gpus_given_on_the_command_line_are_ids_separated_by_commas():
     assert parse_gpus("0, 1,,3") == ("0", "1", "3")
+    assert parse_gpus("all") is None and parse_gpus(" ALL ") is None  # every GPU found, as by default
     with pytest.raises(ValueError, match="at least one device id"):
         parse_gpus(" , ")
 

@@ -26,7 +26,7 @@ from shrinkgpu.reducer import ReduceConfig, reduce
 from shrinkgpu.worker import (Isolation, RayCluster, RayExecutor, RayOptions, RayUnavailable, Runner, Sandbox,
                               ScriptSpec, Watch)
 from shrinkgpu.worker.protocol import RunStatus
-from shrinkgpu.worker.ray_actors import RAY_MISSING, differences, snapshot_of, swap
+from shrinkgpu.worker.ray_actors import RAY_MISSING, check_shipment, differences, snapshot_of, swap
 
 ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/root"),
        "CUDA_VISIBLE_DEVICES": "7"}
@@ -61,6 +61,29 @@ def test_a_run_ships_its_program_files_and_what_it_lacks_never_the_linked_templa
         (second.root / "work" / "data.txt").unlink()
         assert differences(second.root, ids) == ({"s.py": b"print(2)\n", "helper.py": b"VALUE = 1\n"},
                                                 ("work/data.txt",))
+
+
+def test_a_directory_too_large_to_ship_is_refused_with_its_largest_entries(tmp_path):
+    (tmp_path / "train.py").write_text("print(1)\n")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "shard0.bin").write_bytes(b"x" * 3000)
+    (tmp_path / "data" / "shard1.bin").write_bytes(b"x" * 3000)
+    (tmp_path / "ckpt.pt").write_bytes(b"x" * 2000)
+    check_shipment(tmp_path, limit=10_000)  # 8,010 bytes: shipped
+    (tmp_path / "data" / "shard2.bin").write_bytes(b"x" * 3000)
+    with pytest.raises(RayUnavailable) as refused:
+        check_shipment(tmp_path, limit=10_000)
+    message = str(refused.value)
+    # the largest first, by top-level entry: what to move out or link in
+    assert "its largest entries: data (0 MiB), ckpt.pt (0 MiB), train.py (0 MiB)" in message
+    assert "symlink is shipped as the link" in message and "--root" in message
+    # a linked data directory is shipped as the link, whatever it holds
+    (tmp_path / "data").rename(tmp_path / "elsewhere")
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / "train.py").write_text("print(1)\n")
+    (linked / "data").symlink_to(tmp_path / "elsewhere")
+    check_shipment(linked, limit=10_000)
 
 
 def test_paths_are_swapped_inside_strings_dicts_tuples_and_dataclasses_but_enums_stay():
@@ -293,7 +316,11 @@ def test_the_command_line_reduces_on_the_cluster_it_is_connected_to_and_leaves_i
                                       str(script)])
     assert result.exit_code == 0, result.output
     summary = json.loads(result.output[result.output.index("{"):])
-    assert any(n.startswith("--executor ray: candidates on 2 Ray worker(s)") for n in summary["notes"])
+    assert any(n.startswith("--executor ray: candidates on 2 Ray worker(s), 2 at once") for n in summary["notes"])
+    # the batches are as wide as the workers; one worker per node (each asks for its GPU)
+    assert summary["executor"] == "ray" and summary["workers"] == 2 and summary["jobs"] == 2
+    assert len(summary["nodes"]) == 2
+    assert set(summary["speculation"]) == {"unused_runs", "share"}
     assert (tmp_path / "s.min.py").read_text().strip() == "raise IndexError('Target 4 is out of bounds.')"
     assert ray_cluster.is_initialized()  # a connection it did not open is not its to close
     assert all_released(ray_cluster)
@@ -355,6 +382,7 @@ def test_a_reduction_through_ray_writes_what_the_local_executor_writes_though_a_
     killer.join()
     assert killed, "no worker was killed"
     assert remote.isolation is Isolation.FORK
+    assert remote.placement.executor == "ray" and local.placement.executor == "local"
     # a candidate lost with its worker would have been an infrastructure failure, and the
     # search would have gone another way
     assert remote.candidates_tested == local.candidates_tested
@@ -362,3 +390,39 @@ def test_a_reduction_through_ray_writes_what_the_local_executor_writes_though_a_
     assert remote_text == local_text and remote.tokens_after < remote.tokens_before
     assert {p: p.read_bytes() for p in fx.dir.rglob("*") if p.is_file()} == before
     assert all_released(ray_cluster)
+
+
+def test_the_driver_interrupted_writes_the_best_result_and_leaves_nothing_in_the_cluster(ray_nodes, ray_cluster,
+                                                                                          tmp_path):
+    import json
+    import signal
+
+    script = tmp_path / "slow.py"
+    script.write_text("import torch\nprint('noise')\na0 = 5\n" + "".join(f"a{i} = a{i - 1} + 1\n" for i in range(1, 120))
+                      + "torch.gather(torch.zeros(2, 3), 1, torch.tensor([[a119], [0]]))\n")
+    proc = subprocess.Popen([sys.executable, "-m", "shrinkgpu", "reduce", "--executor", "ray", "--address",
+                             ray_nodes.address, "--workers", "2", "-k", "index 124 is out of bounds", "--json",
+                             "--no-extract", "--no-ablate", script.name],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)
+    reader.start()
+    # interrupted as the search starts: the actors are taking its first candidates
+    deadline = time.time() + 300
+    while time.time() < deadline and not any("reducing" in line for line in lines) and proc.poll() is None:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    stdout = proc.stdout.read()
+    proc.wait(timeout=120)
+    assert proc.returncode == 130, "".join(lines)
+    data = json.loads(stdout)
+    result = tmp_path / "slow.min.py"
+    if data.get("error"):  # nothing smaller found yet: nothing written, as on this machine
+        assert "interrupted" in data["error"] and not result.exists()
+    else:  # the best so far (the original, if the search had accepted nothing yet), written
+        assert data["stop_reason"] == "interrupted" and data["executor"] == "ray"
+        assert result.exists() and data["tokens_after"] <= data["tokens_before"]
+    # every actor of the reduction killed: the cluster has all its CPUs and GPUs back
+    assert all_released(ray_cluster, within=30.0)

@@ -33,7 +33,7 @@ from shrinkgpu.core.rates import describe_rate
 from shrinkgpu.families import Family, advice_for, family_by_name
 from shrinkgpu.reducer import NotReproduced, ReduceConfig, ReduceError, reduce, run_observed
 from shrinkgpu.signature import Strictness
-from shrinkgpu.worker import Isolation
+from shrinkgpu.worker import Isolation, RayUnavailable
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -378,7 +378,8 @@ def run(script, script_args, module, nproc, hang_after, timeout, isolation, root
               help="Candidates run at once (default: one per GPU, else as many as fit beside the threads one run "
                    "uses).")
 @click.option("--gpus", default=None, metavar="IDS",
-              help="Pin workers to these GPUs, e.g. 0,1 (default: all visible).")
+              help="Pin workers to these GPUs, e.g. 0,1, or all (the default: every GPU this machine shows, one "
+                   "candidate on each at once).")
 @click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
               help="Where candidates run: fork servers on this machine, or actors of a Ray cluster, one per GPU "
                    "(pip install 'shrinkgpu[ray]'; docs/executors.md).")
@@ -444,8 +445,12 @@ def reduce_cmd(script, script_args, module, nproc, hang_after, keep_error, famil
         _fail(str(exc), EXIT_USAGE, as_json)
     cluster = _ray_cluster(config, executor, address, gpus_per_worker, workers, as_json)
     if cluster is not None:
-        notes.append(f"--executor ray: candidates on {cluster.workers()} Ray worker(s); the original's fresh runs "
-                     "and the checks of the result on this machine")
+        count = cluster.workers()
+        if config.jobs is None:
+            # one candidate in flight per worker: the search's batches are that wide
+            config = dataclasses.replace(config, jobs=count)
+        notes.append(f"--executor ray: candidates on {count} Ray worker(s), {config.jobs} at once; the original's "
+                     "fresh runs and the checks of the result on this machine")
     progress = JsonProgress() if progress_json else None
     if progress is None and not quiet:
         progress = LiveProgress(verbose=verbose) if sys.stderr.isatty() else ProgressPrinter(verbose=verbose)
@@ -462,6 +467,8 @@ def reduce_cmd(script, script_args, module, nproc, hang_after, keep_error, famil
     except ReduceError as exc:
         _fail(str(exc), exc.exit_code, as_json)
     except OutputError as exc:
+        _fail(str(exc), EXIT_USAGE, as_json)
+    except RayUnavailable as exc:  # (what the cluster was asked to take, refused)
         _fail(str(exc), EXIT_USAGE, as_json)
     except KeyboardInterrupt:
         # Before the search found anything: nothing to write, and the temporary space is gone.
@@ -491,6 +498,10 @@ def reduce_cmd(script, script_args, module, nproc, hang_after, keep_error, famil
         if result.output.is_dir():
             click.echo(f"run it with: {result.command}")
         click.echo(f"report: {result.report}")
+        if result.jobs > 1 or (result.placement is not None and result.placement.executor != "local"):
+            from shrinkgpu.report import where_it_ran
+
+            click.echo(f"ran on: {where_it_ran(result)}")
         if result.original_rate[0] < result.original_rate[1]:
             click.echo(
                 f"flaky: in fresh interpreters the original reproduced in {describe_rate(*result.original_rate)}, "
@@ -516,7 +527,7 @@ def _ray_cluster(config: ReduceConfig, executor: str, address, gpus_per_worker: 
     if config.launch.ranks:
         _fail("--executor ray runs one process per candidate; a script launched as torchrun's ranks runs with "
               "--executor local", EXIT_USAGE, as_json)
-    from shrinkgpu.worker import RayCluster, RayOptions, RayUnavailable
+    from shrinkgpu.worker import RayCluster, RayOptions
 
     try:
         cluster = RayCluster(RayOptions(address=address, workers=workers, gpus_per_worker=gpus_per_worker))

@@ -33,7 +33,7 @@ from shrinkgpu.reducer.start import Start
 from shrinkgpu.signature import Target
 from shrinkgpu.syntax import Candidate
 from shrinkgpu.syntax.facts import loop_facts
-from shrinkgpu.worker import Watch
+from shrinkgpu.worker import Placement, Watch
 
 # Loops are counted again at a rebase only while a run of the program takes at most this.
 RECOUNT_MAX_SECONDS = 5.0
@@ -51,6 +51,8 @@ class Searched:
     data_files: dict[str, Path]
     trace: tuple[tuple[float, int], ...]
     resumed: bool = False  # it started from the partial result an earlier run left (--resume)
+    seconds: float = 0.0  # the search's own time, from its first candidate to its fixpoint or stop
+    placement: Placement | None = None  # where its candidates ran
 
 
 class Adapter:
@@ -203,11 +205,13 @@ def search(ctx: Context, oracle: Oracle, pool: Pool, inp: Input, start: Start, t
         # Last: what the passes could not shrink any more goes to the command, and what it
         # proposes is judged like everything else.
         tiers = (*tiers, (ExternalProposals(proposer_for(ctx, target)),))
+    started = limits.elapsed()
     outcome = reduce_to_fixpoint(
         initial, tiers, adapter.test, lambda c: c.order, budget=limits, on_event=talk.emit,
         normalize=adapter.rebase, test_many=adapter.test_many, jobs=pool.plan.jobs, search=ctx.config.search,
     )
-    return Searched(outcome, original_size, adapter.facts, adapter.data_files, tuple(adapter.trace), resumed)
+    return Searched(outcome, original_size, adapter.facts, adapter.data_files, tuple(adapter.trace), resumed,
+                    seconds=limits.elapsed() - started, placement=pool.runner.placement())
 
 
 def proposer_for(ctx: Context, target: Target) -> ShellProposer:

@@ -1,7 +1,7 @@
 """What the user and the maintainer get: the reduced files and the report (``files``,
 ``document``, with ``versions``)."""
 
-from shrinkgpu.report.document import reproduce_command, render_report, suggest_check, verbatim_error
+from shrinkgpu.report.document import reproduce_command, render_report, suggest_check, verbatim_error, where_it_ran
 from shrinkgpu.report.files import (
     BESIDE_MAX_BYTES,
     OutputError,
@@ -26,5 +26,6 @@ __all__ = [
     "tidy_layout",
     "git_revision",
     "verbatim_error",
+    "where_it_ran",
     "write_outputs",
 ]

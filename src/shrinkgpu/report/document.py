@@ -211,6 +211,7 @@ def how_it_was_reduced(result: ReductionResult, spec: ScriptSpec, target: Path) 
         f"- time: {result.seconds:.1f}s; isolation: {result.isolation.value}"
         + (f" ({result.preload_modules} modules preloaded)" if result.preload_modules else "")
         + f"; timeout per candidate {result.timeout:.1f}s",
+        f"- ran on: {where_it_ran(result)}",
         verified,
         f"- backend: CUDA {env.get('cuda') or 'none'}, HIP {env.get('hip') or 'none'}"
         + (f", devices: {', '.join(env['devices'])}" if env.get("devices") else ""),
@@ -435,3 +436,21 @@ def plain_command(spec: ScriptSpec, target: Path, main: str, run_from: Path | No
             return f"cd {shlex.quote(target.name)} && python -m {module}{args}"
         return f"cd {shlex.quote(target.name)} && python {shlex.quote(main)}{args}"
     return f"python {shlex.quote(target.name)}{args}"
+
+
+def where_it_ran(result: ReductionResult) -> str:
+    """The executor, its nodes and workers, the search's pace, and what running
+    candidates side by side cost: one line for the report and the summary."""
+    placed = result.placement
+    kind = placed.executor if placed is not None else "local"
+    nodes = len(placed.nodes) if placed is not None and placed.nodes else 1
+    workers = placed.workers if placed is not None and placed.workers is not None else result.jobs
+    text = (f"{kind}, {nodes} node{'s' if nodes != 1 else ''}, {workers} worker{'s' if workers != 1 else ''}, "
+            f"{result.jobs} candidate{'s' if result.jobs != 1 else ''} at once")
+    pace = result.candidates_per_second
+    if pace is not None:
+        text += f"; {pace:.2f} candidates/s in the search"
+    if result.jobs > 1:
+        share = result.unused_share or 0.0
+        text += f"; {result.unused_runs} run(s) beside others went unused ({100 * share:.0f}%)"
+    return text

@@ -18,6 +18,7 @@ from shrinkgpu.worker.executors import (
     FreshInterpreters,
     Isolation,
     Job,
+    Placement,
     PreloadReport,
     default_executor,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "Isolation",
     "Job",
     "Observation",
+    "Placement",
     "PreloadReport",
     "ProbeReport",
     "RayCluster",

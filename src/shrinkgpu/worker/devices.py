@@ -93,10 +93,13 @@ def _rocm_devices(nodes: Path = KFD_NODES) -> tuple[str, ...]:
     return tuple(str(i) for i in range(count))
 
 
-def parse_gpus(text: str) -> tuple[str, ...]:
+def parse_gpus(text: str) -> tuple[str, ...] | None:
+    """``--gpus``: device ids, or None for ``all`` (every GPU ``visible_gpus`` finds)."""
+    if text.strip().lower() == "all":
+        return None
     ids = tuple(part.strip() for part in text.split(",") if part.strip())
     if not ids:
-        raise ValueError("--gpus needs at least one device id, e.g. 0,1")
+        raise ValueError("--gpus needs at least one device id, e.g. 0,1, or all")
     return ids
 
 

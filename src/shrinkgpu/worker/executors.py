@@ -28,6 +28,7 @@ import enum
 import itertools
 import json
 import random
+import socket
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -78,6 +79,26 @@ class ExecutorSettings:
     lanes: int = 1
     threads: int | None = None  # cap on each candidate's thread pools; None: as python sizes them
     launch: Launch = PLAIN  # how the script's processes start: one, or torchrun's ranks
+    # the copy of the user's directory every run is made from (what an executor on other
+    # hosts ships); None: not known to the executor
+    template: Path | None = None
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where an executor's candidates run: for the summary and ``--json``."""
+
+    executor: str  # "local" (this machine's fork servers or fresh interpreters) or "ray"
+    nodes: tuple[str, ...]  # the hosts (a Ray cluster: its nodes' addresses)
+    workers: int | None = None  # processes that take candidates; None: one per candidate in flight
+
+    def to_json(self, in_flight: int) -> dict:
+        return {"executor": self.executor, "nodes": list(self.nodes),
+                "workers": self.workers if self.workers is not None else in_flight}
+
+
+def local_placement() -> Placement:
+    return Placement("local", (socket.gethostname(),))
 
 
 @dataclass(frozen=True)
@@ -117,6 +138,10 @@ class Executor(abc.ABC):
     def cancel(self, future: Future) -> None:
         """Stop the run ``future`` stands for (its observation then says it was cancelled);
         nothing for a run that is over, or an executor that cannot stop one run alone."""
+
+    def placement(self) -> Placement:
+        """Where the candidates run: this machine, one process per candidate in flight."""
+        return local_placement()
 
 
 ExecutorFactory = Callable[[Isolation, ExecutorSettings], Executor]

@@ -45,6 +45,7 @@ from shrinkgpu.worker.executors import (
     ForkUnavailable,
     Isolation,
     Job,
+    Placement,
     PreloadReport,
     default_executor,
 )
@@ -61,6 +62,11 @@ SHUTDOWN_GRACE = 5.0
 READY_TIMEOUT = 300.0
 # Seconds between asking a restarting actor whether it is back.
 RECOVER_INTERVAL = 1.0
+# The most of the user's directory shipped to the nodes (once, through the object store;
+# every worker then holds it in memory to make its run directories): past it, the start
+# is refused with what to leave out.  Big data belongs in a linked directory, which is
+# shipped as the link.
+SHIP_BYTES_LIMIT = 1 << 30
 # The variables that pin a local worker to a GPU: an actor's GPU is the one Ray gave it.
 PIN_VARIABLES = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
 
@@ -155,6 +161,28 @@ def _write_tree(top: Path, files: dict[str, bytes]) -> None:
         target = top / rel if rel else top
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
+
+
+def check_shipment(template: Path, limit: int = SHIP_BYTES_LIMIT) -> None:
+    """Refuse (``RayUnavailable``: the reduction stops, it does not go on elsewhere) a
+    directory too large to ship, naming its largest entries, before any worker starts."""
+    sizes: dict[str, int] = {}
+    total = 0
+    for rel, entry in _walk(template):
+        if entry.is_file(follow_symlinks=False):
+            size = entry.stat(follow_symlinks=False).st_size
+            top = rel.split(os.sep, 1)[0]
+            sizes[top] = sizes.get(top, 0) + size
+            total += size
+    if total <= limit:
+        return
+    largest = sorted(sizes.items(), key=lambda kv: -kv[1])[:3]
+    named = ", ".join(f"{name} ({size / 2**20:.0f} MiB)" for name, size in largest)
+    raise RayUnavailable(
+        f"the directory shipped to the Ray workers is {total / 2**20:.0f} MiB, more than "
+        f"{limit / 2**20:.0f} MiB; its largest entries: {named}. Move data the script reads into a "
+        "directory linked in (a symlink is shipped as the link: its target must exist on every node), "
+        "or point --root at a smaller directory")
 
 
 def snapshot_of(run_root: Path) -> tuple[Snapshot, dict[str, tuple[int, int, int]]]:
@@ -405,6 +433,8 @@ class RayExecutor(Executor):
 
     def start(self, preload: Sequence[str] = ()) -> PreloadReport:
         started = time.perf_counter()
+        if self.settings.template is not None:
+            check_shipment(self.settings.template)
         ray = self.cluster.ray
         options = self.cluster.options
         gpus = self.cluster.gpus > 0 and options.gpus_per_worker > 0
@@ -566,6 +596,12 @@ class RayExecutor(Executor):
     @property
     def alive(self) -> bool:
         return bool(self._actors) and not self._closed
+
+    def placement(self) -> Placement:
+        """The nodes the workers started on, and the workers started (a node removed
+        since, or an actor dead for good, still took candidates)."""
+        with self._lock:
+            return Placement("ray", self.nodes, len(self._made) or len(self._actors))
 
     def cancel(self, future: Future) -> None:
         with self._lock:

@@ -31,8 +31,10 @@ from shrinkgpu.worker.executors import (
     ForkUnavailable,
     Isolation,
     Job,
+    Placement,
     PreloadReport,
     default_executor,
+    local_placement,
 )
 from shrinkgpu.worker.observation import Observation
 from shrinkgpu.worker.protocol import RunRequest, Watch
@@ -193,11 +195,16 @@ class Runner:
     def lanes(self) -> int:
         return self._executor.lanes if self._executor is not None else self._lanes
 
+    def placement(self) -> Placement:
+        """Where this runner's candidates run (this machine before it started)."""
+        executor = self._executor
+        return executor.placement() if executor is not None else local_placement()
+
     def _settings(self, lanes: int) -> ExecutorSettings:
         # What preloaded imports put in their temporary directory (torch's compiler
         # caches) stays in the session and goes with it; each run gets its own TMPDIR.
         return ExecutorSettings(env={**self.env, "TMPDIR": str(self.sandbox.tmp)}, lanes=lanes, threads=self.threads,
-                                launch=self.spec.launch)
+                                launch=self.spec.launch, template=self.sandbox.template)
 
     # -- lifecycle ------------------------------------------------------------------
     def start(self, preload: Sequence[str] = (), *, required: bool = False) -> PreloadReport:
