@@ -439,9 +439,11 @@ class RayExecutor(Executor):
         options = self.cluster.options
         gpus = self.cluster.gpus > 0 and options.gpus_per_worker > 0
         count = self.cluster.workers()
+        # Spread over the nodes: Ray's default packs a node first, and workers on one node
+        # share its CPUs, its disk and the copy it fetches, while another node idles.
         remote = ray.remote(CandidateWorker).options(
             num_gpus=options.gpus_per_worker if gpus else 0, num_cpus=options.cpus_per_worker,
-            max_restarts=-1, max_task_retries=0, max_concurrency=2)
+            max_restarts=-1, max_task_retries=0, max_concurrency=2, scheduling_strategy="SPREAD")
         self._actors = [remote.remote(self.settings, tuple(preload), gpus) for _ in range(count)]
         self._made = list(self._actors)
         waiting = [a.ready.remote() for a in self._actors]
