@@ -3,6 +3,7 @@ executor: each test hands the phase the values it takes."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -152,3 +153,21 @@ def test_every_gpu_the_machine_shows_gets_a_worker_when_none_are_named(script, c
     plan = plan_workers(ctx, bug())
     assert (plan.gpus, plan.jobs, plan.pin_variable) == (("2", "5", "7"), 3, "CUDA_VISIBLE_DEVICES")
     assert plan.first_device == {"CUDA_VISIBLE_DEVICES": "2"}
+
+
+def test_candidates_that_run_elsewhere_get_threads_from_the_workers_cores(script, contexts, monkeypatch):
+    # (a Ray cluster's factory says how many CPUs its workers hold: 8 workers x 1 CPU)
+    monkeypatch.setattr(pool, "usable_cpus", lambda: 2)
+
+    class Elsewhere:
+        def __call__(self, isolation, settings):
+            raise AssertionError("no executor is made while planning")
+
+        def candidate_cores(self):
+            return 8
+
+    ctx = dataclasses.replace(contexts(config(script, jobs=8)), executors=Elsewhere())
+    plan = plan_workers(ctx, bug(environment={"threads": {"torch": 4}}))
+    assert (plan.jobs, plan.threads, plan.cores) == (8, 1, 8)
+    assert ctx.talk.notes == ["8 candidates at once on 8 CPU cores of the workers: each runs with 1 thread(s) "
+                              "where python would use 4 (-j 2 keeps 4)"]

@@ -389,6 +389,8 @@ def run(script, script_args, module, nproc, hang_after, timeout, isolation, root
 @click.option("--gpus-per-worker", type=click.FloatRange(min=0), default=1.0, show_default=True,
               help="With --executor ray: the GPUs each worker takes (a fraction shares a GPU; 0 or a cluster "
                    "without GPUs: one worker per CPU).")
+@click.option("--cpus-per-worker", type=click.FloatRange(min=0.01), default=1.0, show_default=True,
+              help="With --executor ray: the CPUs each worker takes; a candidate's thread pools are sized to them.")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="With --executor ray: how many workers (default: as many as the cluster's GPUs, or CPUs, hold).")
 @root_option
@@ -410,7 +412,7 @@ def run(script, script_args, module, nproc, hang_after, timeout, isolation, root
 def reduce_cmd(script, script_args, module, nproc, hang_after, keep_error, family_name, output, resume, timeout, isolation, strictness,
                confirm, hash_seed, max_tests, max_time, verify_runs, extract, load_objects, observed_sizes, replay_state, ablate, search,
                jobs,
-               gpus, executor, address, gpus_per_worker, workers, root,
+               gpus, executor, address, gpus_per_worker, cpus_per_worker, workers, root,
                stdin_file,
                sync_launches, keep_temp, as_json, quiet, verbose, emit_test, propose_with, progress_json) -> None:
     """Reduce SCRIPT while its first error still matches --keep-error (or --family).
@@ -443,7 +445,7 @@ def reduce_cmd(script, script_args, module, nproc, hang_after, keep_error, famil
         )
     except (OSError, click.ClickException) as exc:
         _fail(str(exc), EXIT_USAGE, as_json)
-    cluster = _ray_cluster(config, executor, address, gpus_per_worker, workers, as_json)
+    cluster = _ray_cluster(config, executor, address, gpus_per_worker, cpus_per_worker, workers, as_json)
     if cluster is not None:
         count = cluster.workers()
         if config.jobs is None:
@@ -517,7 +519,8 @@ def reduce_cmd(script, script_args, module, nproc, hang_after, keep_error, famil
 reduce_cmd.name = "reduce"
 
 
-def _ray_cluster(config: ReduceConfig, executor: str, address, gpus_per_worker: float, workers, as_json: bool):
+def _ray_cluster(config: ReduceConfig, executor: str, address, gpus_per_worker: float, cpus_per_worker: float,
+                 workers, as_json: bool):
     """The connection to the cluster ``--executor ray`` names (None: the local executor),
     made before the reduction starts, so that a missing Ray or cluster is said at once."""
     if executor != "ray":
@@ -530,7 +533,8 @@ def _ray_cluster(config: ReduceConfig, executor: str, address, gpus_per_worker: 
     from shrinkgpu.worker import RayCluster, RayOptions
 
     try:
-        cluster = RayCluster(RayOptions(address=address, workers=workers, gpus_per_worker=gpus_per_worker))
+        cluster = RayCluster(RayOptions(address=address, workers=workers, gpus_per_worker=gpus_per_worker,
+                                        cpus_per_worker=cpus_per_worker))
     except RayUnavailable as exc:
         _fail(str(exc), EXIT_USAGE, as_json)
     try:

@@ -169,7 +169,12 @@ def plan_jobs(jobs: int | None, gpus: int, cores: int, per_run: int) -> tuple[in
 def plan_workers(ctx: Context, first: Observation) -> WorkerPlan:
     config, spec = ctx.config, ctx.spec
     gpus = tuple(config.gpus if config.gpus is not None else visible_gpus(spec.env))
-    cores = usable_cpus()
+    # An executor factory whose candidates run elsewhere says how many cores its workers
+    # hold in all (a Ray cluster: workers x the CPUs each asks for): the thread pools are
+    # sized to those, not to this machine's
+    elsewhere = getattr(ctx.executors, "candidate_cores", None)
+    cores = elsewhere() if callable(elsewhere) else usable_cpus()
+    where = " of the workers" if callable(elsewhere) else ""
     ranks = spec.launch.nproc if spec.launch.ranks else 1
     # a candidate of N ranks runs N processes, each with the thread pools one reported
     per_run = run_threads(first.environment) * ranks
@@ -191,7 +196,7 @@ def plan_workers(ctx: Context, first: Observation) -> WorkerPlan:
         ctx.talk.note(f"out of memory: {jobs} candidate(s) at once, one per GPU, never two on one device")
     if threads is not None:
         ctx.talk.note(
-            f"{jobs} candidates at once on {cores} CPU cores: each runs with {threads} thread(s) where "
+            f"{jobs} candidates at once on {cores} CPU cores{where}: each runs with {threads} thread(s) where "
             f"python would use {per_run} (-j {max(1, cores // per_run)} keeps {per_run})"
         )
     return WorkerPlan(gpus, pin_variable_for(spec.env, first.environment), jobs, threads, cores, per_run)

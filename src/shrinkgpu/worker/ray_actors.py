@@ -691,6 +691,11 @@ class RayCluster:
             return max(1, int(resources["GPU"] / self.options.gpus_per_worker))
         return max(1, int(resources.get("CPU", 1) / max(self.options.cpus_per_worker, 0.01)))
 
+    def candidate_cores(self) -> int:
+        """The CPUs the workers ask for in all: what the candidates' thread pools are
+        sized to (``reducer/pool.py``), not the driver's cores."""
+        return max(1, int(self.workers() * self.options.cpus_per_worker))
+
     def __call__(self, isolation: Isolation, settings: ExecutorSettings) -> Executor:
         if isolation is not Isolation.FORK or settings.launch.ranks:
             return default_executor(isolation, settings)
