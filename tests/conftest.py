@@ -2,6 +2,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
+import subprocess
+import threading
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +51,18 @@ def load_fixture(name: str) -> Fixture:
 ALL_FIXTURES = sorted(p.parent.name for p in FIXTURES.glob("*/case.toml"))
 FIXTURE_NAMES = [n for n in ALL_FIXTURES if load_fixture(n).device == "cpu"]
 CUDA_FIXTURE_NAMES = [n for n in ALL_FIXTURES if load_fixture(n).device == "cuda"]
+
+
+def interruptible(cmd: list[str], cwd: Path) -> tuple[subprocess.Popen, list[str]]:
+    """``cmd`` started so that SIGINT reaches it as Ctrl-C would, and the lines of its
+    stderr as they come: a suite started in the background of a non-interactive shell
+    inherits SIGINT ignored, and Python then installs no handler."""
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    lines: list[str] = []
+    threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True).start()
+    return proc, lines
 
 
 def tree_digest(directory: Path) -> dict[str, str]:

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import interruptible
+
 EXE = [sys.executable, "-m", "shrinkgpu"]
 
 FAILING = textwrap.dedent(
@@ -192,7 +194,6 @@ def test_a_program_that_stays_in_several_files_is_written_as_a_directory(tmp_pat
 
 def test_ctrl_c_writes_the_best_result_so_far_and_exits_130(tmp_path):
     import signal
-    import threading
     import time
 
     script = tmp_path / "slow.py"
@@ -202,16 +203,8 @@ def test_ctrl_c_writes_the_best_result_so_far_and_exits_130(tmp_path):
     )
     # Fresh interpreters cost a second or more per candidate: the search is still going
     # when SIGINT arrives.
-    proc = subprocess.Popen([*EXE, "reduce", script.name, "-k", "out of bounds", "--json", "-j", "1",
-                             "--isolation", "fresh"],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            stdin=subprocess.DEVNULL,
-                            # A suite started in the background of a non-interactive shell
-                            # inherits SIGINT ignored, and Python then installs no handler.
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)
-    reader.start()
+    proc, lines = interruptible([*EXE, "reduce", script.name, "-k", "out of bounds", "--json", "-j", "1",
+                                 "--isolation", "fresh"], tmp_path)
     # Interrupted once the progress lines show a smaller program than the original (not
     # after a fixed time: on a loaded machine the first candidates take longer).
     def smaller_seen() -> bool:

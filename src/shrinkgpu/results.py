@@ -6,6 +6,7 @@ value and the reducer, the oracle and the extraction fill it in.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -137,6 +138,13 @@ class ReductionResult:
     unused_runs: int = 0  # candidates run beside others whose verdicts the search did not use
 
     @property
+    def where(self) -> Placement:
+        """Where the search's candidates ran, its workers said (a local executor has
+        one per candidate in flight)."""
+        placed = self.placement or Placement("local", ())
+        return placed if placed.workers is not None else dataclasses.replace(placed, workers=self.jobs)
+
+    @property
     def candidates_per_second(self) -> float | None:
         return self.candidates_tested / self.search_seconds if self.search_seconds > 0 else None
 
@@ -168,7 +176,7 @@ class ReductionResult:
             "timeout": self.timeout,
             "calibration_runs": list(self.calibration),
             "jobs": self.jobs,
-            **(self.placement or Placement("local", ())).to_json(self.jobs),
+            **self.where.to_json(),
             "candidates_per_second": round(self.candidates_per_second, 3) if self.candidates_per_second else None,
             # runs made in parallel whose verdicts the search did not use (core/ddmin.py, probdd.py)
             "speculation": {"unused_runs": self.unused_runs,

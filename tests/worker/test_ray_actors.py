@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import load_fixture
+from conftest import interruptible, load_fixture
 from shrinkgpu.reducer import ReduceConfig, reduce
 from shrinkgpu.worker import (Isolation, RayCluster, RayExecutor, RayOptions, RayUnavailable, Runner, Sandbox,
                               ScriptSpec, Watch)
@@ -400,15 +400,9 @@ def test_the_driver_interrupted_writes_the_best_result_and_leaves_nothing_in_the
     script = tmp_path / "slow.py"
     script.write_text("import torch\nprint('noise')\na0 = 5\n" + "".join(f"a{i} = a{i - 1} + 1\n" for i in range(1, 120))
                       + "torch.gather(torch.zeros(2, 3), 1, torch.tensor([[a119], [0]]))\n")
-    proc = subprocess.Popen([sys.executable, "-m", "shrinkgpu", "reduce", "--executor", "ray", "--address",
-                             ray_nodes.address, "--workers", "2", "-k", "index 124 is out of bounds", "--json",
-                             "--no-extract", "--no-ablate", script.name],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            stdin=subprocess.DEVNULL,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)
-    reader.start()
+    proc, lines = interruptible([sys.executable, "-m", "shrinkgpu", "reduce", "--executor", "ray", "--address",
+                                 ray_nodes.address, "--workers", "2", "-k", "index 124 is out of bounds", "--json",
+                                 "--no-extract", "--no-ablate", script.name], tmp_path)
     # interrupted as the search starts: the actors are taking its first candidates
     deadline = time.time() + 300
     while time.time() < deadline and not any("reducing" in line for line in lines) and proc.poll() is None:

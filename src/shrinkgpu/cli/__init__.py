@@ -500,7 +500,7 @@ def reduce_cmd(script, script_args, module, nproc, hang_after, keep_error, famil
         if result.output.is_dir():
             click.echo(f"run it with: {result.command}")
         click.echo(f"report: {result.report}")
-        if result.jobs > 1 or (result.placement is not None and result.placement.executor != "local"):
+        if result.jobs > 1 or result.where.executor != "local":
             from shrinkgpu.report import where_it_ran
 
             click.echo(f"ran on: {where_it_ran(result)}")

@@ -441,11 +441,10 @@ def plain_command(spec: ScriptSpec, target: Path, main: str, run_from: Path | No
 def where_it_ran(result: ReductionResult) -> str:
     """The executor, its nodes and workers, the search's pace, and what running
     candidates side by side cost: one line for the report and the summary."""
-    placed = result.placement
-    kind = placed.executor if placed is not None else "local"
-    nodes = len(placed.nodes) if placed is not None and placed.nodes else 1
-    workers = placed.workers if placed is not None and placed.workers is not None else result.jobs
-    text = (f"{kind}, {nodes} node{'s' if nodes != 1 else ''}, {workers} worker{'s' if workers != 1 else ''}, "
+    placed = result.where
+    nodes, workers = len(placed.nodes) or 1, placed.workers
+    text = (f"{placed.executor}, {nodes} node{'s' if nodes != 1 else ''}, "
+            f"{workers} worker{'s' if workers != 1 else ''}, "
             f"{result.jobs} candidate{'s' if result.jobs != 1 else ''} at once")
     pace = result.candidates_per_second
     if pace is not None:

@@ -92,9 +92,8 @@ class Placement:
     nodes: tuple[str, ...]  # the hosts (a Ray cluster: its nodes' addresses)
     workers: int | None = None  # processes that take candidates; None: one per candidate in flight
 
-    def to_json(self, in_flight: int) -> dict:
-        return {"executor": self.executor, "nodes": list(self.nodes),
-                "workers": self.workers if self.workers is not None else in_flight}
+    def to_json(self) -> dict:
+        return {"executor": self.executor, "nodes": list(self.nodes), "workers": self.workers}
 
 
 def local_placement() -> Placement:
