@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -231,13 +232,15 @@ def _unknown(node: dict) -> str:
     return ""
 
 
-def _check(text: str, data: Path | None, loads: bool, target: Target, timeout: float, env: dict | None,
+def _check(text: str, data: Path | None, data_name: str | None, target: Target, timeout: float, env: dict | None,
            stem: str, executors: ExecutorFactory) -> tuple[Observation, Path]:
+    """One run of ``text`` alone in an empty directory, with ``data`` beside it as
+    ``data_name`` when it reads one."""
     work = Path(tempfile.mkdtemp(prefix="shrinkgpu-extract-"))
     script = work / f"{stem}.extracted.py"
     script.write_text(text, encoding="utf-8")
-    if loads and data is not None:
-        shutil.copy(data, work / f"{stem}.extracted.pt")
+    if data is not None and data_name is not None:
+        shutil.copy(data, work / data_name)
     try:
         spec = ScriptSpec(script=script, cwd=work, root=work, env=env, argv0=script.name)
         with Runner(spec, isolation=Isolation.FRESH, executors=executors) as runner:
@@ -267,6 +270,12 @@ def raised_record(raised: tuple[dict, ...], sig: Signature) -> dict | None:
     kept, or ExtractionFailed saying why it could not be written."""
     if compiled_call(sig):
         return compiled_record(raised)
+    loading = _loading_entry(raised, sig)
+    if loading is not None:
+        if not loading.get("path"):
+            raise ExtractionFailed(f"the failing {_spelled(loading['op'])} call could not be kept: "
+                                   f"{loading.get('error')}")
+        return read_record(Path(loading["path"]))
     if sig.op is None or sig.op.name.endswith("backward"):
         return None  # (a backward needs its autograd graph: capture_of says so)
     found = _raised_op(raised, sig)
@@ -301,6 +310,117 @@ def _raised_op(raised: tuple[dict, ...], sig: Signature) -> dict | None:
             except (ExtractionFailed, OSError, ValueError):
                 return None
     return None
+
+
+# A loader's failing call (``worker.probe.loading``), by the name the signature gives it
+_LOADERS = {"torch.nn.modules.module.Module.load_state_dict": "load_state_dict", "torch.serialization.load":
+            "torch.load", "json.load": "json.load"}
+_LOADER_CALL = re.compile(r"^(model\.load_state_dict|torch\.load|json\.load)\(", re.M)
+INLINE_TEXT = 1000  # characters of a text file written into the extracted call instead of beside it
+
+
+def _spelled(op: str) -> str:
+    return _LOADERS.get(op, op)
+
+
+def _loading_entry(raised: tuple[dict, ...], sig: Signature) -> dict | None:
+    """The entry a run kept of a loader's failing call, when the signature's is one: its
+    operator (``load_state_dict``, ``torch.load``), or, raised by no torch call, a
+    ``json.load`` the user's line was calling."""
+    for entry in raised:
+        if not entry.get("loading"):
+            continue
+        if sig.op is not None and entry.get("op") == sig.op.name:
+            return entry
+        callee = sig.frame.callee if sig.frame is not None else None
+        if sig.op is None and entry.get("op") == "json.load" and callee and callee.rsplit(".", 1)[-1] == "load":
+            return entry
+    return None
+
+
+def _loading_scripts(record: dict, data_name: str) -> list[tuple[str, str, bool]]:
+    """The scripts that make a loader's failing call, in the order they are tried:
+    (level, text, whether it reads the file beside it).  ``load_state_dict``: the
+    module built as it was, given a state dict of random tensors of the same layouts
+    ("metadata": the keys and shapes are what its checks read), then the state dict as
+    it was passed, loaded from the file; ``json.load``: a small file's text inline, then
+    the file; ``torch.load``: the file."""
+    if record.get("loading") == "state_dict":
+        receiver = record["receiver"]
+        head = list(record["definitions"])
+        build = f"{receiver['name']} = {receiver['build']}"
+        options = [f"{k}={v['lit']}" for k, v in record["kwargs"].items() if k != "state_dict" and "lit" in v]
+        out = []
+        state = _state_dict_source(record["kwargs"]["state_dict"], record["meta"])
+        if state is not None:
+            call = f"{receiver['name']}.{receiver['method']}({', '.join(['state_dict'] + options)})"
+            out.append(("metadata", "\n".join(head + [build, f"state_dict = {state}", call]) + "\n", False))
+        call = f"{receiver['name']}.{receiver['method']}({', '.join([f'torch.load({data_name!r})'] + options)})"
+        out.append(("exact", "\n".join(head + [build, call]) + "\n", True))
+        return out
+    keywords = "".join(f", {k}={v}" for k, v in record.get("keywords", ()))
+    if record["op"] == "json.load":
+        out = []
+        text = record.get("text")
+        if text is not None and len(text) <= INLINE_TEXT:
+            out.append(("exact", f"import io\nimport json\n\njson.load(io.StringIO({text!r}){keywords})\n", False))
+        out.append(("exact", f"import json\n\njson.load(open({data_name!r}){keywords})\n", True))
+        return out
+    return [("exact", f"import torch\n\ntorch.load({data_name!r}{keywords})\n", True)]
+
+
+def _state_dict_source(node: dict, meta: dict[str, dict], indent: str = "") -> str | None:
+    """A state dict as source, one entry a line: floating-point tensors random of their
+    dtype and shape, the others (a BatchNorm's step count, an index) exact when the run
+    recorded their values; None when an entry has no source form."""
+    if "map" not in node:
+        if "t" not in node:
+            return value_source(node, lambda _w: None)
+        m = meta[node["t"]]
+        device = "" if m["device"] == "cpu" else f".to({m['device']!r})"
+        if is_floating(m) and not m.get("nonfinite"):
+            dtype = "" if m["dtype"] == "float32" else f", dtype=torch.{m['dtype']}"
+            shape = ", ".join(map(str, m["shape"])) or "()"
+            return f"torch.randn({shape}{dtype}){device}"
+        literal = tensor_source(m, EXACT)
+        return None if literal is None else f"{literal}{device}"
+    inner = indent + "    "
+    items = []
+    for key, value in node["map"].items():
+        text = _state_dict_source(value, meta, inner)
+        if text is None:
+            return None
+        items.append(f"{inner}{key!r}: {text},")
+    return "{}" if not items else "{\n" + "\n".join(items) + f"\n{indent}}}"
+
+
+def _extract_loading(record: dict, target: Target, output_stem: Path, timeout: float, env: dict | None,
+                     executors: ExecutorFactory, say: Callable[[str], None]) -> Extraction:
+    """A loader's failing call alone, the first of its scripts that fails the same way
+    in a fresh interpreter, written with the file it reads beside it when it reads one."""
+    stem = output_stem.name
+    data = Path(record["file"])
+    data_name = f"{stem}.extracted{data.suffix or '.data'}"
+    reasons = []
+    for level, text, reads in _loading_scripts(record, data_name):
+        obs, _ = _check(text, data if reads else None, data_name, target, timeout, env, stem, executors)
+        if not target.matches(obs.signature):
+            reasons.append(f"{level}{' with the file' if reads else ''}: {obs.describe()}")
+            continue
+        lines = sum(1 for ln in text.splitlines() if ln.strip() and not ln.startswith(("import ", "from ")))
+        say(f"extracted the failing {_spelled(record['op'])} call ({level}): {lines} lines"
+            + (f", reading {data_name}" if reads else ""))
+        path = output_stem.with_name(f"{stem}.extracted.py")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        out_data = output_stem.with_name(data_name) if reads else None
+        if out_data is not None:
+            shutil.copy(data, out_data)
+        return Extraction(path, out_data, text, level, lines, obs.signature, None, record["op"],
+                          holds=record.get("holds") if reads else None, loader=True)
+    raise ExtractionFailed(f"the {_spelled(record['op'])} call alone did not fail the same way ("
+                           + "; ".join(reasons) + "): the bug needs more of the program than the call and what it "
+                           "read")
 
 
 def compiled_call(sig: Signature) -> bool:
@@ -342,11 +462,11 @@ def check_extracted(path: Path, target: Target, timeout: float, env: dict | None
     level is read back from its text: random floating-point tensors are "metadata"."""
     text = path.read_text(encoding="utf-8")
     stem = path.name.removesuffix(".extracted.py")
-    data = path.with_name(f"{stem}.extracted.pt")
-    loads = f"torch.load({data.name!r})" in text
-    if loads and not data.is_file():
-        return None
-    obs, _ = _check(text, data if loads else None, loads, target, timeout, env, stem, executors)
+    # (the tensors it loads, or the file a loader's call reads: named in its text)
+    data = next((p for p in sorted(path.parent.glob(f"{stem}.extracted.*"))
+                 if p.suffix != ".py" and repr(p.name) in text), None)
+    loads = data is not None
+    obs, _ = _check(text, data, data.name if data else None, target, timeout, env, stem, executors)
     if not target.matches(obs.signature):
         return None
     body = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith(("import ", "from "))]
@@ -359,10 +479,13 @@ def check_extracted(path: Path, target: Target, timeout: float, env: dict | None
                                  "stride": list(t.stride) if t.stride is not None else None, "offset": 0,
                                  "device": t.device, "nonfinite": t.finite is False})
         for t in op.tensors)
-    name = op.name if op is not None else None
+    name = op.name if op is not None else (obs.signature.frame.callee if obs.signature.frame else None)
     last = body[-1] if body else ""
     if last.startswith("torch.compile("):  # the compiled code alone: named by its compile call
         name = ast.get_source_segment(last, ast.parse(last).body[0].value.func)
+    if _LOADER_CALL.search(text):  # a loader's call and what it reads: no operator's tensors to change
+        return Extraction(path, data, text, "metadata" if "torch.randn(" in text else "exact", len(body),
+                          obs.signature, None, name, loader=True)
     return Extraction(path, data if loads else None, text, level, len(body), obs.signature, None, name, arguments)
 
 
@@ -372,13 +495,15 @@ def extract_record(record: dict, target: Target, output_stem: Path, timeout: flo
     each level checked in a fresh interpreter (through ``executors``), written beside
     ``output_stem``."""
     say = on_event or (lambda _m: None)
+    if record.get("loading"):
+        return _extract_loading(record, target, output_stem, timeout, env, executors, say)
     data = Path(record["_data"])
     stem = output_stem.name
     data_name = f"{stem}.extracted.pt"
     reasons = []
     for level in ("metadata", "exact"):
         text, loads, lines = render(record, level, data_name)
-        obs, _ = _check(text, data, loads, target, timeout, env, stem, executors)
+        obs, _ = _check(text, data if loads else None, data_name, target, timeout, env, stem, executors)
         if target.matches(obs.signature):
             what = "the compiled code alone" if record.get("preamble") else "the failing call"
             say(f"extracted {what} ({level}): {lines} lines")

@@ -39,6 +39,10 @@ class Extraction:
     op: str | None = None  # the operator it calls, as recorded ("torch.nn.functional.cross_entropy")
     # (where, variable, metadata) of each tensor argument: what the ablation changes
     arguments: tuple[tuple[str, str, dict], ...] = ()
+    # what the file beside it holds, in words, when it reads one a loader's call read
+    # (``the state dict the failing call was given (11 tensors, 2.1 MiB): the user's weights``)
+    holds: str | None = None
+    loader: bool = False  # a loader's failing call (load_state_dict, torch.load, json.load)
 
     @property
     def compiled(self) -> bool:
@@ -211,6 +215,7 @@ class ReductionResult:
                 "level": self.extracted.level,
                 "lines": self.extracted.lines,
                 "note": self.extracted.note,
+                "holds": self.extracted.holds,
             },
             "extract_error": self.extract_error,
             "distributed": self.distributed,

@@ -117,6 +117,12 @@ def _extracted_block(result: ReductionResult) -> list[str]:
     if extracted is None:
         return []
     data = f"; data in `{extracted.data.name}`" if extracted.data else ""
+    if extracted.loader:  # load_state_dict, torch.load, json.load after the loops
+        beside = (f"; `{extracted.data.name}` beside it is {extracted.holds or 'the file the call read'}"
+                  if extracted.data else "")
+        lead = (f"The failing load alone, `{extracted.path.name}` (the call as the program made it, rebuilt from "
+                f"what it was given{beside}):")
+        return [lead, "", "```python", extracted.text.rstrip("\n"), "```", ""]
     return [
         (f"The compiled code alone, `{extracted.path.name}` (its definition and what it reads, compiled as it "
          f"was, called with the inputs captured at the call{data}):") if extracted.compiled else

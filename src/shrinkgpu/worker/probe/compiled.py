@@ -204,9 +204,23 @@ def module_source(module, roots: tuple[str, ...]) -> str | None:
     defs = _Definitions(roots)
     try:
         built = defs.module_expr(module, "the module") + "".join(_after_build(module))
-    except (_NoSource, OSError, TypeError, SyntaxError):
+    except (NoSource, OSError, TypeError, SyntaxError):
         return None
     return None if defs.modules or defs.values or defs.objects else built
+
+
+def module_definition(module, roots: tuple[str, ...], what: str) -> tuple[list[str], str]:
+    """What a standalone script needs to build ``module`` as it was built: the lines
+    before it (imports, the script's constants, the source of its class and of what that
+    reads) and the expression (``RNNModel('LSTM', 1386, 96, 96, 2)``, with its dtype,
+    device and eval mode after).  NoSource says why it cannot be written; ``what`` names
+    the module in that reason."""
+    defs = _Definitions(roots)
+    built = defs.module_expr(module, what) + "".join(_after_build(module))
+    if defs.objects:  # (a class that reads a module built at the top level of the script)
+        raise NoSource(f"{what}'s class reads modules the script built: " + ", ".join(defs.objects))
+    settings = defs.constants()
+    return defs.imports() + ([""] + settings if settings else []) + defs.sources(), built
 
 
 def _after_build(module) -> list[str]:
@@ -284,7 +298,7 @@ def keep_compiled_call(tb, roots: tuple[str, ...], raised: tuple[str, list]) -> 
         fn, args, kwargs = frame.f_locals.get("fn"), frame.f_locals.get("args", ()), frame.f_locals.get("kwargs", {})
         try:
             preamble, call, built = _source_of(fn, roots)
-        except _NoSource as exc:
+        except NoSource as exc:
             records.append({"op": "torch.compile", "call": None, "path": None, "compiled": True, "error": str(exc)})
             return
 
@@ -311,8 +325,8 @@ def keep_compiled_call(tb, roots: tuple[str, ...], raised: tuple[str, list]) -> 
                         "error": f"{type(exc).__name__}: {exc}"})
 
 
-class _NoSource(Exception):
-    pass
+class NoSource(Exception):
+    """Why something of the script cannot be written as source (its words)."""
 
 
 def _state_of(module) -> dict[str, Any] | None:
@@ -347,9 +361,9 @@ def _source_of(fn, roots: tuple[str, ...]) -> tuple[list[str], str]:
         defs.built = (name, defs.module_expr(module, "the compiled module") + "".join(_after_build(module)), module)
     else:
         if not isinstance(fn, types.FunctionType):
-            raise _NoSource(f"the compiled callable is a {type(fn).__qualname__}, not a function")
+            raise NoSource(f"the compiled callable is a {type(fn).__qualname__}, not a function")
         if fn.__name__ == "<lambda>":
-            raise _NoSource("the compiled callable is a lambda: its source is not a definition of its own")
+            raise NoSource("the compiled callable is a lambda: its source is not a definition of its own")
         defs.add(fn, compiled=True)
         name = fn.__name__
     chosen, config = _noted(fn)
@@ -361,10 +375,10 @@ def _source_of(fn, roots: tuple[str, ...]) -> tuple[list[str], str]:
         if text is None and isinstance(value, dict):  # options={"max_autotune": True, ...}
             try:
                 text = defs.value_expr(value, f"its torch.compile option {key}=")
-            except _NoSource:
+            except NoSource:
                 text = None
         if text is None:
-            raise _NoSource(f"its torch.compile option {key}= is a {type(value).__qualname__}, which has no source form")
+            raise NoSource(f"its torch.compile option {key}= is a {type(value).__qualname__}, which has no source form")
         options.append(f"{key}={text}")
     settings = config + _stance() + defs.constants()
     preamble = defs.imports() + ([""] + settings if settings else []) + defs.sources()
@@ -398,12 +412,12 @@ class _Definitions:
         else:
             imported = self._import_of(cls.__name__, cls)
             if imported is None:
-                raise _NoSource(f"{what} is a {cls.__qualname__}, which cannot be imported")
+                raise NoSource(f"{what} is a {cls.__qualname__}, which cannot be imported")
             self.modules[cls.__name__] = imported
             ref = cls.__name__
         built = _BUILT.get(module)
         if built is None:
-            raise _NoSource(f"how {what} ({cls.__qualname__}) was built was not seen")
+            raise NoSource(f"how {what} ({cls.__qualname__}) was built was not seen")
         named, extra, more = built
         try:
             params = inspect.signature(cls.__init__).parameters
@@ -455,18 +469,18 @@ class _Definitions:
                 self.add(type(value))
                 parts = [f"{k}={self.value_expr(v, what)}" for k, v in built.items()]
                 return f"{type(value).__name__}({', '.join(parts)})"
-        raise _NoSource(f"{what} is a {type(value).__qualname__}, which has no source form")
+        raise NoSource(f"{what} is a {type(value).__qualname__}, which has no source form")
 
     def add(self, obj, compiled: bool = False) -> None:
         if id(obj) in self.seen:
             return
         self.seen.add(id(obj))
         if len(self.defined) >= _HELPERS_MAX:
-            raise _NoSource(f"the compiled function reads more than {_HELPERS_MAX} functions and classes of the script")
+            raise NoSource(f"the compiled function reads more than {_HELPERS_MAX} functions and classes of the script")
         try:
             source = textwrap.dedent(inspect.getsource(obj))
         except (OSError, TypeError) as exc:
-            raise _NoSource(f"the source of {obj.__qualname__} could not be read ({exc})") from None
+            raise NoSource(f"the source of {obj.__qualname__} could not be read ({exc})") from None
         tree = ast.parse(source)
         node = tree.body[0]
         if compiled and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.decorator_list:
@@ -535,7 +549,7 @@ class _Definitions:
             self.objects[name] = (f"{name} = {self.module_expr(value, f'`{name}`')}"
                                   f"{''.join(_after_build(value))}")
             return
-        raise _NoSource(f"the compiled function reads `{name}`, a {type(value).__qualname__}, which has no "
+        raise NoSource(f"the compiled function reads `{name}`, a {type(value).__qualname__}, which has no "
                         "source form")
 
     def name_for(self, key: str, value) -> str | None:

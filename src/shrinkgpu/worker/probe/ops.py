@@ -417,7 +417,7 @@ def _torch_check_record(tb, roots: tuple[str, ...]) -> dict[str, Any] | None:
             sig = inspect.signature(func)
             for n, v in values.items():
                 param = sig.parameters.get(n)
-                if param is not None and not _holds_tensor(v) and (
+                if param is not None and not _holds_tensor(v) and not _names_a_file(v) and (
                     param.default is inspect.Parameter.empty or not same_value(v, param.default)
                 ):
                     arguments.append(f"{n}={_short_repr(v)}")
@@ -441,6 +441,20 @@ def _loading_into(name: str, values: dict) -> list[dict[str, Any]]:
     own = module.state_dict()
     return [_tensor_meta(own[key], f"self[{key!r}]") for key in list(state)[:MAX_FLAT_ARGS]
             if key in own and isinstance(own[key], torch.Tensor)]
+
+
+def _names_a_file(value) -> bool:
+    """Whether an argument is a file (an open one, or the path of one): where a loader
+    reads its bytes (``torch.load('best.pt')``), which a reduction or an extracted call
+    names otherwise; what the file holds is the bug's, not its name."""
+    import io
+
+    if isinstance(value, (io.IOBase, os.PathLike)):
+        return True
+    try:
+        return isinstance(value, str) and 0 < len(value) < 4096 and os.path.isfile(value)
+    except (OSError, ValueError):
+        return False
 
 
 def _holds_tensor(value, depth: int = 0) -> bool:

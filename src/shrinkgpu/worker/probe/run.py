@@ -13,6 +13,7 @@ from typing import Any
 from shrinkgpu.worker.probe.collectives import watch_collectives
 from shrinkgpu.worker.probe.compiled import keep_compiled_call, stay_eager, watch_compile_options, watch_module_construction
 from shrinkgpu.worker.probe.library_cut import library_cut
+from shrinkgpu.worker.probe.loading import keep_loading_call
 from shrinkgpu.worker.probe.loops import LoopClock, LoopCounter
 from shrinkgpu.worker.probe.objects import saved_objects
 from shrinkgpu.worker.probe.sizes import observed_sizes
@@ -166,6 +167,11 @@ def _keep_raised_calls(exc: BaseException, roots, recorder: Recorder, raised: tu
         elif (seen.get("op") or {}).get("name"):
             keep_module_check(member.__traceback__, roots, raised, seen["op"]["name"], seen.get("call"))
     keep_compiled_call(exc.__traceback__, roots, raised)
+    for member in exception_chain(exc):
+        before = len(raised[1])
+        keep_loading_call(member.__traceback__, roots, raised)
+        if len(raised[1]) > before:
+            break
 
 
 def _at_the_error(exc: BaseException, watch, roots, recorder: Recorder, elapsed: float) -> dict[str, Any]:
