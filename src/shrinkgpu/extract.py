@@ -273,7 +273,7 @@ def raised_record(raised: tuple[dict, ...], sig: Signature) -> dict | None:
     loading = _loading_entry(raised, sig)
     if loading is not None:
         if not loading.get("path"):
-            raise ExtractionFailed(f"the failing {_spelled(loading['op'])} call could not be kept: "
+            raise ExtractionFailed(f"the failing {loading.get('what', loading['op'])} call could not be kept: "
                                    f"{loading.get('error')}")
         return read_record(Path(loading["path"]))
     if sig.op is None or sig.op.name.endswith("backward"):
@@ -312,15 +312,9 @@ def _raised_op(raised: tuple[dict, ...], sig: Signature) -> dict | None:
     return None
 
 
-# A loader's failing call (``worker.probe.loading``), by the name the signature gives it
-_LOADERS = {"torch.nn.modules.module.Module.load_state_dict": "load_state_dict", "torch.serialization.load":
-            "torch.load", "json.load": "json.load"}
-_LOADER_CALL = re.compile(r"^(model\.load_state_dict|torch\.load|json\.load)\(", re.M)
+# the last line of a loader's failing call alone (``worker.probe.loading``)
+_LOADER_CALL = re.compile(r"^(model\.load_state_dict|optimizer\.load_state_dict|torch\.load|json\.load)\(", re.M)
 INLINE_TEXT = 1000  # characters of a text file written into the extracted call instead of beside it
-
-
-def _spelled(op: str) -> str:
-    return _LOADERS.get(op, op)
 
 
 def _loading_entry(raised: tuple[dict, ...], sig: Signature) -> dict | None:
@@ -408,7 +402,7 @@ def _extract_loading(record: dict, target: Target, output_stem: Path, timeout: f
             reasons.append(f"{level}{' with the file' if reads else ''}: {obs.describe()}")
             continue
         lines = sum(1 for ln in text.splitlines() if ln.strip() and not ln.startswith(("import ", "from ")))
-        say(f"extracted the failing {_spelled(record['op'])} call ({level}): {lines} lines"
+        say(f"extracted the failing {record.get('what', record['op'])} call ({level}): {lines} lines"
             + (f", reading {data_name}" if reads else ""))
         path = output_stem.with_name(f"{stem}.extracted.py")
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -418,7 +412,7 @@ def _extract_loading(record: dict, target: Target, output_stem: Path, timeout: f
             shutil.copy(data, out_data)
         return Extraction(path, out_data, text, level, lines, obs.signature, None, record["op"],
                           holds=record.get("holds") if reads else None, loader=True)
-    raise ExtractionFailed(f"the {_spelled(record['op'])} call alone did not fail the same way ("
+    raise ExtractionFailed(f"the {record.get('what', record['op'])} call alone did not fail the same way ("
                            + "; ".join(reasons) + "): the bug needs more of the program than the call and what it "
                            "read")
 

@@ -1,5 +1,6 @@
 """A failure after the loops that reads what they wrote (issue 48, item 4): the failing
-loader's call (``load_state_dict``, ``torch.load``, ``json.load``) extracted alone, with
+loader's call (a module's or an optimizer's ``load_state_dict``, ``torch.load``,
+``json.load``) extracted alone, with
 the file it read beside it when the bug needs its bytes, and the report saying what that
 file holds.  End to end: real workers, real torch on the CPU; each extracted script is
 checked in a fresh interpreter, alone in an empty directory."""
@@ -83,6 +84,23 @@ torch.save({"w": w.detach(), "args": args}, "last.pt")
 state = torch.load("last.pt")
 """
 
+HEAD_ONLY_FINETUNE = """\
+import torch
+import torch.nn as nn
+
+model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1e-4)
+for step in range(2):
+    opt.zero_grad()
+    model(torch.randn(5, 4)).pow(2).mean().backward()
+    opt.step()
+torch.save({"model": model.state_dict(), "optimizer": opt.state_dict()}, "best.pt")
+
+ckpt = torch.load("best.pt")
+head = torch.optim.AdamW(model[2].parameters(), lr=1e-3, weight_decay=1e-4)
+head.load_state_dict(ckpt["optimizer"])  # the whole model's groups, into the head's
+"""
+
 HISTORY_WRITTEN_TWICE = """\
 import json
 
@@ -161,6 +179,21 @@ def test_torch_load_that_refuses_the_checkpoint_is_extracted_with_the_file_it_re
     # holds although the extracted call names another file
     assert extraction.signature.op.name == "torch.serialization.load"
     assert not any(a.startswith("f=") for a in extraction.signature.op.arguments)
+
+
+def test_an_optimizers_load_state_dict_is_extracted_as_the_optimizer_over_its_parameters_shapes(tmp_path):
+    script, extraction = _extract(tmp_path, HEAD_ONLY_FINETUNE, r"doesn't match the size of optimizer's group")
+    assert extraction.text == textwrap.dedent("""\
+        import torch
+
+        optimizer = torch.optim.AdamW([torch.zeros(s) for s in [(2, 8), (2,)]], weight_decay=0.0001)
+        optimizer.load_state_dict(torch.load('train.extracted.pt'))
+        """)
+    # (its state is keyed by parameter number: no source form, so the file holds it)
+    assert extraction.data == script.with_name("train.extracted.pt") and extraction.level == "exact"
+    assert extraction.holds.startswith("the state dict the failing call was given (12 tensors, ")
+    assert extraction.holds.endswith("the optimizer's state from the user's training (its moments, its step)")
+    assert len(torch.load(extraction.data)["param_groups"][0]["params"]) == 4
 
 
 def test_json_load_of_a_file_written_twice_is_extracted_with_its_text_inline(tmp_path):

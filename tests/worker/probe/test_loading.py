@@ -36,7 +36,7 @@ def test_json_load_keeps_a_copy_of_the_file_and_its_text(tmp_path, monkeypatch):
     loading.keep_loading_call(exc.__traceback__, (str(tmp_path),), kept)
     [entry] = kept[1]
     assert entry == {"op": "json.load", "call": None, "path": str(tmp_path / "kept" / "raised-0.pt"),
-                     "loading": True}
+                     "loading": True, "what": "json.load"}
     record = json.loads((tmp_path / "kept" / "raised-0.pt.json").read_text())
     assert record["text"] == '{"loss": [1.0]}{"loss": [0.5]}' and record["keywords"] == []
     assert record["holds"] == "`history.json` as the run wrote it (30 bytes)"

@@ -35,34 +35,46 @@ from shrinkgpu.worker.probe.paths import is_under, is_user_file
 FILE_MAX_BYTES = 25 * 2**20
 
 STATE_DICT = "torch.nn.modules.module.Module.load_state_dict"
+OPTIMIZER = "torch.optim.optimizer.Optimizer.load_state_dict"
 TORCH_LOAD = "torch.serialization.load"
 JSON_LOAD = "json.load"
+# how each is spelled in words and in the extracted call
+SPELLED = {STATE_DICT: "load_state_dict", OPTIMIZER: "load_state_dict", TORCH_LOAD: "torch.load",
+           JSON_LOAD: "json.load"}
+# torch's decorators between the user's call and the loader (``Optimizer.load_state_dict``
+# runs under ``_disable_dynamo``'s wrappers; the first is what the signature names)
+_WRAPPERS = ("torch/_compile.py", "torch/_dynamo/eval_frame.py", "torch/utils/_contextlib.py")
 
 
 def keep_loading_call(tb, roots: tuple[str, ...], raised: tuple[str, list]) -> None:
     """With ``Watch.keep_raised``: when the error came out of a loader the user's code
     called, keep the call and what it read (a record named as the signature names its
-    call), or say why it could not be."""
+    call: the first of torch's frames after the user's), or say why it could not be."""
     directory, records = raised
-    frame = _called_from_user(tb, roots)
-    if frame is None:
+    called = _called_from_user(tb, roots)
+    if called is None:
         return
+    first, frame = called
     kind = _loader(frame)
     if kind is None:
         return
+    # (a json.load is raised by no torch call: the signature has no operator to name it)
+    op = kind if kind == JSON_LOAD else f"{first.f_globals.get('__name__', 'torch')}.{first.f_code.co_qualname}"
+    entry = {"op": op, "call": None, "loading": True, "what": SPELLED[kind]}
     try:
         os.makedirs(directory, exist_ok=True)
         path = os.path.join(directory, f"raised-{len(records)}.pt")
         if kind == STATE_DICT:
-            _keep_state_dict_load(frame, roots, path)
+            _keep_state_dict_load(frame, roots, path, op)
+        elif kind == OPTIMIZER:
+            _keep_optimizer_load(frame, path, op)
         else:
             _keep_file_load(frame, kind, path)
-        records.append({"op": kind, "call": None, "path": path, "loading": True})
+        records.append({**entry, "path": path})
     except (NoSource, _NotKept) as exc:
-        records.append({"op": kind, "call": None, "path": None, "loading": True, "error": str(exc)})
+        records.append({**entry, "path": None, "error": str(exc)})
     except Exception as exc:  # an offer: the script's own error must stay what it was
-        records.append({"op": kind, "call": None, "path": None, "loading": True,
-                        "error": f"{type(exc).__name__}: {exc}"})
+        records.append({**entry, "path": None, "error": f"{type(exc).__name__}: {exc}"})
 
 
 class _NotKept(Exception):
@@ -70,7 +82,8 @@ class _NotKept(Exception):
 
 
 def _called_from_user(tb, roots: tuple[str, ...]):
-    """The frame the user's last frame called into (the loader), when there is one."""
+    """(the frame the user's last frame called into, the loader's frame under torch's
+    wrappers), when there is one."""
     frames = []
     while tb is not None:
         frames.append(tb.tb_frame)
@@ -80,7 +93,12 @@ def _called_from_user(tb, roots: tuple[str, ...]):
         return None
     # (the probe's own wrappers, ``json.load``'s configuration watch, are passed over)
     rest = [f for f in frames[users[-1] + 1:] if not is_under(os.path.abspath(f.f_code.co_filename), (_PROBE,))]
-    return rest[0] if rest else None
+    if not rest:
+        return None
+    inner = 0
+    while inner + 1 < len(rest) and rest[inner].f_code.co_filename.replace(os.sep, "/").endswith(_WRAPPERS):
+        inner += 1
+    return rest[0], rest[inner]
 
 
 _PROBE = os.path.dirname(os.path.abspath(__file__))
@@ -91,6 +109,8 @@ def _loader(frame) -> str | None:
     where = code.co_filename.replace(os.sep, "/")
     if code.co_name == "load_state_dict" and where.endswith("torch/nn/modules/module.py"):
         return STATE_DICT
+    if code.co_name == "load_state_dict" and where.endswith("torch/optim/optimizer.py"):
+        return OPTIMIZER
     if code.co_name == "load" and where.endswith("torch/serialization.py"):
         return TORCH_LOAD
     if code.co_name == "load" and where.endswith("json/__init__.py"):
@@ -98,7 +118,7 @@ def _loader(frame) -> str | None:
     return None
 
 
-def _keep_state_dict_load(frame, roots: tuple[str, ...], path: str) -> None:
+def _keep_state_dict_load(frame, roots: tuple[str, ...], path: str, op: str) -> None:
     import torch
 
     module, state = frame.f_locals.get("self"), frame.f_locals.get("state_dict")
@@ -114,19 +134,91 @@ def _keep_state_dict_load(frame, roots: tuple[str, ...], path: str) -> None:
         if name in frame.f_locals and not same_value(frame.f_locals[name], default):
             kwargs[name] = frame.f_locals[name]
 
+    _save_state_dict_call(op, kwargs, path, definitions, {"name": "model", "build": build},
+                          "the user's weights")
+
+
+def _save_state_dict_call(op: str, kwargs: dict[str, Any], path: str, definitions: list[str],
+                          receiver: dict[str, str], what: str) -> None:
+    """The call saved like a failing call's (its state dict encoded, for the metadata
+    level) and the state dict as it was passed, for the exact level to load as the
+    user's code did."""
+    import torch
+
+    module, _, qual = op.rpartition(".")
+
     def stand_in(*a, **k):  # named as the signature names the call
         raise NotImplementedError
 
-    stand_in.__module__, stand_in.__qualname__ = "torch.nn.modules.module", "Module.load_state_dict"
-    # the state dict as it was passed, for the exact level to load as the user's code did
+    stand_in.__module__, stand_in.__qualname__ = module, qual
     whole = path[:-len(".pt")] + ".state.pt"
+    state = kwargs["state_dict"]
     torch.save(state, whole)
     save_call(stand_in, (), kwargs, path, extra={
         "loading": "state_dict", "definitions": definitions, "file": whole, "bytes": os.path.getsize(whole),
-        "receiver": {"name": "model", "build": build, "method": "load_state_dict"},
+        "receiver": {**receiver, "method": "load_state_dict"}, "what": "load_state_dict",
         "holds": f"the state dict the failing call was given ({_count_tensors(state)} tensors, "
-                 f"{_size(os.path.getsize(whole))}): the user's weights",
+                 f"{_size(os.path.getsize(whole))}): {what}",
     })
+
+
+def _keep_optimizer_load(frame, path: str, op: str) -> None:
+    """An optimizer of torch's, built over zeros of its parameters' shapes, group by
+    group, with the settings that differ from its defaults: what its
+    ``load_state_dict`` checks (the number of groups and of parameters in each)."""
+    import inspect
+
+    import torch
+
+    optimizer, state = frame.f_locals.get("self"), frame.f_locals.get("state_dict")
+    cls = type(optimizer)
+    if getattr(torch.optim, cls.__name__, None) is not cls:
+        raise _NotKept(f"the optimizer is a {cls.__qualname__}, not one of torch.optim's")
+    if not isinstance(state, dict):
+        raise _NotKept("load_state_dict was not given a dict")
+    size = _bytes(state)
+    if size > RAISED_MAX_BYTES:
+        raise _NotKept(f"the state dict holds {size / 2**30:.1f} GiB")
+    signature = inspect.signature(cls.__init__).parameters
+    defaults = {k: p.default for k, p in signature.items() if p.default is not inspect.Parameter.empty}
+    try:  # what a construction sets in a group beside its arguments (AdamW's decoupled_weight_decay)
+        fresh = cls([torch.zeros(1, requires_grad=True)]).param_groups[0]
+        defaults = {**{k: v for k, v in fresh.items() if k != "params"}, **defaults}
+    except Exception:  # (an optimizer that needs an argument without a default)
+        pass
+
+    def params(group) -> str:
+        shapes = [tuple(p.shape) for p in group["params"]]
+        dtypes = {p.dtype for p in group["params"]}
+        dtype = "" if dtypes <= {torch.float32} else f", dtype={code_literal(next(iter(dtypes)))}"
+        if len(dtypes) > 1:
+            raise _NotKept("a parameter group mixes dtypes")
+        return f"[torch.zeros(s{dtype}) for s in {shapes!r}]"
+
+    def settings(group, given: dict) -> list[str]:
+        out = []
+        for key, value in group.items():
+            if key == "params" or (key in given and same_value(value, given[key])):
+                continue
+            text = code_literal(value)
+            if text is None:
+                raise _NotKept(f"the optimizer's {key}= is a {type(value).__name__}, which has no source form")
+            out.append((key, text))
+        return out
+
+    groups = optimizer.param_groups
+    first = settings(groups[0], defaults)
+    plain = len(groups) == 1 and all(k in signature for k, _ in first)
+    if plain:
+        build = f"torch.optim.{cls.__name__}({', '.join([params(groups[0])] + [f'{k}={v}' for k, v in first])})"
+    else:
+        items = []
+        for group in groups:
+            parts = [f"'params': {params(group)}"] + [f"{k!r}: {v}" for k, v in settings(group, defaults)]
+            items.append("    {" + ", ".join(parts) + "},")
+        build = f"torch.optim.{cls.__name__}([\n" + "\n".join(items) + "\n])"
+    _save_state_dict_call(op, {"state_dict": state}, path, ["import torch", ""], {"name": "optimizer", "build": build},
+                          "the optimizer's state from the user's training (its moments, its step)")
 
 
 def _keep_file_load(frame, kind: str, path: str) -> None:
@@ -143,7 +235,7 @@ def _keep_file_load(frame, kind: str, path: str) -> None:
     copy = path[:-len(".pt")] + os.path.splitext(source)[1]
     shutil.copyfile(source, copy)
     keywords = _file_keywords(frame, kind)
-    record = {"op": kind, "loading": "file", "file": copy, "bytes": size, "name": os.path.basename(source),
+    record = {"op": kind, "loading": "file", "what": SPELLED[kind], "file": copy, "bytes": size, "name": os.path.basename(source),
               "keywords": keywords,
               "holds": f"`{os.path.basename(source)}` as the run wrote it ({_size(size)})"}
     if kind == JSON_LOAD:
