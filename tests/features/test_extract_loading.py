@@ -221,3 +221,22 @@ def test_a_reduction_reports_the_failing_load_alone(tmp_path):
             "it was given; `train.extracted.pt` beside it is the state dict the failing call was given "
             "(3 tensors, ") in report
     assert "model.load_state_dict(torch.load('train.extracted.pt'))" in report
+
+
+def test_resume_keeps_an_extracted_load_while_the_file_it_reads_is_beside_it(tmp_path):
+    from shrinkgpu.extract import check_extracted
+    from shrinkgpu.worker import default_executor
+
+    from conftest import first_error
+
+    target = Target(first_error(tmp_path, "train.py", HISTORY_WRITTEN_TWICE))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "train.extracted.json").write_text('{"loss": [1.0]}{"loss": [1.0, 0.5]}')
+    script = out / "train.extracted.py"
+    script.write_text("import json\n\njson.load(open('train.extracted.json'))\n")
+    kept = check_extracted(script, target, 60, None, default_executor)
+    assert kept is not None and kept.loader and kept.level == "exact"
+    assert kept.data == out / "train.extracted.json" and kept.op == "json.load"
+    (out / "train.extracted.json").unlink()  # without it, the call fails otherwise (FileNotFoundError)
+    assert check_extracted(script, target, 60, None, default_executor) is None
