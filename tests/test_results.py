@@ -49,10 +49,15 @@ def test_the_extracted_call_and_the_comparisons_in_json():
     ablation = Ablation(outcomes=(), kind="invalid data", reason="valid targets pass", seconds=1.23456)
     data = result(extracted=extracted, ablation=ablation).to_json()
     assert data["extracted"] == {"script": "/w/train.min.extracted.py", "data": None, "level": "metadata",
-                                 "lines": 3, "note": None}
+                                 "lines": 3, "note": None, "holds": None}
     assert data["ablation"] == {"kind": "invalid data", "reason": "valid targets pass", "hint": None, "stage": None,
                                 "seconds": 1.235, "changes": []}
     assert not extracted.compiled
+    loaded = Extraction(path=Path("/w/train.extracted.py"), data=Path("/w/train.extracted.pt"), text="...",
+                        level="exact", lines=2, signature=signature(), op="torch.serialization.load",
+                        holds="`last.pt` as the run wrote it (1.2 KiB): it holds the user's weights", loader=True)
+    assert result(extracted=loaded).to_json()["extracted"]["holds"] == (
+        "`last.pt` as the run wrote it (1.2 KiB): it holds the user's weights")
     assert Extraction(path=Path("x"), data=None, text="", level="exact", lines=1, signature=signature(),
                       op="torch.compile(gate, fullgraph=True)").compiled
 
