@@ -123,7 +123,14 @@ def test_the_cluster_options_need_the_ray_executor(tmp_path):
 
     (tmp_path / "s.py").write_text("raise IndexError('x')\n")
     result = CliRunner().invoke(cli, ["reduce", "--address", "local", "-k", "x", str(tmp_path / "s.py")])
-    assert result.exit_code == 2 and "--address and --workers are for --executor ray" in result.output
+    assert result.exit_code == 2
+    assert "--address is for --executor ray; without it the candidates run on this machine" in result.output
+    # the sizes of a worker too: given without Ray they would size nothing
+    result = CliRunner().invoke(cli, ["reduce", "--cpus-per-worker", "4", "--gpus-per-worker", "0.5", "-k", "x",
+                                      str(tmp_path / "s.py")])
+    assert result.exit_code == 2
+    assert "--gpus-per-worker and --cpus-per-worker are for --executor ray" in result.output
+    assert not (tmp_path / "s.min.py").exists()
 
 
 # -- on a local cluster ---------------------------------------------------------------------------

@@ -524,8 +524,13 @@ def _ray_cluster(config: ReduceConfig, executor: str, address, gpus_per_worker: 
     """The connection to the cluster ``--executor ray`` names (None: the local executor),
     made before the reduction starts, so that a missing Ray or cluster is said at once."""
     if executor != "ray":
-        if address is not None or workers is not None:
-            _fail("--address and --workers are for --executor ray", EXIT_USAGE, as_json)
+        source = click.get_current_context().get_parameter_source
+        given = [f"--{name.replace('_', '-')}" for name in ("address", "workers", "gpus_per_worker", "cpus_per_worker")
+                 if source(name) is click.core.ParameterSource.COMMANDLINE]
+        if given:
+            # (said, not ignored: a user who sized Ray workers believes the candidates run there)
+            _fail(f"{' and '.join(given)} {'is' if len(given) == 1 else 'are'} for --executor ray; without it the "
+                  "candidates run on this machine", EXIT_USAGE, as_json)
         return None
     if config.launch.ranks:
         _fail("--executor ray runs one process per candidate; a script launched as torchrun's ranks runs with "
