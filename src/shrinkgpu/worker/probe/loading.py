@@ -227,7 +227,7 @@ def _keep_file_load(frame, kind: str, path: str) -> None:
     given = frame.f_locals.get("fp" if kind == JSON_LOAD else "f")
     source = _file_of(given)
     if source is None:
-        raise _NotKept(f"{_spelled(kind)} read a {type(given).__name__}, not a file on disk")
+        raise _NotKept(f"{SPELLED[kind]} read a {type(given).__name__}, not a file on disk")
     size = os.path.getsize(source)
     if size > FILE_MAX_BYTES:
         raise _NotKept(f"the file it read, {os.path.basename(source)}, is {_size(size)} (more than "
@@ -235,9 +235,9 @@ def _keep_file_load(frame, kind: str, path: str) -> None:
     copy = path[:-len(".pt")] + os.path.splitext(source)[1]
     shutil.copyfile(source, copy)
     keywords = _file_keywords(frame, kind)
-    record = {"op": kind, "loading": "file", "what": SPELLED[kind], "file": copy, "bytes": size, "name": os.path.basename(source),
-              "keywords": keywords,
-              "holds": f"`{os.path.basename(source)}` as the run wrote it ({_size(size)})"}
+    name = os.path.basename(source)
+    record = {"op": kind, "loading": "file", "what": SPELLED[kind], "file": copy, "bytes": size, "name": name,
+              "keywords": keywords, "holds": f"`{name}` as the run wrote it ({_size(size)})"}
     if kind == JSON_LOAD:
         try:
             with open(copy, encoding="utf-8") as fh:
@@ -307,10 +307,6 @@ def _weights(path: str) -> str:
     except (zipfile.BadZipFile, OSError):
         pass
     return ""
-
-
-def _spelled(kind: str) -> str:
-    return "torch.load" if kind == TORCH_LOAD else kind
 
 
 def _bytes(value, depth: int = 0) -> int:
