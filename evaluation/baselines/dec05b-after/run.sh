@@ -3,7 +3,7 @@
 set -u
 SG=/work/main/.venv/bin/shrinkgpu
 PY=/work/main/.venv/bin/python
-OUT=/tmp/dec05b-after
+OUT=${OUT:-/tmp/dec05b-after}  # (dec05b-item4/run.sh sets its own)
 for c in "$@"; do
   src=/work/main/evaluation/cases/$c
   script=$(grep '^script' $src/case.toml | sed 's/.*= *"\(.*\)"/\1/')

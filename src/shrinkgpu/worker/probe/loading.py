@@ -309,28 +309,23 @@ def _weights(path: str) -> str:
     return ""
 
 
-def _bytes(value, depth: int = 0) -> int:
+def _tensors(value, depth: int = 0):
+    """The tensors a state dict holds, nested in dicts and lists."""
     import torch
 
     if isinstance(value, torch.Tensor):
-        return value.numel() * value.element_size()
-    if depth < 4 and isinstance(value, dict):
-        return sum(_bytes(v, depth + 1) for v in value.values())
-    if depth < 4 and isinstance(value, (list, tuple)):
-        return sum(_bytes(v, depth + 1) for v in value)
-    return 0
+        yield value
+    elif depth < 4 and isinstance(value, (dict, list, tuple)):
+        for item in (value.values() if isinstance(value, dict) else value):
+            yield from _tensors(item, depth + 1)
 
 
-def _count_tensors(value, depth: int = 0) -> int:
-    import torch
+def _bytes(value) -> int:
+    return sum(t.numel() * t.element_size() for t in _tensors(value))
 
-    if isinstance(value, torch.Tensor):
-        return 1
-    if depth < 4 and isinstance(value, dict):
-        return sum(_count_tensors(v, depth + 1) for v in value.values())
-    if depth < 4 and isinstance(value, (list, tuple)):
-        return sum(_count_tensors(v, depth + 1) for v in value)
-    return 0
+
+def _count_tensors(value) -> int:
+    return sum(1 for _ in _tensors(value))
 
 
 def _size(n: int) -> str:
