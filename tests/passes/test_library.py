@@ -99,3 +99,36 @@ def test_a_loop_whose_header_called_the_library_is_replaced_by_the_call_whole():
         "    _call = torch.load('s.call.pt')\n"
         "    collate(*_call['args'], **_call['kwargs'])\n"
     )
+
+
+def test_a_loop_already_cut_to_one_pass_is_replaced_where_it_binds_the_item():
+    # A hot loop is cut to its first pass before this pass comes (on a loaded machine even
+    # a short one is hot): ``batch = next(iter(loader))`` still makes the loader's call.
+    source = (
+        "import torch\n"
+        "from torch.utils.data import DataLoader\n"
+        "def collate(rows):\n"
+        "    return torch.stack(rows)\n"
+        "rows = [torch.zeros(3), torch.zeros(2)]\n"
+        "batch = next(iter(DataLoader(rows, batch_size=2, collate_fn=collate)))\n"
+        "print(batch.mean())\n"
+    )
+    replacement = "_call = torch.load('s.call.pt')\ncollate(*_call['args'], **_call['kwargs'])\n"
+    header = "for batch in DataLoader(rows, batch_size=2, collate_fn=collate):"
+    cut = CutRecord("s.py", header, replacement, "_BaseDataLoaderIter.__next__")
+    cand = Program({"s.py": source}, "s.py", facts=Facts(cut=cut)).initial()
+    [unit] = CallPastTheLibrary().units(cand, 0)
+    assert CallPastTheLibrary().apply(cand, [unit]).files["s.py"] == (
+        "import torch\n"
+        "def collate(rows):\n"
+        "    return torch.stack(rows)\n"
+        "_call = torch.load('s.call.pt')\n"
+        "collate(*_call['args'], **_call['kwargs'])\n"
+        "print(batch.mean())\n"
+    )
+    # a later pass through it too; another loop's item, or another target, is not the call
+    later = source.replace("next(iter(DataLoader(rows, batch_size=2, collate_fn=collate)))",
+                           "next(itertools.islice(DataLoader(rows, batch_size=2, collate_fn=collate), 3, None))")
+    assert CallPastTheLibrary().units(Program({"s.py": later}, "s.py", facts=Facts(cut=cut)).initial(), 0)
+    for other in (source.replace("batch = next", "rows2 = next"), source.replace("batch_size=2", "batch_size=1")):
+        assert CallPastTheLibrary().units(Program({"s.py": other}, "s.py", facts=Facts(cut=cut)).initial(), 0) == []

@@ -16,6 +16,7 @@ from shrinkgpu.passes.base import LevelZeroPass, Unit, names_read
 from shrinkgpu.syntax.code import code_of
 from shrinkgpu.syntax.edits import Edit
 from shrinkgpu.syntax.program import Candidate
+from shrinkgpu.syntax.queries import binds_an_item_of
 
 
 class CallPastTheLibrary(LevelZeroPass):
@@ -37,7 +38,13 @@ class CallPastTheLibrary(LevelZeroPass):
             if s.file != cut.file or s.id not in live or s.kind not in ("simple", "for"):
                 continue
             first_line = code_of(s.node.with_changes(leading_lines=())).strip().splitlines()
-            if not first_line or first_line[0].strip() != cut.source:
+            if not first_line:
+                continue
+            # A loop cut to one pass before this pass came (a hot loop goes first) keeps
+            # the library's call in the line that binds its item: ``batch =
+            # next(iter(loader))`` is that statement now.
+            if first_line[0].strip() != cut.source and not (
+                    s.kind == "simple" and binds_an_item_of(cut.source, first_line[0])):
                 continue
             # What only that statement read goes in the same unit (the trainer, the data
             # module, their callbacks): without it the unit would grow the program and

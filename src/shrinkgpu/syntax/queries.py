@@ -15,7 +15,7 @@ from shrinkgpu.syntax.code import code_of, parse_expression
 from shrinkgpu.syntax.program import Candidate
 
 __all__ = [
-    "Substitute", "assigned_attributes", "assigned_names", "bound_names", "encloses", "failing_statements", "free_names", "param_names", "qualname_of", "bound_sequence", "class_method_of", "first_item", "first_param", "header_parts", "instance_class", "method_of",
+    "Substitute", "assigned_attributes", "assigned_names", "binds_an_item_of", "bound_names", "encloses", "failing_statements", "free_names", "param_names", "qualname_of", "bound_sequence", "class_method_of", "first_item", "first_param", "header_parts", "instance_class", "method_of",
     "module_names", "nth_item", "needed_by_callers", "one_iteration", "runs_once", "variable_names",
 ]
 
@@ -427,6 +427,24 @@ def one_iteration(loop: cst.CSTNode, iteration: int, program=None) -> str | None
         lines = ([f"import {module}\n"] if module else []) + [f"{code_of(loop.target)} = {item}\n"]
     lines += [code_of(stmt) for stmt in loop.body.body]
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+def binds_an_item_of(header: str, line: str) -> bool:
+    """Whether ``line`` is the first line ``one_iteration`` writes for the loop whose
+    header is ``header`` (``for batch in loader:`` -> ``batch = next(iter(loader))``, or
+    an item further on): the statement that still makes the loop's call into its iterable
+    once the loop has been cut to one pass."""
+    try:
+        loop = cst.parse_statement(header.rstrip() + "\n    pass\n")
+    except cst.ParserSyntaxError:
+        return False
+    if not isinstance(loop, cst.For):
+        return False
+    target = code_of(loop.target)
+    line = line.strip()
+    if line == f"{target} = {first_item(loop.iter)}":
+        return True
+    return line.startswith(f"{target} = next(itertools.islice({code_of(loop.iter)}, ") and line.endswith(", None))")
 
 
 def assigned_attributes(program, name: str, readers) -> set[str]:
