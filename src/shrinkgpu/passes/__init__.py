@@ -24,6 +24,7 @@ from shrinkgpu.passes.files import DropFiles, InlineModules
 from shrinkgpu.passes.hot import CutHotLoops
 from shrinkgpu.passes.inline import InlineBindings, InlineCalls, InlineExpressions
 from shrinkgpu.passes.library import CallPastTheLibrary
+from shrinkgpu.passes.literals import ShrinkDataLiterals
 from shrinkgpu.passes.records import AppendLoopToList, DropEnumerate, SplitRecords
 from shrinkgpu.passes.parameters import DropParameters
 from shrinkgpu.passes.replay import ReplayFromState, put_back_text
@@ -84,7 +85,8 @@ STRUCTURE: tuple[EditPass, ...] = (
     DropFiles(),
     PruneImports(),
 )
-EXPRESSIONS: tuple[EditPass, ...] = (SimplifyExpressions(), LoopToFailingIteration())
+# (data literals after the expressions: a dict entry nobody reads goes whole first)
+EXPRESSIONS: tuple[EditPass, ...] = (SimplifyExpressions(), ShrinkDataLiterals(), LoopToFailingIteration())
 # Inlining single-use bindings comes last, on what neither tier above can shrink: a
 # binding is what they look for (``loader = DataLoader(...)``, ``model = Net(...)``).
 FINISHING: tuple[EditPass, ...] = (InlineBindings(),)
@@ -133,6 +135,7 @@ __all__ = [
     "ReplayFromState",
     "put_back_text",
     "WhileToBody",
+    "ShrinkDataLiterals",
     "SliceToFailure",
     "SplitRecords",
     "StripDecorators",

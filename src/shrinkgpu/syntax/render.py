@@ -202,13 +202,22 @@ class _Renderer(cst.CSTTransformer):
             return updated_node.with_changes(body=[PASS_LINE])
         if isinstance(updated_node, cst.IndentedBlock) and len(updated_node.body) < len(original_node.body):
             updated_node = _block_starts_as_before(original_node, updated_node)
-        if self.expr_of and isinstance(updated_node, (cst.Assign, cst.Expr, cst.Return, cst.Arg)):
+        if self.expr_of and isinstance(updated_node, (cst.Assign, cst.Expr, cst.Return, cst.Arg, cst.Element, cst.DictElement)):
             updated_node = _unparenthesised_value(self, original_node, updated_node)
         if isinstance(updated_node, cst.Call) and updated_node.args and len(updated_node.args) < len(original_node.args):
             # An argument was removed: the last one left ends as the original's last did
             # (no comma it did not have; one element per line keeps its line break).
             last = updated_node.args[-1].with_changes(comma=original_node.args[-1].comma)
             return updated_node.with_changes(args=[*updated_node.args[:-1], last])
+        if (isinstance(updated_node, (cst.List, cst.Tuple, cst.Set, cst.Dict)) and updated_node.elements
+                and len(updated_node.elements) < len(original_node.elements)):
+            # An element was removed: the last one left ends as the original's last did,
+            # but a tuple of one keeps its comma (``(a,)``, not ``(a)``).
+            comma = original_node.elements[-1].comma
+            if isinstance(updated_node, cst.Tuple) and len(updated_node.elements) == 1:
+                comma = cst.Comma(whitespace_after=cst.SimpleWhitespace("")) if isinstance(comma, cst.MaybeSentinel) else comma
+            last = updated_node.elements[-1].with_changes(comma=comma)
+            return updated_node.with_changes(elements=[*updated_node.elements[:-1], last])
         if isinstance(updated_node, cst.Param) and original_node.annotation is not None and updated_node.annotation is None:
             # ``y: int = 0`` without its annotation is written ``y=0``, not ``y = 0``.
             if isinstance(updated_node.equal, cst.AssignEqual):
@@ -313,7 +322,7 @@ class _Renderer(cst.CSTTransformer):
 def _unparenthesised_value(renderer, original_node, updated_node):
     """``x = (a * b)`` -> ``x = a * b`` where an edit put ``(a * b)`` in a position that
     needs no parentheses (the whole value of an assignment, an expression statement, a
-    return, an argument).  Only parentheses of edited values: the user's own stay."""
+    return, an argument, an element of a list or a dict).  Only parentheses of edited values: the user's own stay."""
     value = getattr(original_node, "value", None)
     new = updated_node.value
     if value is None or new is None:
