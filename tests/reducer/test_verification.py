@@ -14,13 +14,13 @@ from shrinkgpu.worker import Isolation
 from fakes import SCRIPT, config, signature
 
 
-def checked(ctx, history, **kw):
+def checked(ctx, history, script=None, **kw):
     runner = ctx.runner(Isolation.FORK)
     runner.start()
     try:
         oracle = Oracle(runner, Target(signature()), ctx.limits)
         return check_result(ctx, oracle, Outcome(history[-1], tuple(history), len(history), kw.get("stopped")),
-                            oracle.target, [SCRIPT])
+                            oracle.target, [SCRIPT], script)
     finally:
         runner.close()
 
@@ -36,6 +36,27 @@ def test_a_best_program_with_more_tokens_than_the_start_falls_back_to_the_start(
     verified = checked(ctx, [start, grown])
     assert verified.best.files == {"train.py": SCRIPT} and verified.counts == (1, 1)
     assert [iso for iso, _ in ctx.executors.log.jobs] == [Isolation.FRESH]
+
+
+def test_a_search_started_larger_than_the_script_never_writes_more_than_the_script(script, contexts):
+    # A start other than the user's program (the library's call made directly, its batch
+    # written out as literals) may be larger than the script; the search's result must not be.
+    ctx = contexts(config(script, verify_runs=1))
+    user = Program({"train.py": SCRIPT}, "train.py").initial()
+    batch = ", ".join(f"[{i}, {i}, {i}, {i}]" for i in range(20))
+    cut = Program({"train.py": SCRIPT.replace("data = [1, 2, 3]", f"data = [{batch}]")}, "train.py").initial()
+    shrunk = Program({"train.py": SCRIPT.replace("data = [1, 2, 3]", "data = [[0, 0], [1, 1]]")}, "train.py").initial()
+    small = Program({"train.py": "explode(3)\n"}, "train.py").initial()
+    assert cut.size > shrunk.size > user.size > small.size
+    verified = checked(ctx, [cut, shrunk], user)
+    assert verified.best.files == {"train.py": SCRIPT} and verified.counts == (1, 1)
+    assert (f"the search ended at {shrunk.size} tokens, more than your script's {user.size} (it started from "
+            f"{cut.size}): the result is your script") in ctx.talk.notes
+    # one that ends smaller is the result, and says nothing of the script
+    ctx = contexts(config(script, verify_runs=1))
+    verified = checked(ctx, [cut, shrunk, small], user)
+    assert verified.best.files == {"train.py": "explode(3)\n"}
+    assert not any("your script" in n for n in ctx.talk.notes)
 
 
 def test_a_check_cut_short_by_max_time_is_said_in_the_progress_lines(script, contexts):

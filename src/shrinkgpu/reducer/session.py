@@ -111,7 +111,8 @@ class Reduction:
             oracle = oracle_of(ctx, pool, target)
             searched = search(ctx, oracle, pool, inp, start, target, first.wall)
             originals = list(inp.files.values()) + (list(start.program.texts.values()) if start.program else [])
-            verified = check_result(ctx, oracle, searched.outcome, target, originals)
+            verified = check_result(ctx, oracle, searched.outcome, target, originals,
+                                    inp.program.initial() if start.program is not None else None)
             ablated = ablate(ctx, pool, verified, extracted, target, inp.main)
         finally:
             pool.close()

@@ -31,11 +31,12 @@ class Verified:
 
 
 def check_result(ctx: Context, oracle: Oracle, outcome: Outcome, target: Target,
-                 originals: list[str]) -> Verified:
+                 originals: list[str], script: Candidate | None = None) -> Verified:
     """The newest accepted program that reproduces in ``--verify`` fresh runs (the whole
     check skipped, and said, after an interrupt or at --max-time); ``originals``: the
     texts the search started from, whose comments the cleanup keeps only where they
-    still describe code."""
+    still describe code; ``script``: the user's program, when the search started
+    elsewhere (a cut, the saved state), which no result may outgrow."""
     talk = ctx.talk
     runs_asked = ctx.config.verify_runs
     if outcome.stopped == "interrupted" and runs_asked:
@@ -48,7 +49,7 @@ def check_result(ctx: Context, oracle: Oracle, outcome: Outcome, target: Target,
         runs_asked = 0
     else:
         talk.stage("verifying the result in fresh interpreters")
-    history = no_larger(ctx, outcome.history)
+    history = no_larger(ctx, outcome.history, script)
     tidied = tidied_of(history[-1], originals)
     if tidied is not None:
         # Comments that no longer describe code go before the check, which then sees the
@@ -67,13 +68,16 @@ def check_result(ctx: Context, oracle: Oracle, outcome: Outcome, target: Target,
     return Verified(best, counts, signature, outcome.stopped)
 
 
-def no_larger(ctx: Context, history: tuple) -> tuple:
+def no_larger(ctx: Context, history: tuple, script: Candidate | None = None) -> tuple:
     """The accepted programs that have no more tokens than the one the search started
-    from.  The search minimises a weighted order (tokens, blocks, loops, files), not
-    tokens, and a candidate with fewer blocks may render to more tokens: a result
-    larger than its start is no reduction.  (A start from the saved state may be larger
-    than the input, by the restore's statements; it is kept for what it saves: the run
-    up to the failing step.)"""
+    from, nor than ``script`` (the user's program, when the search started elsewhere),
+    oldest first.  The search minimises a weighted order (tokens, blocks, loops, files),
+    not tokens, and a candidate with fewer blocks may render to more tokens: a result
+    larger than its start is no reduction.  A start other than the user's program (the
+    saved state, with its restore; the library's call made directly, with its arguments
+    written out) may be larger than the program; it is kept for the run it saves, but a
+    result that ends larger than the user's script is no reduction either: then the
+    script itself is the oldest state, the one the checks fall back to."""
     start = history[0]
     kept = tuple(h for h in history if h.size <= start.size)
     if len(kept) < len(history):
@@ -82,7 +86,14 @@ def no_larger(ctx: Context, history: tuple) -> tuple:
             f"from ({start.size}), the smallest {min(h.size for h in history if h.size > start.size)}: the "
             + ("result is the newest with no more" if len(kept) > 1 else "search's start is the result")
         )
-    return kept
+    if script is None or start.size <= script.size:
+        return kept
+    smaller = tuple(h for h in kept if h.size <= script.size)
+    if not smaller:
+        ctx.talk.note(f"the search ended at {kept[-1].size} tokens, more than your script's {script.size} (it "
+                      f"started from {start.size}): the result is your script")
+    # The script reproduced in the runs before the search: the checks' fallback.
+    return (script, *smaller)
 
 
 def tidied_of(best: Candidate, originals: list[str]) -> Candidate | None:
