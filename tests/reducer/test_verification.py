@@ -52,6 +52,10 @@ def test_a_search_started_larger_than_the_script_never_writes_more_than_the_scri
     assert verified.best.files == {"train.py": SCRIPT} and verified.counts == (1, 1)
     assert (f"the search ended at {shrunk.size} tokens, more than your script's {user.size} (it started from "
             f"{cut.size}): the result is your script") in ctx.talk.notes
+    # a search stopped early keeps its newest state, partial, for --resume to go on from
+    ctx = contexts(config(script, verify_runs=1))
+    verified = checked(ctx, [cut, shrunk], user, stopped="test budget")
+    assert verified.best is shrunk and not any("your script" in n for n in ctx.talk.notes)
     # one that ends smaller is the result, and says nothing of the script
     ctx = contexts(config(script, verify_runs=1))
     verified = checked(ctx, [cut, shrunk, small], user)

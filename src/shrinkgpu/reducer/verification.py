@@ -36,7 +36,7 @@ def check_result(ctx: Context, oracle: Oracle, outcome: Outcome, target: Target,
     check skipped, and said, after an interrupt or at --max-time); ``originals``: the
     texts the search started from, whose comments the cleanup keeps only where they
     still describe code; ``script``: the user's program, when the search started
-    elsewhere (a cut, the saved state), which no result may outgrow."""
+    elsewhere (a cut, the saved state), which no finished search's result may outgrow."""
     talk = ctx.talk
     runs_asked = ctx.config.verify_runs
     if outcome.stopped == "interrupted" and runs_asked:
@@ -49,7 +49,10 @@ def check_result(ctx: Context, oracle: Oracle, outcome: Outcome, target: Target,
         runs_asked = 0
     else:
         talk.stage("verifying the result in fresh interpreters")
-    history = no_larger(ctx, outcome.history, script)
+    # A search stopped early (its budget, --max-time, an interrupt) writes its newest
+    # state however large, marked partial: --resume goes on from it, and from the start
+    # it chose (the saved state beside it).
+    history = no_larger(ctx, outcome.history, script if outcome.stopped is None else None)
     tidied = tidied_of(history[-1], originals)
     if tidied is not None:
         # Comments that no longer describe code go before the check, which then sees the
