@@ -47,6 +47,9 @@ STRUCTURE: tuple[EditPass, ...] = (
     # after the slice: what ran after the failure (``trainer.evaluate()``) reads the
     # trainer too, and would keep it alive
     CallPastTheLibrary(),
+    # the arguments that cut writes out (a batch of records as literals) are the largest
+    # removals a cut start offers: hundreds of tokens a record, and fast candidates
+    ShrinkDataLiterals(),
     ArgparseToNamespace(),
     ConfigToLiteral(),
     # sizes computed from data (``len(vocab)``, ``x.size(1)``) and batches behind a shape
@@ -85,8 +88,7 @@ STRUCTURE: tuple[EditPass, ...] = (
     DropFiles(),
     PruneImports(),
 )
-# (data literals after the expressions: a dict entry nobody reads goes whole first)
-EXPRESSIONS: tuple[EditPass, ...] = (SimplifyExpressions(), ShrinkDataLiterals(), LoopToFailingIteration())
+EXPRESSIONS: tuple[EditPass, ...] = (SimplifyExpressions(), LoopToFailingIteration())
 # Inlining single-use bindings comes last, on what neither tier above can shrink: a
 # binding is what they look for (``loader = DataLoader(...)``, ``model = Net(...)``).
 FINISHING: tuple[EditPass, ...] = (InlineBindings(),)
