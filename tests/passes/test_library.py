@@ -70,6 +70,18 @@ def test_after_what_never_ran_is_gone_the_cut_drops_the_trainer_it_alone_read():
     )
 
 
+COLLATE_CALL = "_call = torch.load('s.call.pt')\ncollate(*_call['args'], **_call['kwargs'])\n"
+
+
+def collate_cut(source: str, header: str):
+    """The candidate of ``source`` whose cut replaces ``header``'s statement by the saved
+    collate call, and the pass's one unit on it."""
+    cut = CutRecord("s.py", header, COLLATE_CALL, "_BaseDataLoaderIter.__next__")
+    cand = Program({"s.py": source}, "s.py", facts=Facts(cut=cut)).initial()
+    [unit] = CallPastTheLibrary().units(cand, 0)
+    return cand, unit
+
+
 def test_a_loop_whose_header_called_the_library_is_replaced_by_the_call_whole():
     # ``for batch in loader`` made the loader call the user's collate function, which
     # failed: the failing iteration never reached the body, and the loop goes whole.
@@ -86,10 +98,7 @@ def test_a_loop_whose_header_called_the_library_is_replaced_by_the_call_whole():
         "        loss = model(batch).sum()\n"
         "        loss.backward()\n"
     )
-    replacement = "_call = torch.load('s.call.pt')\ncollate(*_call['args'], **_call['kwargs'])\n"
-    cut = CutRecord("s.py", "for batch in loader:", replacement, "_BaseDataLoaderIter.__next__")
-    cand = Program({"s.py": source}, "s.py", facts=Facts(cut=cut)).initial()
-    [unit] = CallPastTheLibrary().units(cand, 0)
+    cand, unit = collate_cut(source, "for batch in loader:")
     # the loader and its rows go with the loop, and the model that only its body read
     assert CallPastTheLibrary().apply(cand, [unit]).files["s.py"] == (
         "import torch\n"
@@ -113,11 +122,9 @@ def test_a_loop_already_cut_to_one_pass_is_replaced_where_it_binds_the_item():
         "batch = next(iter(DataLoader(rows, batch_size=2, collate_fn=collate)))\n"
         "print(batch.mean())\n"
     )
-    replacement = "_call = torch.load('s.call.pt')\ncollate(*_call['args'], **_call['kwargs'])\n"
     header = "for batch in DataLoader(rows, batch_size=2, collate_fn=collate):"
-    cut = CutRecord("s.py", header, replacement, "_BaseDataLoaderIter.__next__")
-    cand = Program({"s.py": source}, "s.py", facts=Facts(cut=cut)).initial()
-    [unit] = CallPastTheLibrary().units(cand, 0)
+    cand, unit = collate_cut(source, header)
+    cut = cand.program.facts.cut
     assert CallPastTheLibrary().apply(cand, [unit]).files["s.py"] == (
         "import torch\n"
         "def collate(rows):\n"

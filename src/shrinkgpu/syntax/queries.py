@@ -7,6 +7,7 @@ one file that imports public names only.
 
 from __future__ import annotations
 
+import functools
 import re
 
 import libcst as cst
@@ -434,17 +435,25 @@ def binds_an_item_of(header: str, line: str) -> bool:
     header is ``header`` (``for batch in loader:`` -> ``batch = next(iter(loader))``, or
     an item further on): the statement that still makes the loop's call into its iterable
     once the loop has been cut to one pass."""
+    forms = _item_forms(header)
+    if forms is None:
+        return False
+    first, later = forms
+    line = line.strip()
+    return line == first or (line.startswith(later) and line.endswith(", None))"))
+
+
+@functools.lru_cache(maxsize=32)
+def _item_forms(header: str) -> tuple[str, str] | None:
+    # Parsed once per header: a pass asks this of every statement of the program.
     try:
         loop = cst.parse_statement(header.rstrip() + "\n    pass\n")
     except cst.ParserSyntaxError:
-        return False
+        return None
     if not isinstance(loop, cst.For):
-        return False
+        return None
     target = code_of(loop.target)
-    line = line.strip()
-    if line == f"{target} = {first_item(loop.iter)}":
-        return True
-    return line.startswith(f"{target} = next(itertools.islice({code_of(loop.iter)}, ") and line.endswith(", None))")
+    return f"{target} = {first_item(loop.iter)}", f"{target} = next(itertools.islice({code_of(loop.iter)}, "
 
 
 def assigned_attributes(program, name: str, readers) -> set[str]:
