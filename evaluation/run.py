@@ -8,6 +8,8 @@ the peers, scaling and the search strategies, each measured the same way every t
     python -m evaluation.run --parts cost,peers --cases class_index --cap 300
     python -m evaluation.run --render                    # docs/results.md from the baselines
     python -m evaluation.run --smoke                     # shrinkgpu alone, class_index, small budget
+    python -m evaluation.run --cases class_index --max-tests 60 --pinned --commit REV
+                                                         # REV's src/, pinned: one side of a diff
 
 Cases are selected by ``--suite``, ``--tags`` (a case with any of them),
 ``--exclude-tags`` and ``--cases`` (names); no selection means every case.  A case marked
@@ -48,10 +50,10 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from evaluation import baselines, catalog, common, peers, report
+from evaluation import baselines, catalog, common, peers, report, version
 from evaluation.catalog import Case, HeldOut
 from evaluation.check import launcher_args
-from evaluation.common import BENCH_ENVS, PROJECT_PYTHON, REPO, count_tokens, median, program_tokens
+from evaluation.common import BENCH_ENVS, REPO, count_tokens, median, program_tokens
 
 ALL_PARTS = ("shrinkgpu", "cost", "scaling", "search", "peers")
 # A long case's cap, from the original's fresh run: its target for a result at <= 30% of
@@ -146,7 +148,8 @@ def measure_cost(fx: Case, fresh_runs: int, fork_runs: int) -> list[dict]:
 
 # -- shrinkgpu on a case ------------------------------------------------------------------
 def run_shrinkgpu(setup: common.OracleSetup, work: Path, cap: float, jobs: int, max_tests: int | None,
-                  recheck_runs: int, grace: float, label: str, extra: tuple[str, ...] = ()) -> dict:
+                  recheck_runs: int, grace: float, label: str, extra: tuple[str, ...] = (),
+                  how: version.Shrinkgpu = version.INSTALLED) -> dict:
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
@@ -154,8 +157,8 @@ def run_shrinkgpu(setup: common.OracleSetup, work: Path, cap: float, jobs: int, 
     out_dir.mkdir()
     stem = Path(setup.script).stem
     out = out_dir / f"{stem}.min.py"
-    cmd = [str(PROJECT_PYTHON), "-m", "shrinkgpu", "reduce", "--keep-error", setup.keep_error, "-o", str(out),
-           "--jobs", str(jobs), "--max-time", f"{cap:g}", "--json", "-q"]
+    cmd = how.command("reduce", "--keep-error", setup.keep_error, "-o", str(out),
+                      "--jobs", str(jobs), "--max-time", f"{cap:g}", "--json", "-q", *how.flags)
     if max_tests:
         cmd += ["--max-tests", str(max_tests)]
     cmd += list(extra)
@@ -163,7 +166,7 @@ def run_shrinkgpu(setup: common.OracleSetup, work: Path, cap: float, jobs: int, 
     if setup.args:
         cmd += ["--", *setup.args]
     res = common.run_capped(cmd, cwd=setup.case_dir, cap=cap + grace, log=work / "log.txt",
-                            stdout=work / "summary.json")
+                            stdout=work / "summary.json", env=how.env)
     row = {"case": label, "tool": "shrinkgpu", "jobs": jobs, "wall": round(res.wall, 1),
            "capped": res.capped, "command": shlex.join(cmd), "cwd": str(setup.case_dir)}
     data = None
@@ -297,6 +300,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--jobs", type=int, default=2, help="shrinkgpu --jobs")
     ap.add_argument("--max-tests", type=int, default=None, help="shrinkgpu --max-tests")
     ap.add_argument("--recheck", type=int, default=3, help="oracle runs to re-check each output")
+    ver = ap.add_argument_group("which shrinkgpu (two versions diffed: evaluation/version.py)")
+    ver.add_argument("--commit", default=None, metavar="REV",
+                     help="run this commit's src/ (archived into the workdir) instead of the installed shrinkgpu")
+    ver.add_argument("--pinned", action="store_true",
+                     help="the clock thresholds out of reach, --hash-seed 0 and PYTHONHASHSEED=0: two versions "
+                          "decide alike unless their code differs (for diffing, not what users get)")
     ap.add_argument("--cost-cases", default=None, help="cases for the cost part (default: the selected fixtures)")
     ap.add_argument("--cost-fresh-runs", type=int, default=5)
     ap.add_argument("--cost-fork-runs", type=int, default=15)
@@ -328,6 +337,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         ns.save_baseline = False
     if ns.save_baseline and not ns.measure:
         ap.error("--save-baseline records a measurement: add --measure")
+    if ns.save_baseline and (ns.commit or ns.pinned):
+        ap.error("--save-baseline records what users get from this checkout: not with --commit or --pinned")
     return ns
 
 
@@ -373,6 +384,7 @@ class Evaluation:
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
         self.work = (ns.workdir or BENCH_ENVS / "runs" / (stamp + ("-smoke" if ns.smoke else ""))).resolve()
         self.work.mkdir(parents=True, exist_ok=True)
+        self.how = version.resolve(ns.commit, ns.pinned, self.work)
         self.setups: dict[str, common.OracleSetup] = {}
         self.against = baselines.load_all()
         self.results: dict = {
@@ -387,10 +399,14 @@ class Evaluation:
             "settings": {"cap": ns.cap, "sg_cap": ns.sg_cap, "long_cap": ns.long_cap, "sg_grace": ns.sg_grace,
                          "jobs": ns.jobs, "max_tests": ns.max_tests, "recheck": ns.recheck,
                          "cost_fresh_runs": ns.cost_fresh_runs, "cost_fork_runs": ns.cost_fork_runs,
-                         "scale_cap": ns.scale_cap},
+                         "scale_cap": ns.scale_cap, "shrinkgpu": self.how.describe()},
             "machine": common.machine_info(),
             "cases": {}, "peers": {}, "cost": [], "reductions": [], "scaling": [], "search": [], "errors": [],
         }
+        if self.how.commit:
+            # The rows are the commit's figures; this checkout only judged them.
+            machine = self.results["machine"]
+            machine["oracle_revision"], machine["revision"] = machine.get("revision"), self.how.commit[:7]
 
     # -- bookkeeping
     def save(self, final: bool = False) -> None:
@@ -406,7 +422,7 @@ class Evaluation:
         why = None
         if case.device != "cpu" and not common.cuda_available():
             why = f"needs a {case.device} device; this machine has none"
-        elif launcher_args(case, _reduce_help()) is None:
+        elif launcher_args(case, _reduce_help(self.how)) is None:
             why = f"launched with {case.nproc_per_node} ranks; this shrinkgpu has no --nproc-per-node"
         if why:
             self.results["cases"][case.name] = {"suite": case.suite, "skipped": why}
@@ -445,9 +461,9 @@ class Evaluation:
 
     def reduce(self, case: Case, cap: float, work: Path, extra: tuple[str, ...] = ()) -> dict:
         s = self.setups[case.name]
-        extra = tuple(launcher_args(case, _reduce_help()) or ()) + extra
+        extra = tuple(launcher_args(case, _reduce_help(self.how)) or ()) + extra
         return run_shrinkgpu(s, work, cap, self.ns.jobs, self.ns.max_tests, self.ns.recheck, self.ns.sg_grace,
-                             case.name, extra)
+                             case.name, extra, self.how)
 
     def line(self, row: dict) -> None:
         log("  " + report.result_line(row, self.results["cases"].get(row.get("case", ""), {})))
@@ -510,7 +526,7 @@ class Evaluation:
                 continue
             log(f"scaling: {n} statements, {count_tokens(src)} tokens (cap {self.ns.scale_cap:g}s)")
             row = run_shrinkgpu(s, d / "shrinkgpu", self.ns.scale_cap, self.ns.jobs, self.ns.max_tests,
-                                self.ns.recheck, self.ns.sg_grace, f"generated-{n}")
+                                self.ns.recheck, self.ns.sg_grace, f"generated-{n}", how=self.how)
             row.update(statements=n, lines=len(src.splitlines()), tokens_original=count_tokens(src))
             self.results["scaling"].append(row)
             self.line(row)
@@ -605,13 +621,14 @@ class Evaluation:
 _HELP: dict[str, str] = {}
 
 
-def _reduce_help() -> str:
-    if "reduce" not in _HELP:
+def _reduce_help(how: version.Shrinkgpu = version.INSTALLED) -> str:
+    """``reduce --help`` of the version ``how`` calls (what it can launch)."""
+    if how.commit not in _HELP:
         import subprocess
 
-        _HELP["reduce"] = subprocess.run([str(PROJECT_PYTHON), "-m", "shrinkgpu", "reduce", "--help"],
-                                         capture_output=True, text=True, timeout=120).stdout
-    return _HELP["reduce"]
+        _HELP[how.commit] = subprocess.run(how.help_command(), capture_output=True, text=True, timeout=120,
+                                           env=how.env, check=False).stdout
+    return _HELP[how.commit]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -645,7 +662,12 @@ def main(argv: list[str] | None = None) -> int:
               "src/ has uncommitted changes", file=sys.stderr)
         return 2
     tools = [t.strip() for t in ns.tools.split(",") if t.strip()]
-    return Evaluation(ns, parts, cases, held).run(tools)
+    try:
+        evaluation = Evaluation(ns, parts, cases, held)
+    except version.VersionError as exc:
+        print(f"python -m evaluation.run: {exc}", file=sys.stderr)
+        return 2
+    return evaluation.run(tools)
 
 
 if __name__ == "__main__":
