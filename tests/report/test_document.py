@@ -5,6 +5,8 @@ its line is, an index check with the operator's own arguments.
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 
@@ -141,6 +143,29 @@ def test_the_command_that_runs_the_result_is_quoted_and_run_where_it_must(tmp_pa
     ranks = Launch(nproc=2, ranks=True)
     assert reproduce_command(spec, tmp_path / "train.min.py", "train.py", launch=ranks) == (
         "torchrun --standalone --nproc-per-node=2 train.min.py --data 'my data'")
+    env = {"PYTHONHASHSEED": "0", "CUDA_LAUNCH_BLOCKING": "1"}
+    assert reproduce_command(spec, tmp_path / "train.min.py", "train.py", env=env) == (
+        "CUDA_LAUNCH_BLOCKING=1 PYTHONHASHSEED=0 python train.min.py --data 'my data'")
+    # the variables go to the program, not to the ``cd`` before it
+    assert reproduce_command(spec, tmp_path / "x y.min", "train.py", launch=ranks, env=env) == (
+        "cd 'x y.min' && CUDA_LAUNCH_BLOCKING=1 PYTHONHASHSEED=0 torchrun --standalone --nproc-per-node=2 train.py "
+        "--data 'my data'")
+
+
+def test_the_command_of_a_result_in_a_folder_runs_the_program_with_the_variables_it_needs(tmp_path):
+    import subprocess
+
+    from shrinkgpu.report.document import reproduce_command
+    from shrinkgpu.worker import ScriptSpec
+
+    folder = tmp_path / "x.min"
+    folder.mkdir()
+    (folder / "train.py").write_text("import os\nprint(os.environ.get('PYTHONHASHSEED'), os.environ.get('CUDA_LAUNCH_BLOCKING'))\n")
+    spec = ScriptSpec(script=tmp_path / "train.py", cwd=tmp_path)
+    command = reproduce_command(spec, folder, "train.py", env={"PYTHONHASHSEED": "7", "CUDA_LAUNCH_BLOCKING": "1"})
+    ran = subprocess.run(["bash", "-c", command.replace("python ", f"{sys.executable} ", 1)], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=60, check=True)
+    assert ran.stdout.split() == ["7", "1"]
 
 
 def test_the_report_names_the_files_the_loops_wrote_and_that_they_may_hold_weights(tmp_path):

@@ -497,7 +497,8 @@ def reduce_cmd(script, script_args, module, nproc, hang_after, keep_error, famil
             f"wrote {result.output}{partial} ({result.tokens_before} -> {result.tokens_after} tokens, {ratio:.0f}%; "
             f"{result.candidates_tested} candidates in {result.seconds:.1f}s)"
         )
-        if result.output.is_dir():
+        if result.output.is_dir() or not result.command.startswith("python "):
+            # a folder, ranks or variables the run needs: more than `python <file>`
             click.echo(f"run it with: {result.command}")
         click.echo(f"report: {result.report}")
         if result.jobs > 1 or result.where.executor != "local":

@@ -8,6 +8,7 @@ import os
 import re
 import shlex
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from shrinkgpu.core.rates import describe_rate
@@ -161,9 +162,9 @@ def how_it_was_reduced(result: ReductionResult, spec: ScriptSpec, target: Path) 
     """The report's last section: the command that reproduces the result, what it needs
     beside it, and the reduction's own figures."""
     original, env = result.signature, result.environment or {}
-    launch = "".join(f"{k}={shlex.quote(str(v))} " for k, v in sorted(result.launch_env.items()))
     out = ["### How it was reduced (shrinkgpu)", "", "```sh",
-           f"{launch}{reproduce_command(spec, target, result.main, result.run_from, result.launch)}", "```", ""]
+           reproduce_command(spec, target, result.main, result.run_from, result.launch, result.launch_env),
+           "```", ""]
     if result.beside:
         out.append("- copied beside it, because it reads them: " + ", ".join(f"`{n}`" for n in result.beside))
     elif result.run_from is not None:
@@ -411,15 +412,22 @@ def _call_in(source: str, name: str) -> ast.Call | None:
 
 
 def reproduce_command(spec: ScriptSpec, target: Path, main: str, run_from: Path | None = None,
-                      launch: Launch | None = None) -> str:
+                      launch: Launch | None = None, env: Mapping[str, str] | None = None) -> str:
     """The shell command that runs the result, quoted for names with spaces: from the
     directory it is written in, or, with ``run_from``, from there (which holds the data
-    it reads); with ``launch``'s ranks, through torchrun."""
+    it reads); with ``launch``'s ranks, through torchrun; with ``env``
+    (``CUDA_LAUNCH_BLOCKING=1``, the hash seed) set for the process that runs it."""
     command = plain_command(spec, target, main, run_from)
     launch = spec.launch if launch is None else launch
     if launch.ranks:
         # ``python x.py`` -> ``torchrun --standalone --nproc-per-node=N x.py`` (and ``-m``)
         command = _PYTHON.sub(f"torchrun --standalone --nproc-per-node={launch.nproc} ", command, count=1)
+    if env:
+        # Before the program, not before ``cd dir &&``: there it would set the variable
+        # for ``cd`` alone, and the run would go without it.
+        assignments = "".join(f"{k}={shlex.quote(str(v))} " for k, v in sorted(env.items()))
+        before, sep, program = command.rpartition(" && ")
+        command = f"{before}{sep}{assignments}{program}"
     return command
 
 

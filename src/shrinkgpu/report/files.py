@@ -170,7 +170,7 @@ def write_outputs(result: ReductionResult, layout: OutputLayout, spec: ScriptSpe
         # one file: the result is the directory now, and nothing stale stays beside it.
         layout.output.unlink()
     result.output = target
-    result.command = reproduce_command(spec, target, result.main, result.run_from, result.launch)
+    result.command = reproduce_command(spec, target, result.main, result.run_from, result.launch, result.launch_env)
     # Data the result loads beside itself (a library call's saved arguments).
     beside = target if target == layout.directory and len(paths) > 1 else target.parent
     for name, source in result.data_files.items():
