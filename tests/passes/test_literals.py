@@ -19,7 +19,7 @@ BATCH = (
 
 def test_a_batch_of_records_is_split_record_by_record_and_its_numbers_zeroed():
     cand = Program({"s.py": BATCH}, "s.py").initial()
-    p = ShrinkDataLiterals()
+    p = ShrinkDataLiterals(min_tokens=0)
     records = p.units(cand, 0)
     # five records, one unit each; nine strings in runs of two (no more than CHUNKS runs)
     assert len(records) == 5 + 5
@@ -41,7 +41,7 @@ def test_a_batch_of_records_is_split_record_by_record_and_its_numbers_zeroed():
 def test_a_long_list_is_split_in_runs_first_then_alone_once_it_is_short():
     rows = ", ".join(f"[{i}, {i}]" for i in range(32))
     cand = Program({"s.py": f"rows = [{rows}]\n"}, "s.py").initial()
-    p = ShrinkDataLiterals()
+    p = ShrinkDataLiterals(min_tokens=0)
     runs = p.units(cand, 0)
     assert [len(u) for u in runs] == [4] * 8
     assert p.apply(cand, runs[1:]).files["s.py"] == "rows = [[0, 0], [1, 1], [2, 2], [3, 3]]\n"
@@ -63,10 +63,38 @@ def test_only_data_is_split_and_a_tuple_keeps_its_comma():
         "mixed = [True, 1, 2, 3, 4, 5, 6, 7]\n"
     )
     cand = Program({"s.py": source}, "s.py").initial()
-    p = ShrinkDataLiterals()
+    p = ShrinkDataLiterals(min_tokens=0)
     # the modules run code, ``pairs`` reads a name: neither is data
     units = p.units(cand, 0)
     assert len(units) == 4
     assert p.apply(cand, units[:3]).files["s.py"].splitlines()[3] == "shape = ((7, 8),)"
     zeroed = p.apply(cand, p.units(cand, 2)).files["s.py"].splitlines()
     assert zeroed[4:] == ["weights = [0.0] * 8", "flags = [False] * 8", "mixed = [True, 1, 2, 3, 4, 5, 6, 7]"]
+
+
+def test_the_scripts_own_constants_are_left_as_written_and_a_batch_is_not():
+    source = (
+        "KEYWORDS = ['yes', 'no', 'up', 'down', 'left', 'right', 'on', 'off', 'stop', 'go']\n"
+        "CITIES = [['paris'], ['new', 'york'], ['lagos'], ['sao', 'paulo'], ['oslo']]\n"
+        "WEIGHTS = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]\n"
+        "batch = [{'ids': [%s], 'label': %d} for _ in [0]]\n"
+        "pasted = [%s]\n"
+    ) % (", ".join(str(i) for i in range(60)), 3,
+         ", ".join("[" + ", ".join(str(r * 8 + c) for c in range(8)) + "]" for r in range(8)))
+    source += "collate([%s])\n" % ", ".join("{'ids': [%s]}" % ", ".join(str(i + r) for i in range(10)) for r in range(6))
+    cand = Program({"s.py": source}, "s.py").initial()
+    p = ShrinkDataLiterals()
+    # the paste's 8 rows and the call's 6 records are split; the constants are not
+    records = p.units(cand, 0)
+    assert len(records) == 8 + 6
+    kept = p.apply(cand, records[9:]).files["s.py"]
+    assert kept.splitlines()[:5] == source.splitlines()[:5]
+    assert kept.splitlines()[-1] == "collate([{'ids': [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]}])"
+    # numbers are zeroed inside large literals only, each row of a pasted tensor however
+    # short (the 8 x 8 paste is large as a whole), the 9 weights not
+    zeroed = p.apply(cand, p.units(cand, 2)).files["s.py"].splitlines()
+    assert zeroed[2] == "WEIGHTS = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]"
+    assert zeroed[3] == "batch = [{'ids': [0] * 60, 'label': 3} for _ in [0]]"
+    assert zeroed[4] == "pasted = [" + ", ".join(["[0] * 8"] * 8) + "]"
+    assert zeroed[5] == "collate([{'ids': [0] * 10}, {'ids': [0] * 10}, {'ids': [0] * 10}, {'ids': [0] * 10}, " \
+                        "{'ids': [0] * 10}, {'ids': [0] * 10}])"

@@ -17,6 +17,13 @@ needs (an index out of range, a NaN) makes the candidate fail otherwise, and the
 rejects it.  Only the outermost list of data is split into units: the elements of the
 records inside it would multiply the units by their length, and removing one of them
 changes a shape that the strict signature keeps anyway.
+
+Only literals of ``MIN_TOKENS`` or more are data to this pass.  A script's own constants
+(``KEYWORDS = ['yes', 'no', ...]``, a list of city names, the feature columns) are a few
+dozen tokens: a maintainer reads them as written, and the pass runs in the first tier,
+so every test spent on them comes before the statement deletions that shrink such a
+script (at a test budget, four corpus results grew by it).  What the pass is for is
+hundreds to thousands of tokens: a batch a cut writes, a tensor pasted from an issue.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ import libcst as cst
 from shrinkgpu.passes.base import EditPass, Unit, dedupe
 from shrinkgpu.syntax.edits import Edit
 from shrinkgpu.syntax.program import Candidate
+from shrinkgpu.syntax.tokens import count_tokens
 
 # A list of records (dicts, lists, tuples) is split from this many elements, a list of
 # strings (sentences, file names) from MIN_VALUES, and a list of numbers only zeroed:
@@ -40,6 +48,9 @@ MIN_VALUES = 8
 # at level 1.
 CHUNKS = 8
 MAX_SINGLES = 16
+# The size from which a literal is data and not one of the script's constants; the lists
+# of numbers inside one are zeroed however short each is (a pasted tensor's rows).
+MIN_TOKENS = 100
 # How deep a literal counts as data: a record of lists of numbers is two levels below
 # the batch.
 _DEPTH = 4
@@ -101,24 +112,32 @@ class _Literals(cst.CSTVisitor):
     """The outermost lists or tuples of data long enough to split, and every list of
     numbers long enough to zero."""
 
-    def __init__(self):
+    def __init__(self, min_tokens: int):
         self.split: list[cst.List | cst.Tuple] = []
         self.zero: list[tuple[cst.BaseExpression, str]] = []
         self._inside = 0
+        self._min_tokens = min_tokens
+        self._large: list[cst.BaseExpression] = []  # the outermost data literal large enough
 
-    def visit_List(self, node) -> None:
-        self._visit(node)
+    def visit_List(self, node) -> bool:
+        return self._visit(node)
 
     def leave_List(self, node) -> None:
         self._leave(node)
 
-    def visit_Tuple(self, node) -> None:
-        self._visit(node)
+    def visit_Tuple(self, node) -> bool:
+        return self._visit(node)
 
     def leave_Tuple(self, node) -> None:
         self._leave(node)
 
-    def _visit(self, node) -> None:
+    def _visit(self, node) -> bool:
+        if not self._large:
+            if not _data(node):
+                return True  # code around data (``[torch.tensor([...]), n]``): look inside
+            if self._min_tokens and count_tokens(cst.Module([]).code_for_node(node)) < self._min_tokens:
+                return False  # one of the script's constants, with all it holds
+            self._large.append(node)
         text = _zeros(node)
         if text is not None and not all(isinstance(e.value, cst.Integer) and e.value.value == "0"
                                         for e in node.elements):
@@ -131,10 +150,13 @@ class _Literals(cst.CSTVisitor):
                 or (len(values) >= MIN_VALUES and all(isinstance(v, cst.SimpleString) for v in values))):
             self.split.append(node)
             self._inside += 1
+        return True
 
     def _leave(self, node) -> None:
         if self.split and self.split[-1] is node:
             self._inside -= 1
+        if self._large and self._large[-1] is node:
+            self._large.pop()
 
     # What a nested definition holds is another statement's.
     def visit_FunctionDef(self, node) -> bool:
@@ -153,6 +175,10 @@ class ShrinkDataLiterals(EditPass):
     # other ones.
     needs_rebased = True
 
+    def __init__(self, min_tokens: int = MIN_TOKENS):
+        super().__init__()
+        self.min_tokens = min_tokens
+
     def units(self, cand: Candidate, level: int) -> Sequence[Unit] | None:
         if level > 2:
             return None
@@ -163,7 +189,7 @@ class ShrinkDataLiterals(EditPass):
         for s in cand.editable():
             if s.kind != "simple":
                 continue
-            found = _Literals()
+            found = _Literals(self.min_tokens)
             s.node.visit(found)
             if level == 2:
                 out += [(Edit("expr", node=program.node_index(node), text=text),) for node, text in found.zero]
