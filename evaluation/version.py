@@ -23,7 +23,7 @@ import io
 import os
 import subprocess
 import tarfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from evaluation.common import PROJECT_PYTHON, REPO
@@ -46,7 +46,7 @@ class Shrinkgpu:
     flags: tuple[str, ...] = ()  # added to every ``reduce``
     commit: str | None = None  # the commit whose src/ runs; None: the installed one
     pinned: bool = False
-    src: Path | None = field(default=None, compare=False)
+    src: Path | None = None  # where the commit's src/ was written
 
     def command(self, *args: str) -> list[str]:
         return [str(PROJECT_PYTHON), "-m", self.module, *args]

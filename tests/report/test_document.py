@@ -150,6 +150,10 @@ def test_the_command_that_runs_the_result_is_quoted_and_run_where_it_must(tmp_pa
     assert reproduce_command(spec, tmp_path / "x y.min", "train.py", launch=ranks, env=env) == (
         "cd 'x y.min' && CUDA_LAUNCH_BLOCKING=1 PYTHONHASHSEED=0 torchrun --standalone --nproc-per-node=2 train.py "
         "--data 'my data'")
+    # a folder whose name holds `` && `` is still the ``cd``'s, not the program's
+    (tmp_path / "a && b.min").mkdir()
+    assert reproduce_command(spec, tmp_path / "a && b.min", "train.py", env={"PYTHONHASHSEED": "0"}) == (
+        "cd 'a && b.min' && PYTHONHASHSEED=0 python train.py --data 'my data'")
 
 
 def test_the_command_of_a_result_in_a_folder_runs_the_program_with_the_variables_it_needs(tmp_path):

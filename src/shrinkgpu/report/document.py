@@ -417,39 +417,36 @@ def reproduce_command(spec: ScriptSpec, target: Path, main: str, run_from: Path 
     directory it is written in, or, with ``run_from``, from there (which holds the data
     it reads); with ``launch``'s ranks, through torchrun; with ``env``
     (``CUDA_LAUNCH_BLOCKING=1``, the hash seed) set for the process that runs it."""
-    command = plain_command(spec, target, main, run_from)
+    where, program = _command_parts(spec, target, main, run_from)
     launch = spec.launch if launch is None else launch
     if launch.ranks:
         # ``python x.py`` -> ``torchrun --standalone --nproc-per-node=N x.py`` (and ``-m``)
-        command = _PYTHON.sub(f"torchrun --standalone --nproc-per-node={launch.nproc} ", command, count=1)
-    if env:
-        # Before the program, not before ``cd dir &&``: there it would set the variable
-        # for ``cd`` alone, and the run would go without it.
-        assignments = "".join(f"{k}={shlex.quote(str(v))} " for k, v in sorted(env.items()))
-        before, sep, program = command.rpartition(" && ")
-        command = f"{before}{sep}{assignments}{program}"
-    return command
+        program = _PYTHON.sub(f"torchrun --standalone --nproc-per-node={launch.nproc} ", program, count=1)
+    # The variables go to the program, after any ``cd``: before it they would be ``cd``'s.
+    assignments = "".join(f"{k}={shlex.quote(str(v))} " for k, v in sorted((env or {}).items()))
+    return f"{where}{assignments}{program}"
 
 
 _PYTHON = re.compile(r"(?<![\w/.=-])python ")
 
 
-def plain_command(spec: ScriptSpec, target: Path, main: str, run_from: Path | None = None) -> str:
-    """``reproduce_command`` for one ``python`` process."""
+def _command_parts(spec: ScriptSpec, target: Path, main: str, run_from: Path | None) -> tuple[str, str]:
+    """(``cd DIR && `` or nothing, the process that runs the result)."""
     args = "".join(" " + shlex.quote(a) for a in spec.args)
     if run_from is not None:
         script = target / main if target.is_dir() else target
+        where = f"cd {shlex.quote(str(run_from))} && "
         if target.is_dir() and spec.module is not None and main.endswith(".py"):
             module = main[: -len(".py")].replace("/", ".").removesuffix(".__main__")
-            return (f"cd {shlex.quote(str(run_from))} && PYTHONPATH={shlex.quote(str(target.resolve()))} "
-                    f"python -m {module}{args}")
-        return f"cd {shlex.quote(str(run_from))} && python {shlex.quote(str(script.resolve()))}{args}"
+            return where, f"PYTHONPATH={shlex.quote(str(target.resolve()))} python -m {module}{args}"
+        return where, f"python {shlex.quote(str(script.resolve()))}{args}"
     if target.is_dir():  # a result of several files
+        where = f"cd {shlex.quote(target.name)} && "
         if spec.module is not None and main.endswith(".py"):
             module = main[: -len(".py")].replace("/", ".").removesuffix(".__main__")
-            return f"cd {shlex.quote(target.name)} && python -m {module}{args}"
-        return f"cd {shlex.quote(target.name)} && python {shlex.quote(main)}{args}"
-    return f"python {shlex.quote(target.name)}{args}"
+            return where, f"python -m {module}{args}"
+        return where, f"python {shlex.quote(main)}{args}"
+    return "", f"python {shlex.quote(target.name)}{args}"
 
 
 def where_it_ran(result: ReductionResult) -> str:
