@@ -107,7 +107,9 @@ class PartialWriter:
         self.layout = layout
         self.interval = interval
         self._pending: tuple[dict[str, str], str] | None = None
-        self._last = 0.0
+        # Not 0.0: the monotonic clock counts from boot, and a machine up for less than
+        # ``interval`` would hold back the first program.
+        self._last = float("-inf")
 
     def offer(self, files: Mapping[str, str], main: str) -> None:
         """The newest best program (its files, and which is the main script)."""
