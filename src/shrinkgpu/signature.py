@@ -310,6 +310,10 @@ _DIMS = re.compile(r"\b\d+(?:x\d+)+\b")  # "2x4" in shape messages
 _HEX = re.compile(r"\b0x[0-9a-fA-F]+\b")
 _NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?!\w)")
 _SPACE = re.compile(r"[ \t]+")
+# The operator's name ahead of a check's message, as newer releases put it there
+# (``addmm: mat1 and mat2 shapes cannot be multiplied`` where 2.13 says ``mat1 and mat2
+# ...``): which release wrote the message, not which bug; the operator is compared apart.
+_OP_PREFIX = re.compile(r"\A[a-z_][a-z0-9_]*(?:\.[a-z0-9_]+)?: (?=\S)")
 
 
 # An allocator's out-of-memory message goes on with the state of the device's memory
@@ -375,6 +379,7 @@ def normalize_message(message: str) -> str:
     if COMPILE_MARKERS.search(message):
         message = compile_identity(message)
     message = fold_tracebacks(message)
+    message = _OP_PREFIX.sub("", message.lstrip(), count=1)
     message = _PEER_GONE.sub("gloo: the connection to a peer ended", message)
     lines = [ln for ln in message.splitlines() if ln.strip() and not _BOILERPLATE.match(ln)]
     text = "\n".join(lines)
