@@ -46,7 +46,7 @@ step() {  # step NAME COMMAND...: run, keep the log, note the exit status and ti
 }
 
 echo -e "\n## Steps\n" >> "$summary"
-step cuda-tests python -m pytest -m cuda -q -rA tests/e2e/test_cuda.py
+step cuda-tests python -m pytest -m cuda -q -rA -n 0 tests
 step run-never python -m shrinkgpu run "$FX/train_cuda.py" --sync-launches never --json
 step run-auto python -m shrinkgpu run "$FX/train_cuda.py" --json
 step reduce-never python -m shrinkgpu reduce "$FX/train_cuda.py" -k 'device-side assert' --sync-launches never \

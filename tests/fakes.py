@@ -14,7 +14,7 @@ from typing import Callable
 
 from shrinkgpu.signature import Frame, OpRecord, Signature, TensorMeta
 from shrinkgpu.families import classify_family
-from shrinkgpu.worker import Executor, ExecutorSettings, ForkUnavailable, Isolation, Job, Observation, PreloadReport, RunStatus
+from shrinkgpu.worker import Dropped, Executor, ExecutorSettings, ForkUnavailable, Isolation, Job, Observation, PreloadReport, RunStatus
 
 Behaviour = Callable[[str, Job], Observation]
 
@@ -60,7 +60,7 @@ class FakeExecutor(Executor):
 
     def start(self, preload=()) -> PreloadReport:
         if self.isolation is Isolation.FORK and self.refuse_fork:
-            raise ForkUnavailable(self.refuse_fork, ("badmod (started a thread)",))
+            raise ForkUnavailable(self.refuse_fork, (Dropped("badmod", "started a thread"),))
         self._alive = True
         self.log.started.append(self.isolation)
         return PreloadReport(tuple(preload), (), 0.0, self.isolation)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from shrinkgpu.launch import PLAIN, Launch
 from shrinkgpu.signature import Signature
-from shrinkgpu.worker import Isolation, Placement
+from shrinkgpu.worker import Dropped, Isolation, Placement
 
 
 @dataclass
@@ -128,7 +128,10 @@ class ReductionResult:
     # result", "what": in words, "seconds": its fresh run}
     start: dict = field(default_factory=dict)
     isolation_because: str | None = None  # why every candidate ran in a fresh interpreter
-    preload_dropped: tuple[str, ...] = ()  # modules not preloaded because forking after them is unsafe
+    preload_dropped: tuple[Dropped, ...] = ()  # modules not preloaded because forking after them is unsafe
+    # whether the fork server held torch: forked, but without it every candidate imports
+    # torch itself, at a fresh interpreter's cost
+    torch_preloaded: bool = False
     # a torch.compile failure run with its compiled code run eagerly: "passes", "fails
     # otherwise", "fails the same way", "did not end"; None for any other failure
     eager: str | None = None
@@ -221,6 +224,7 @@ class ReductionResult:
             "distributed": self.distributed,
             "start": self.start,
             "isolation_because": self.isolation_because,
-            "preload_dropped": list(self.preload_dropped),
+            "preload_dropped": [d.to_json() for d in self.preload_dropped],
+            "torch_preloaded": self.torch_preloaded,
             "eager": self.eager,
         }

@@ -90,3 +90,27 @@ def test_reduce_keeps_the_device_side_assert(tmp_path):
     by = {o.change: o for o in ablated.outcomes}
     assert by["valid values"].result == "passes" and by["valid values"].subject == "the extracted call"
     assert {"cuDNN off", "deterministic algorithms", "on the CPU"} <= set(by)
+
+
+def test_the_fork_server_keeps_torch_preloaded_beside_the_real_driver(tmp_path):
+    # A CUDA build maps libcuda.so.1 at import; on a GPU machine the real driver must say
+    # "not initialised" until a CUDA call, and the preload must keep torch (issue 60).
+    import subprocess
+    import sys
+
+    code = (
+        "import torch\n"
+        "from shrinkgpu.worker.forksafety import driver_state, fork_hazard\n"
+        "print(driver_state(), fork_hazard(deep=True))\n"
+        "torch.cuda.init()\n"
+        "print(driver_state(), fork_hazard() is not None)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    first, second = out.stdout.splitlines()
+    assert first in ("('libcuda.so.1', 'not initialised') None", "None None"), first  # ROCm maps no libcuda
+    assert second.endswith("True"), second
+    spec = ScriptSpec(script=FX.path, cwd=FX.dir)
+    with Runner(spec, isolation=Isolation.FORK) as runner:
+        report = runner.start(["torch"], required=True)
+    assert "torch" in report.modules and not report.dropped

@@ -12,7 +12,7 @@ import pytest
 from shrinkgpu.reducer import ReduceError, reduce
 from shrinkgpu.reducer import search as search_module
 from shrinkgpu.reducer import session as session_module
-from shrinkgpu.worker import Isolation
+from shrinkgpu.worker import Dropped, Isolation
 
 from fakes import NEEDLE, SCRIPT, Log, NoCollectEnv, bug, config, executors, fails_with_needle, passes, signature
 
@@ -64,7 +64,8 @@ def test_a_refused_fork_server_falls_back_to_fresh_interpreters_and_says_why(scr
     assert result.isolation is Isolation.FRESH
     assert result.files == {"train.py": NEEDLE + "\n"}
     assert result.isolation_because.startswith("forking is not safe here (a thread was running at fork)")
-    assert result.preload_dropped == ("badmod (started a thread)",)
+    assert result.preload_dropped == (Dropped("badmod", "started a thread"),)
+    assert result.to_json()["preload_dropped"] == [{"module": "badmod", "reason": "started a thread"}]
     assert Isolation.FORK not in make.log.started
 
 

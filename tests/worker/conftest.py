@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -51,14 +52,30 @@ def fork_runner(spec, pristine):
     runner.close()
 
 
-@pytest.fixture(scope="module")
-def fake_driver(tmp_path_factory) -> Path:
-    """A directory holding a shared object named like the CUDA driver (any loadable ELF
-    object does: what is checked is that a library of that name is in the process)."""
-    import _bz2
-
-    d = tmp_path_factory.mktemp("fakedriver")
-    shutil.copy(_bz2.__file__, d / "libcuda.so.1")
+@pytest.fixture(scope="package")
+def standin_driver(tmp_path_factory) -> Path:
+    """A directory holding a stand-in CUDA driver (tests/data/standin_driver/libcuda.c,
+    built here: it remembers whether ``cuInit`` ran, as the real one does) and modules
+    that touch it the ways libraries do at import: one maps it (as a CUDA build of torch
+    does through cuBLASLt), one initialises it, one asks torch for CUDA, one marks forks
+    as bad the way torch does without the driver (a CPU build has no such flag)."""
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        pytest.skip("no C compiler to build the stand-in CUDA driver")
+    d = tmp_path_factory.mktemp("standindriver")
+    source = Path(__file__).parent.parent / "data" / "standin_driver" / "libcuda.c"
+    subprocess.run([compiler, "-shared", "-fPIC", "-o", str(d / "libcuda.so.1"), str(source)], check=True)
     (d / "touchcuda.py").write_text("import ctypes\nctypes.CDLL('libcuda.so.1')\n")
+    (d / "initcuda.py").write_text("import ctypes\nctypes.CDLL('libcuda.so.1').cuInit(0)\n")
     (d / "asks_cuda.py").write_text("import torch\nAVAILABLE = torch.cuda.is_available()\n")
+    # torch registers an atfork handler that sets this flag in every child once the
+    # device count was asked for; the same, standing in for it on any build.
+    (d / "poisons.py").write_text(
+        "import os, torch\n"
+        "torch._C._cuda_isInBadFork = lambda: False\n"
+        "def _bad():\n"
+        "    torch._C._cuda_isInBadFork = lambda: True\n"
+        "os.register_at_fork(after_in_child=_bad)\n"
+    )
     return d
+

@@ -79,3 +79,10 @@ def make_project(root: Path, files: dict[str, str | bytes]) -> None:
 def run(runner: Runner, text: str, timeout: float = 20.0, isolation: Isolation | None = None, **watch) -> Observation:
     """One run of ``text``; ``watch``: what it records beyond its first error (``Watch``'s fields)."""
     return runner.run(script(text), timeout=timeout, isolation=isolation, watch=Watch(**watch))
+
+
+def cuda_build() -> bool:
+    """Whether the torch under test is a CUDA build (its import maps the driver)."""
+    import torch
+
+    return torch.backends.cuda.is_built()

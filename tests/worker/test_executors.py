@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from shrinkgpu.worker import Isolation, Runner, Sandbox, ScriptSpec
+from worker.helpers import cuda_build
 
 np = pytest.importorskip("numpy", reason="the fork server must be tested beside numpy, as users have it")
 
@@ -90,16 +91,37 @@ def test_a_thread_cap_behaves_like_the_variables_set_for_a_fresh_interpreter(pro
     assert fork["env"] == {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
 
-def test_preload_drops_the_module_that_loaded_the_driver_and_keeps_the_rest(project, fake_driver):
-    env = {**ENV, "LD_LIBRARY_PATH": str(fake_driver), "PYTHONPATH": str(fake_driver)}
+def test_preload_keeps_modules_that_map_the_driver_and_drops_the_one_that_initialises_it(project, standin_driver):
+    # A CUDA build of torch maps the driver as it is imported: mapped is not initialised,
+    # and torch must stay preloaded.  A CUDA call at import (cuInit) is what taints.
+    env = {**ENV, "LD_LIBRARY_PATH": str(standin_driver), "PYTHONPATH": str(standin_driver)}
     spec = ScriptSpec(script=project / "s.py", cwd=project, env=env)
     with Runner(spec, isolation=Isolation.FORK) as runner:
-        report = runner.start(["torch", "asks_cuda", "touchcuda", "json"])
+        report = runner.start(["torch", "touchcuda", "asks_cuda", "initcuda", "json"])
         assert report.isolation is Isolation.FORK
-        assert report.modules == ("torch", "asks_cuda", "json")
-        assert len(report.dropped) == 1 and report.dropped[0].startswith("touchcuda (the CUDA driver")
-        obs = runner.run({"s.py": "import sys; print('touchcuda' in sys.modules, 'asks_cuda' in sys.modules)"}, timeout=30)
-        assert obs.stdout == "False True\n"
+        # on a CUDA build, torch.cuda.is_available() initialises the driver too
+        asks = () if cuda_build() else ("asks_cuda",)
+        assert report.modules == ("torch", "touchcuda", *asks, "json")
+        assert [d.module for d in report.dropped] == [*(["asks_cuda"] if cuda_build() else []), "initcuda"]
+        assert report.dropped[-1].reason.startswith("the CUDA driver (libcuda.so.1) was initialised in this process")
+        obs = runner.run({"s.py": "import sys; print('touchcuda' in sys.modules, 'initcuda' in sys.modules)"},
+                         timeout=30)
+        assert obs.stdout == "True False\n"
+
+
+def test_a_module_that_marks_forks_bad_is_named_by_a_second_preload(project, standin_driver):
+    # torch sets its bad-fork flag for the children of a process that asked for the
+    # device count, even where no driver answered; read once at the end of a preload it
+    # names no module, so the server is made again reading it after each import.
+    env = {**ENV, "PYTHONPATH": str(standin_driver)}
+    spec = ScriptSpec(script=project / "s.py", cwd=project, env=env)
+    with Runner(spec, isolation=Isolation.FORK) as runner:
+        report = runner.start(["torch", "poisons", "json"])
+        assert report.isolation is Isolation.FORK
+        assert report.modules == ("torch", "json")
+        assert [str(d) for d in report.dropped] == [
+            "poisons (torch marks forked children as unable to use CUDA (torch.cuda.is_available() or "
+            "device_count() was called))"]
 
 
 # -- never silent -------------------------------------------------------------------
@@ -246,6 +268,12 @@ def test_a_fork_server_that_had_to_drop_torch_says_so_in_the_first_lines(tmp_pat
     # gives up), and the server still forks with everything else preloaded.
     assert "not preloaded, because forking after importing them is unsafe (each candidate imports them " \
            "itself, which is slower): torch (1 other thread(s) keep running across fork ('torch-agent'))" in first
-    assert "is not preloaded: each candidate imports it itself" in first and "made forking unsafe" in first
+    # the server's own reason, not a guess at the usual cause
+    assert ("is not preloaded: each candidate imports it itself (seconds instead of milliseconds). Forking after "
+            "importing it is unsafe here: 1 other thread(s) keep running across fork ('torch-agent').") in first
     assert "fresh interpreter: expect seconds" not in first
     assert (work / "s.min.py").read_text().strip().endswith("torch.zeros(2).view(3)")
+    # the report says how the candidates ran, as it was
+    report = (work / "s.min.md").read_text()
+    assert ("; torch not preloaded (1 other thread(s) keep running across fork ('torch-agent')): each candidate "
+            "imported it;") in report

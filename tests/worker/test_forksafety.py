@@ -1,5 +1,6 @@
 """forksafety.py: whether a process may be forked into clean candidates, checked for
-what it is: the CUDA driver loaded, threads that would keep running across fork.
+what it is: the CUDA driver initialised (not merely mapped), torch's bad-fork flag,
+threads that would keep running across fork.
 """
 
 from __future__ import annotations
@@ -57,23 +58,69 @@ def test_the_thread_that_would_fork_is_named_first_whatever_its_id():
     assert {"MainThread", "idle-pool"} <= set(seen["names"][1:])
 
 
-def test_a_loaded_cuda_driver_is_a_hazard_even_when_torch_says_cuda_is_not_initialised(fake_driver):
+def _in_a_fresh_interpreter(code: str, driver_dir) -> list[str]:
     import subprocess
 
-    code = (
-        "import ctypes, torch\n"
-        "from shrinkgpu.worker.forksafety import fork_hazard, loaded_driver\n"
-        "print(loaded_driver(), fork_hazard())\n"
-        "ctypes.CDLL('libcuda.so.1')\n"
-        "print(torch.cuda.is_initialized(), loaded_driver())\n"
-        "print(fork_hazard())\n"
-    )
-    env = {**os.environ, "LD_LIBRARY_PATH": str(fake_driver)}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-    first, second, third = out.stdout.splitlines()
-    assert first == "None None"
-    assert second == "False libcuda.so.1"
-    assert third == "the CUDA driver (libcuda.so.1) is loaded: something called into CUDA"
+    env = {**os.environ, "LD_LIBRARY_PATH": str(driver_dir)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.splitlines()
+
+
+def test_a_mapped_driver_is_no_hazard_until_cuinit_ran(standin_driver):
+    # What a CUDA build of torch does at import (cuBLASLt opens the driver), then what a
+    # CUDA call does first.  Asking the driver initialises nothing.
+    lines = _in_a_fresh_interpreter(
+        "import ctypes\n"
+        "from shrinkgpu.worker.forksafety import driver_state, fork_hazard\n"
+        "print(driver_state(), fork_hazard())\n"
+        "lib = ctypes.CDLL('libcuda.so.1')\n"
+        "print(driver_state(), fork_hazard())\n"
+        "lib.cuInit(0)\n"
+        "print(driver_state())\n"
+        "print(fork_hazard())\n",
+        standin_driver)
+    assert lines == [
+        "None None",
+        "('libcuda.so.1', 'not initialised') None",
+        "('libcuda.so.1', 'initialised')",
+        "the CUDA driver (libcuda.so.1) was initialised in this process (cuInit: a CUDA call such as "
+        "torch.cuda.is_available() or device_count() was made)",
+    ]
+
+
+def test_a_cuda_build_of_torch_maps_the_driver_and_stays_forkable_until_a_cuda_call(standin_driver):
+    # The premise, on the build GPU users have (run on the CPU with the stand-in driver):
+    # importing torch maps libcuda.so.1 and calls nothing in it.
+    from worker.helpers import cuda_build
+
+    if not cuda_build():
+        pytest.skip("a CPU build of torch never maps the driver; the CUDA build is tested by evaluation/newest_torch.sh")
+    lines = _in_a_fresh_interpreter(
+        "import torch\n"
+        "from shrinkgpu.worker.forksafety import driver_state, fork_hazard\n"
+        "print(driver_state(), fork_hazard(deep=True))\n"
+        "torch.cuda.is_available()\n"
+        "print(torch.cuda.is_initialized(), driver_state())\n"
+        "print(fork_hazard())\n",
+        standin_driver)
+    assert lines[0] == "('libcuda.so.1', 'not initialised') None"
+    assert lines[1] == "False ('libcuda.so.1', 'initialised')"
+    assert lines[2].startswith("the CUDA driver (libcuda.so.1) was initialised in this process")
+
+
+def test_torchs_bad_fork_flag_is_read_in_a_forked_child(standin_driver):
+    lines = _in_a_fresh_interpreter(
+        "import sys\n"
+        f"sys.path.insert(0, {str(standin_driver)!r})\n"
+        "import torch\n"
+        "from shrinkgpu.worker.forksafety import fork_hazard\n"
+        "print(fork_hazard(deep=True))\n"
+        "import poisons\n"
+        "print(fork_hazard(), '|', fork_hazard(deep=True))\n",
+        standin_driver)
+    assert lines == ["None", "None | torch marks forked children as unable to use CUDA (torch.cuda.is_available() "
+                             "or device_count() was called)"]
 
 
 def test_no_driver_in_this_process():

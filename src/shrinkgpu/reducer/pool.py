@@ -293,7 +293,7 @@ def start_workers(ctx: Context, runner: Runner, modules: list[str], first: Obser
     if report.dropped:
         talk.note(
             "not preloaded, because forking after importing them is unsafe (each candidate imports "
-            "them itself, which is slower): " + "; ".join(report.dropped)
+            "them itself, which is slower): " + "; ".join(str(d) for d in report.dropped)
         )
     if report.note:
         talk.note(f"{report.note}: expect seconds per candidate instead of milliseconds. {FORK_ADVICE}")
@@ -302,9 +302,11 @@ def start_workers(ctx: Context, runner: Runner, modules: list[str], first: Obser
         # Forking still works, but every candidate pays torch's import: a fallback in
         # all but name, and it must not be a silent one.
         torch_file = next((f for n, f, _ in first.modules if n == "torch"), None)
-        # A preload candidate the server did not keep was dropped (the line above says why).
-        why = ("Importing it made forking unsafe here (above): a module or an import hook that starts "
-               "threads when torch is imported is the usual cause." if "torch" in modules else
+        # A preload candidate the server did not keep was dropped: say why in the server's
+        # own words, not the usual cause.
+        reason = next((d.reason for d in report.dropped if d.module == "torch"), None)
+        why = (f"Forking after importing it is unsafe here: {reason}." if reason else
+               "Importing it made forking unsafe here (above)." if "torch" in modules else
                "It is preloaded when it is installed (site-packages), not one of your files.")
         talk.note(f"torch ({torch_file}) is not preloaded: each candidate imports it itself (seconds instead "
                   f"of milliseconds). {why}")

@@ -23,7 +23,7 @@ from shrinkgpu.report import CollectEnv, place_needed_files, write_outputs
 from shrinkgpu.results import Ablation, ReductionResult
 from shrinkgpu.signature import Target
 from shrinkgpu.syntax import Candidate, StateRecord
-from shrinkgpu.worker import Observation
+from shrinkgpu.worker import Isolation, Observation
 
 
 @dataclass(frozen=True)
@@ -158,6 +158,7 @@ def result_of(ctx: Context, found: Found) -> ReductionResult:
         start=start_fact(found),
         isolation_because=pool.fresh_because,
         preload_dropped=tuple(pool.preload.dropped),
+        torch_preloaded=pool.runner.isolation is Isolation.FORK and "torch" in pool.preload.modules,
         eager=pool.eager,
         alone=alone_fact(ctx, found),
         written_back=found.alone.text if found.alone is not None else None,

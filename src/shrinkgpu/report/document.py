@@ -215,9 +215,8 @@ def how_it_was_reduced(result: ReductionResult, spec: ScriptSpec, target: Path) 
         f"- candidates tested: {result.candidates_tested} (runs: {result.oracle.runs}, cache hits: "
         f"{result.oracle.cache_hits}, rejected without running: {result.oracle.invalid})",
         "- verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(result.oracle.by_verdict.items())),
-        f"- time: {result.seconds:.1f}s; isolation: {result.isolation.value}"
-        + (f" ({result.preload_modules} modules preloaded)" if result.preload_modules else "")
-        + f"; timeout per candidate {result.timeout:.1f}s",
+        f"- time: {result.seconds:.1f}s; isolation: {isolation_line(result)}; timeout per candidate "
+        f"{result.timeout:.1f}s",
         f"- ran on: {where_it_ran(result)}",
         verified,
         f"- backend: CUDA {env.get('cuda') or 'none'}, HIP {env.get('hip') or 'none'}"
@@ -463,4 +462,19 @@ def where_it_ran(result: ReductionResult) -> str:
     if result.jobs > 1:
         share = result.unused_share or 0.0
         text += f"; {result.unused_runs} run(s) beside others went unused ({100 * share:.0f}%)"
+    return text
+
+
+def isolation_line(result: ReductionResult) -> str:
+    """How the candidates ran, as it was: forked with torch preloaded, forked without it
+    (each candidate imported it, at a fresh interpreter's cost, and why), or fresh."""
+    text = result.isolation.value
+    if result.preload_modules:
+        text += f" ({result.preload_modules} modules preloaded)"
+    if result.isolation.value == "fork" and not result.torch_preloaded:
+        why = next((d.reason for d in result.preload_dropped if d.module == "torch"), None)
+        text += "; torch not preloaded" + (f" ({why})" if why else "") + ": each candidate imported it"
+    others = [str(d) for d in result.preload_dropped if d.module != "torch"]
+    if others:
+        text += "; not preloaded: " + "; ".join(others)
     return text

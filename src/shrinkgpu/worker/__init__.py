@@ -19,6 +19,7 @@ from shrinkgpu.worker.executors import (
     Isolation,
     Job,
     Placement,
+    Dropped,
     PreloadReport,
     default_executor,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "Job",
     "Observation",
     "Placement",
+    "Dropped",
     "PreloadReport",
     "ProbeReport",
     "RayCluster",

@@ -39,10 +39,11 @@ class SupervisorGone(RuntimeError):
 
 
 class PreloadRefused(RuntimeError):
-    def __init__(self, module: str | None, reason: str):
+    def __init__(self, module: str | None, reason: str, whole: bool = False):
         super().__init__(f"preloading {module or 'nothing'}: {reason}")
         self.module = module
         self.reason = reason
+        self.whole = whole  # found once everything was imported: no one import named
 
 
 class SupervisorClient:
@@ -165,16 +166,17 @@ class SupervisorClient:
         except (subprocess.TimeoutExpired, OSError):
             pass  # (a supervisor that closed its pipes and lives on: close() ends it)
 
-    def preload(self, modules: Sequence[str], timeout: float = 600.0, threads: int | None = None) -> Preloaded:
+    def preload(self, modules: Sequence[str], timeout: float = 600.0, threads: int | None = None,
+                deep_each: bool = False) -> Preloaded:
         """Import ``modules`` in the supervisor, then size its thread pools to ``threads``
-        (None: as loaded) for every forked child."""
+        (None: as loaded) for every forked child; ``deep_each``: see ``PreloadCommand``."""
         fut: Future = Future()
         with self._lock:
             self._pending["preload"] = fut
-        self._send(PreloadCommand(tuple(modules), threads))
+        self._send(PreloadCommand(tuple(modules), threads, deep_each))
         event = fut.result(timeout=timeout)
         if isinstance(event, PreloadRefusal):
-            raise PreloadRefused(event.module, event.reason)
+            raise PreloadRefused(event.module, event.reason, event.whole)
         return event
 
     def submit(self, make: Callable[[int], RunCommand]) -> Future:

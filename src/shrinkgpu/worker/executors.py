@@ -51,10 +51,25 @@ class Isolation(str, enum.Enum):
     FRESH = "fresh"
 
 
+@dataclass(frozen=True)
+class Dropped:
+    """A module the fork server did not preload, and why: forking after importing it was
+    unsafe (the candidates import it themselves, at a fresh interpreter's cost)."""
+
+    module: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.module} ({self.reason})"
+
+    def to_json(self) -> dict:
+        return {"module": self.module, "reason": self.reason}
+
+
 class ForkUnavailable(RuntimeError):
     """No fork server can be made that hands candidates a clean process."""
 
-    def __init__(self, reason: str, dropped: tuple[str, ...] = ()):
+    def __init__(self, reason: str, dropped: tuple[Dropped, ...] = ()):
         super().__init__(reason)
         self.reason = reason
         self.dropped = dropped
@@ -63,7 +78,7 @@ class ForkUnavailable(RuntimeError):
 @dataclass(frozen=True)
 class PreloadReport:
     modules: tuple[str, ...]
-    dropped: tuple[str, ...]  # modules refused because importing them threaded or touched CUDA
+    dropped: tuple[Dropped, ...]  # modules refused because importing them threaded or touched CUDA
     seconds: float
     isolation: Isolation
     note: str = ""
@@ -272,19 +287,25 @@ class ForkServer(SupervisedExecutor):
         be made.  The report says what was dropped and why, for the first progress lines."""
         started = time.perf_counter()
         modules = list(preload)
-        dropped: list[str] = []
+        dropped: list[Dropped] = []
         reason = f"{PRELOAD_ATTEMPTS} modules in a row made forking unsafe"
+        deep_each = False
         for _ in range(PRELOAD_ATTEMPTS):
             client = self._new_client(0)
             try:
-                client.preload(modules, threads=self.settings.threads)
+                client.preload(modules, threads=self.settings.threads, deep_each=deep_each)
             except PreloadRefused as refused:
                 client.close()
+                if refused.module is None and refused.whole and not deep_each:
+                    # torch's bad-fork flag, read once at the end, names no import: once
+                    # more with the flag read after each (slower), to drop only that one.
+                    deep_each = True
+                    continue
                 if refused.module is None:
                     reason = refused.reason
                     break  # tainted before any import, or by the preload as a whole
                 bad = refused.module
-                dropped.append(f"{bad} ({refused.reason})")
+                dropped.append(Dropped(bad, refused.reason))
                 # Its submodules would bring it back.
                 modules = [m for m in modules if m != bad and not m.startswith(bad + ".")]
                 continue

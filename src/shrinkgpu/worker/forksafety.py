@@ -4,13 +4,19 @@ A forked child is a faithful ``python script.py`` only if the parent hands it no
 cannot use.  Two things break that, and both are checked for what they really are rather
 than by one proxy:
 
-* **CUDA touched in the parent.**  ``torch.cuda.is_initialized()`` is only torch's own
-  lazy-init flag: ``torch.cuda.is_available()`` (without ``PYTORCH_NVML_BASED_CUDA_CHECK``)
-  and ``device_count()`` already call into the CUDA runtime, which loads the driver
-  (``libcuda.so.1``) and marks forks as bad, while the flag stays False.  So the checks
-  are: the flag; the driver library present in the process (``dlopen`` with
-  ``RTLD_NOLOAD`` answers without loading anything); and, once per preload, whether a
-  forked child is in torch's "bad fork" state (``torch._C._cuda_isInBadFork``).
+* **CUDA touched in the parent.**  What breaks a forked child is the driver having been
+  *initialised* (``cuInit``, which every context and every runtime call starts with), not
+  the driver library being mapped: a CUDA build of torch maps ``libcuda.so.1`` as it is
+  imported (``libtorch_cuda`` needs cuBLASLt, which opens the driver as it loads) and
+  calls nothing in it until a CUDA call.  ``torch.cuda.is_initialized()`` is only torch's
+  own lazy-init flag: ``torch.cuda.is_available()`` (without
+  ``PYTORCH_NVML_BASED_CUDA_CHECK``) and ``device_count()`` initialise the driver while
+  the flag stays False.  So the checks are: the flag; the driver, when mapped, asked
+  whether it was initialised (``cuDeviceGetCount`` answers ``CUDA_ERROR_NOT_INITIALIZED``
+  before ``cuInit``, and initialises nothing); and, once per preload, whether a forked
+  child is in torch's "bad fork" state (``torch._C._cuda_isInBadFork``: torch sets it for
+  the children of a process that asked for the device count even where the driver
+  itself failed, so a child's CUDA call would fail with another message).
 * **Threads that survive a fork.**  ``fork()`` copies only the calling thread; a lock
   another thread held stays locked in the child.  But the pools that real imports start
   are fork-aware: numpy's and scipy's OpenBLAS start one worker per core at load and stop
@@ -29,11 +35,14 @@ import sys
 
 # dlopen flag: only look the library up among those already loaded (glibc, musl).
 RTLD_NOLOAD = 4
-# The user-space CUDA driver.  The runtime (libcudart, linked into torch) is always
-# loaded; the driver only once something called into CUDA.  ROCm's runtime libraries are
-# linked into torch and loaded at import, so on ROCm the thread check and torch's
-# bad-fork flag are what tell: initialising HSA starts threads that survive fork.
+# The user-space CUDA driver.  The runtime (libcudart) and cuBLAS are linked into torch's
+# CUDA build and loaded at import, and cuBLASLt maps the driver as it loads; nothing
+# initialises the driver before a CUDA call.  ROCm's runtime libraries are linked into
+# torch and loaded at import, so on ROCm the thread check and torch's bad-fork flag are
+# what tell: initialising HSA starts threads that survive fork.
 DRIVER_LIBRARIES = ("libcuda.so.1", "libcuda.so")
+CUDA_SUCCESS = 0
+CUDA_ERROR_NOT_INITIALIZED = 3
 EXIT_BAD_FORK = 17
 
 
@@ -66,15 +75,39 @@ def threads() -> list[str]:
 
 def loaded_driver() -> str | None:
     """The CUDA driver library if this process has loaded it, without loading it."""
+    return _driver()[0]
+
+
+def _driver() -> tuple[str | None, ctypes.CDLL | None]:
     if not sys.platform.startswith("linux"):
-        return None
+        return None, None
     for name in DRIVER_LIBRARIES:
         try:
-            ctypes.CDLL(name, mode=RTLD_NOLOAD)
+            return name, ctypes.CDLL(name, mode=RTLD_NOLOAD)
         except OSError:
             continue
-        return name
-    return None
+    return None, None
+
+
+def driver_state() -> tuple[str, str] | None:
+    """(library, state) of the CUDA driver this process has loaded, None when none is:
+    state ``"initialised"`` after ``cuInit``, ``"not initialised"`` before, ``"unknown"``
+    when the library answers no ``cuDeviceGetCount`` (it is then no driver to ask)."""
+    name, handle = _driver()
+    if name is None or handle is None:
+        return None
+    try:
+        count = handle.cuDeviceGetCount
+    except AttributeError:
+        return name, "unknown"
+    count.restype = ctypes.c_int
+    count.argtypes = [ctypes.POINTER(ctypes.c_int)]
+    devices = ctypes.c_int(0)
+    # Any answer but "not initialised" (success, a driver that failed to start) means
+    # cuInit ran here: forked children would inherit its state.
+    if count(ctypes.byref(devices)) == CUDA_ERROR_NOT_INITIALIZED:
+        return name, "not initialised"
+    return name, "initialised"
 
 
 def _fork_for_nothing(check_bad_fork: bool = False) -> bool:
@@ -100,21 +133,34 @@ def fork_hazard(*, deep: bool = False) -> str | None:
     """Why forking this process now would hand children a broken state, or None.
 
     ``deep`` also forks a child to ask torch whether it considers forks bad (once per
-    preload: a fork of a large process costs tens of milliseconds)."""
+    preload: a fork of a large process costs tens of milliseconds); a mapped driver that
+    cannot be asked makes the check deep."""
     torch = sys.modules.get("torch")
     if torch is not None:
         cuda = getattr(torch, "cuda", None)
         if cuda is not None and cuda.is_initialized():
             return "CUDA is initialised"
-    driver = loaded_driver()
+    driver = driver_state()
     if driver is not None:
-        return f"the CUDA driver ({driver}) is loaded: something called into CUDA"
+        name, state = driver
+        if state == "initialised":
+            return (f"the CUDA driver ({name}) was initialised in this process (cuInit: a CUDA call such as "
+                    "torch.cuda.is_available() or device_count() was made)")
+        deep = deep or state == "unknown"
     names = threads()
     if len(names) > 1 or deep:
         if _fork_for_nothing(check_bad_fork=deep and torch is not None):
-            return "torch marks forked children as unable to use CUDA (a CUDA call was made)"
+            return ("torch marks forked children as unable to use CUDA (torch.cuda.is_available() or "
+                    "device_count() was called)")
         names = threads()
     if len(names) > 1:
         others = ", ".join(repr(n) for n in names[1:])
         return f"{len(names) - 1} other thread(s) keep running across fork ({others})"
     return None
+
+
+def may_poison_forks() -> bool:
+    """Whether a CUDA call can have marked forks as bad here without initialising the
+    driver: torch is imported and built with CUDA or ROCm (a CPU build has no such flag)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and hasattr(getattr(torch, "_C", None), "_cuda_isInBadFork")

@@ -231,20 +231,23 @@ class RunCommand:
 @dataclass(frozen=True)
 class PreloadCommand:
     """Import ``modules`` in the server, then size its thread pools to ``threads`` for
-    every forked child (None: as loaded)."""
+    every forked child (None: as loaded).  ``deep_each``: ask torch's bad-fork flag after
+    every import (a fork each, tens of milliseconds), to name the module that set it when
+    a preload was refused as a whole for it."""
 
     modules: tuple[str, ...]
     threads: int | None = None
+    deep_each: bool = False
 
     op: ClassVar[str] = "preload"
 
     def to_json(self) -> dict[str, Any]:
-        return {"op": self.op, "modules": list(self.modules), "threads": self.threads}
+        return {"op": self.op, "modules": list(self.modules), "threads": self.threads, "deep_each": self.deep_each}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "PreloadCommand":
         threads = data.get("threads")
-        return cls(tuple(data.get("modules") or ()), int(threads) if threads else None)
+        return cls(tuple(data.get("modules") or ()), int(threads) if threads else None, bool(data.get("deep_each")))
 
 
 @dataclass(frozen=True)
@@ -307,11 +310,12 @@ class Preloaded(_Event):
 
 @dataclass(frozen=True)
 class PreloadRefusal(_Event):
-    """Forking is unsafe after importing ``module`` (None: before any import, or after
-    the preload as a whole); the server exits."""
+    """Forking is unsafe after importing ``module`` (None: before any import, or, with
+    ``whole``, after the preload as a whole); the server exits."""
 
     module: str | None
     reason: str
+    whole: bool = False
 
     event: ClassVar[str] = "preload_refused"
 

@@ -38,7 +38,7 @@ import time
 import traceback
 from typing import Any
 
-from shrinkgpu.worker.forksafety import fork_hazard
+from shrinkgpu.worker.forksafety import fork_hazard, may_poison_forks
 from shrinkgpu.worker.protocol import (
     CancelCommand,
     Finished,
@@ -190,7 +190,10 @@ class Supervisor:
                 count += 1
             except BaseException:  # noqa: BLE001 - a module that cannot import is skipped
                 failed.append(name)
-            hazard = fork_hazard()
+            # The fork that reads torch's bad-fork flag only where the flag exists, and only
+            # when asked: the preload refused as a whole for it is started again to name
+            # the module.
+            hazard = fork_hazard(deep=cmd.deep_each and may_poison_forks())
             if hazard is not None:
                 # The process is tainted for good: say which import did it and stop;
                 # the client starts a new supervisor without that module (and what is
@@ -207,7 +210,7 @@ class Supervisor:
         # a CUDA call in this process has made forks unusable.
         hazard = fork_hazard(deep=True)
         if hazard is not None:
-            self.send(PreloadRefusal(module=None, reason=hazard))
+            self.send(PreloadRefusal(module=None, reason=hazard, whole=True))
             self._shutdown(3)
         self.preloaded.extend(modules)
         # Every forked child runs the probe: imported here once (standard library only, no
