@@ -139,6 +139,22 @@ def test_jobs_times_threads_never_exceeds_the_cores(jobs, gpus, cores, per_run, 
     assert n * (cap or per_run) <= max(cores, n)
 
 
+@pytest.mark.parametrize(
+    ("jobs", "cores", "per_run", "ranks", "planned"),
+    [
+        (None, 2, 5, 5, (1, None)),  # 5 ranks of one thread on 2 cores: as torchrun runs them, never more
+        (None, 2, 10, 5, (1, 1)),  # 5 ranks of 2 threads on 2 cores: one each
+        (None, 16, 8, 2, (2, None)),  # 2 ranks of 4 threads: two candidates fit
+        (4, 16, 8, 2, (4, 2)),  # asked for 4: 16 cores / (4 x 2 ranks)
+        (2, 2, 2, 2, (2, None)),  # 2 ranks of one thread, twice: at least one each
+    ],
+)
+def test_a_candidates_ranks_share_its_cores(jobs, cores, per_run, ranks, planned):
+    # The cap is each process's: a candidate of 5 ranks capped to 2 threads a rank would
+    # run 10 threads where the user's torchrun ran 5.
+    assert plan_jobs(jobs, 0, cores, per_run, ranks) == planned
+
+
 def test_threads_per_run_come_from_the_fresh_runs_report():
     assert run_threads({"threads": {"torch": 4, "torch_interop": 4, "blas": 8}}) == 8
     assert run_threads({"threads": {"torch": 2}}) == 2

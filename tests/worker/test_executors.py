@@ -91,6 +91,19 @@ def test_a_thread_cap_behaves_like_the_variables_set_for_a_fresh_interpreter(pro
     assert fork["env"] == {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
 
+def test_a_cap_of_two_threads_still_forks_and_each_child_gets_it(project):
+    # torch.set_num_threads(2) starts an OpenMP team that does not stop at fork: sized in
+    # the server, it made the server unforkable (a candidate of 5 ranks on 2 cores, or -j
+    # on a larger machine, ran fresh interpreters); each child sizes torch itself.
+    spec = ScriptSpec(script=project / "s.py", cwd=project, env=ENV)
+    with Runner(spec, isolation=Isolation.FORK, threads=2) as runner:
+        report = runner.start(["numpy", "torch", "threadpoolctl"], required=True)
+        assert report.isolation is Isolation.FORK and not report.dropped
+        fork, fresh = counts(runner, Isolation.FORK), counts(runner, Isolation.FRESH)
+    assert fork["torch"] == fresh["torch"] == 2 and fork["blas"] == fresh["blas"] == [2]
+    assert fork["env"] == {"OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": "2"}
+
+
 def test_preload_keeps_modules_that_map_the_driver_and_drops_the_one_that_initialises_it(project, standin_driver):
     # A CUDA build of torch maps the driver as it is imported: mapped is not initialised,
     # and torch must stay preloaded.  A CUDA call at import (cuInit) is what taints.

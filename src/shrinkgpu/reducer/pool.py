@@ -151,19 +151,26 @@ def run_threads(environment: Mapping[str, object]) -> int:
     return max([1, *sizes])
 
 
-def plan_jobs(jobs: int | None, gpus: int, cores: int, per_run: int) -> tuple[int, int | None]:
-    """Candidates at once, and the thread cap each gets (None: as python would size them).
+def plan_jobs(jobs: int | None, gpus: int, cores: int, per_run: int, processes: int = 1) -> tuple[int, int | None]:
+    """Candidates at once, and the thread cap each of a candidate's processes gets (None:
+    as python would size them); ``per_run``: the threads of one candidate, its
+    ``processes`` (ranks) together.
 
     Never more threads than cores: jobs x threads per run <= cores.  By default a candidate
     keeps the thread counts of ``python script.py`` (a faithful run) and the jobs are what
     fits beside it; with GPUs, one job per GPU, and with ``-j``, what is asked: then each
-    candidate's pools are capped to its share of the cores."""
-    per_run = max(1, per_run)
+    candidate's pools are capped to its share of the cores, divided among its ranks.  A
+    candidate of more ranks than cores oversubscribes as the user's own run does: its
+    ranks keep what they had, at least one thread each."""
+    per_run, processes = max(1, per_run), max(1, processes)
     if jobs is None:
         jobs = gpus if gpus else max(1, cores // per_run)
     if jobs * per_run <= cores:
         return jobs, None
-    return jobs, max(1, cores // jobs)
+    cap = max(1, cores // (jobs * processes))
+    if cap * processes >= per_run:
+        return jobs, None  # (each process already has no more than its share)
+    return jobs, cap
 
 
 def plan_workers(ctx: Context, first: Observation) -> WorkerPlan:
@@ -189,15 +196,16 @@ def plan_workers(ctx: Context, first: Observation) -> WorkerPlan:
         gpus = rank_devices(ctx, gpus, ranks)
         if not gpus:
             jobs = 1  # every candidate sees every GPU: two at once would share them
-    jobs, threads = plan_jobs(jobs, len(gpus), cores, per_run)
+    jobs, threads = plan_jobs(jobs, len(gpus), cores, per_run, ranks)
     if gpus and first.signature.family is Family.OUT_OF_MEMORY and jobs > len(gpus):
         # Two candidates on one device would each see the other's memory.
         jobs = len(gpus)
         ctx.talk.note(f"out of memory: {jobs} candidate(s) at once, one per GPU, never two on one device")
     if threads is not None:
+        each = f"each of its {ranks} ranks" if ranks > 1 else "each"
         ctx.talk.note(
-            f"{jobs} candidates at once on {cores} CPU cores{where}: each runs with {threads} thread(s) where "
-            f"python would use {per_run} (-j {max(1, cores // per_run)} keeps {per_run})"
+            f"{jobs} candidates at once on {cores} CPU cores{where}: {each} runs with {threads} thread(s) where "
+            f"python would use {per_run // ranks} (-j {max(1, cores // per_run)} keeps {per_run // ranks})"
         )
     return WorkerPlan(gpus, pin_variable_for(spec.env, first.environment), jobs, threads, cores, per_run)
 

@@ -82,6 +82,7 @@ def prepare_process(request: RunRequest, *, forked: bool) -> None:
         sys.path.insert(0, path0)
     if forked:
         _fresh_random_state()
+        size_torch_threads()
         # A preloaded module may have asked for the temporary directory already; the
         # script must get the one its environment names (the run's own, see Runner).
         tempfile = sys.modules.get("tempfile")
@@ -113,12 +114,12 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"
 
 
 def limit_threads(count: int) -> None:
-    """Size this process's pools to ``count`` threads, as ``OMP_NUM_THREADS=count`` (and
-    the BLAS variables) would have at load: called in the supervisor after preloading,
-    where the variables come too late; forked children inherit the sizes."""
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        torch.set_num_threads(count)
+    """Size this process's BLAS and OpenMP pools to ``count`` threads, as
+    ``OMP_NUM_THREADS=count`` (and the BLAS variables) would have at load: called in the
+    supervisor after preloading, where the variables come too late; forked children
+    inherit the sizes.  Not torch's own count: ``torch.set_num_threads(n)`` for n > 1
+    starts an OpenMP team at once, whose threads do not stop at fork, and the server
+    could no longer fork; each forked child sets it (``size_torch_threads``)."""
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:  # a dependency; a broken install must not stop the run
@@ -126,6 +127,21 @@ def limit_threads(count: int) -> None:
     try:
         threadpool_limits(limits=count)
     except Exception:
+        pass
+
+
+def size_torch_threads() -> None:
+    """In a forked child: torch's intra-op count as ``OMP_NUM_THREADS`` in the run's
+    environment asks (a thread cap, or torchrun's one thread per rank), which a fresh
+    interpreter's torch reads as it loads and a fork inherits from the server instead."""
+    torch = sys.modules.get("torch")
+    wanted = os.environ.get("OMP_NUM_THREADS", "")
+    if torch is None or not wanted.isdigit() or int(wanted) < 1:
+        return
+    try:
+        if torch.get_num_threads() != int(wanted):
+            torch.set_num_threads(int(wanted))
+    except Exception:  # a torch without the call: the count stays the server's
         pass
 
 
