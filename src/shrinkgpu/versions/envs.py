@@ -446,6 +446,7 @@ def build(request: Request, user: Installed, indexes: Indexes, cache: Cache, uv:
                             NO_BUILD, *indexes.uv_args(), *[f"{n}=={v}" for n, _old, v in changed]], cache, work)
             if done.returncode != 0:
                 raise NotInstallable(why(done))
+            (site / ".lock").unlink(missing_ok=True)  # uv's lock of the target while it installed
         leak = check_overlay(site, changed)
         if leak is not None:
             raise NotInstallable(f"the overlay does not hide your copy: {leak}")

@@ -58,7 +58,8 @@ class Indexes:
             args += ["--extra-index-url", url]
         for link in self.find_links:
             args += ["--find-links", link]
-        if len(self.extra) + len(self.find_links) > 0:
+        places = (0 if self.no_index else 1 + len(self.extra)) + len(self.find_links)
+        if places > 1:
             args += ["--index-strategy", "unsafe-best-match"]
         return args
 
