@@ -330,9 +330,12 @@ def _uv(uv: str, args: list[str], cache: Cache, cwd: Path) -> subprocess.Complet
 
 
 def why(done: subprocess.CompletedProcess) -> str:
-    """uv's reason, in its own words (its last lines, the hint kept)."""
+    """uv's reason, in its own words: the lines after its "No solution found" headline
+    (the cause and the hint), else its last lines."""
     lines = [ln.strip() for ln in (done.stderr or done.stdout).splitlines() if ln.strip()]
     lines = [ln for ln in lines if not ln.startswith(("Using CPython", "Resolved ", "Prepared ", "Installed "))]
+    lines = [re.sub(r"^(error|cause|hint|╰─▶)\s*:?\s*", "", ln) for ln in lines
+             if not ln.startswith("error: No solution found")]
     return " ".join(lines[-WHY_LINES:]) or f"uv exited with {done.returncode}"
 
 
