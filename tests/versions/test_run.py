@@ -13,6 +13,7 @@ import pytest
 
 from shrinkgpu.versions import Cache, Verdict, VersionsConfig, VersionsError, versions
 from shrinkgpu.versions import envs
+from shrinkgpu.versions.run import also_changed, requests_for
 from shrinkgpu.versions.index import Indexes
 
 from .wheels import lib_source, make_wheel
@@ -122,3 +123,17 @@ def test_the_cli_prints_one_json_object_and_writes_the_table_into_the_report(pro
     cleared = subprocess.run([sys.executable, "-m", "shrinkgpu", "versions", "--clear-cache", "--json"], env=run_env,
                              capture_output=True, text=True, check=True)
     assert json.loads(cleared.stdout)["freed_bytes"] > 0 and not (tmp_path / "cache").exists()
+
+
+def test_torch_s_build_variant_is_asked_for_first_then_the_index_s_default():
+    user = envs.Installed({"torch": "2.13.0+cpu", "numpy": "2.4.6"}, frozenset({"torch", "numpy"}), {})
+    assert [r.pin for r in requests_for("torch", "2.12.0", user)] == ["torch==2.12.0+cpu", "torch==2.12.0"]
+    assert [r.pin for r in requests_for("torch", "2.12.0+cu128", user)] == ["torch==2.12.0+cu128"]
+    assert [r.pin for r in requests_for("numpy", "1.26.4", user)] == ["numpy==1.26.4"]
+
+
+def test_what_else_changed_names_each_moved_package_and_counts_the_added_ones():
+    changes = (("torch", "2.13.0+cpu", "2.15.0"), ("sympy", "1.14.0", "1.13.3"), ("triton", None, "3.8.0"),
+               ("nvidia-cublas", None, "13.4.1.3"), ("nvidia-nccl-cu13", None, "2.30.7"), ("cuda-toolkit", None, "13.2"))
+    assert also_changed(changes) == ("torch 2.13.0+cpu -> 2.15.0, sympy 1.14.0 -> 1.13.3, added triton 3.8.0, "
+                                     "nvidia-cublas 13.4.1.3, nvidia-nccl-cu13 2.30.7 and 1 more")

@@ -271,16 +271,6 @@ class Trial:
     rows: dict[tuple[str, str], Row] = field(default_factory=dict)
     used: set[str] = field(default_factory=set)
 
-    def requests(self, name: str, version: str) -> list[envs.Request]:
-        """The pins to try for ``version``: the user's build variant first (torch's
-        ``+cpu``, ``+cu128``, ``+rocm6.4``) where the user's has one and the version
-        names none, then the index's default build."""
-        mine = self.user.versions.get(name)
-        local = _local(mine)
-        if local and "+" not in version:
-            return [envs.Request(name, f"{version}+{local}"), envs.Request(name, version)]
-        return [envs.Request(name, version)]
-
     def environment(self, name: str, version: str) -> tuple[envs.Environment | None, str, bool]:
         """(the environment, why not when None, whether it is the user's own)."""
         mine = self.user.versions.get(name)
@@ -292,7 +282,7 @@ class Trial:
                 raise VersionsError("`versions` builds its environments with uv, which is not installed here: "
                                     "pip install uv", exit_code=1)
         reasons = []
-        for request in self.requests(name, version):
+        for request in requests_for(name, version, self.user):
             self.say(f"{name} {request.version}: an environment (built once, then kept in {self.config.cache.root})")
             try:
                 built = envs.build(request, self.user, self.indexes, self.config.cache, self.uv)
@@ -319,6 +309,16 @@ class Trial:
                       extracted, yours)
         self.rows[key] = row
         return row
+
+
+def requests_for(name: str, version: str, user: envs.Installed) -> list[envs.Request]:
+    """The pins to try for ``version``: the user's build variant first (torch's ``+cpu``,
+    ``+cu128``, ``+rocm6.4``) where the user's has one and the version names none, then
+    the index's default build."""
+    local = _local(user.versions.get(name))
+    if local and "+" not in version:
+        return [envs.Request(name, f"{version}+{local}"), envs.Request(name, version)]
+    return [envs.Request(name, version)]
 
 
 def _local(version: str | None) -> str | None:
@@ -484,7 +484,7 @@ def version_table(answer: Answer) -> list[list[str]]:
         else:
             where = ("reused" if env.reused else f"built in {env.seconds:.0f} s") + \
                 (f", {env.variant} build" if env.variant else "")
-        also = ", ".join(f"{n} {a or '(not installed)'} -> {b}" for n, a, b in (env.also if env else ()))
+        also = also_changed(env.also if env else ())
         if env is not None and env.kept:
             also = (also + "; " if also else "") + "kept yours: " + ", ".join(env.kept)
         minimal = f"{row.minimal.verdict}" + (f": {row.minimal.detail}" if row.minimal.verdict is not Verdict.SAME
@@ -493,6 +493,18 @@ def version_table(answer: Answer) -> list[list[str]]:
             f": {row.extracted.detail}" if row.extracted.verdict is not Verdict.SAME else "")
         out.append([row.label(), where, _short(minimal), _short(ext), _short(also)])
     return out
+
+
+def also_changed(changes: tuple[tuple[str, str | None, str], ...], named: int = 3) -> str:
+    """What else differs, in a table cell: each package of the user's at another version,
+    and the ones added, counted (a CUDA build of torch brings twenty libraries of its
+    own: ``--json`` lists them)."""
+    moved = [f"{n} {a} -> {b}" for n, a, b in changes if a is not None]
+    added = [f"{n} {b}" for n, a, b in changes if a is None]
+    if added:
+        more = f" and {len(added) - named} more" if len(added) > named else ""
+        moved.append(f"added {', '.join(added[:named])}{more}")
+    return ", ".join(moved)
 
 
 def _short(text: str, limit: int = 300) -> str:
