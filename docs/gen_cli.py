@@ -23,7 +23,7 @@ WIDTH = 100
 CLI_MD = Path(__file__).resolve().parent / "cli.md"
 # The order of the sections: the main job first; a command not named here comes after
 # these, in click's order, so that a new command is never left out.
-ORDER = ("reduce", "run", "extract", "verify", "ablate")
+ORDER = ("reduce", "run", "extract", "verify", "ablate", "check", "versions")
 REGENERATE = "python docs/gen_cli.py"
 
 INTRO = """\
@@ -60,6 +60,7 @@ Where the rules behind the options are explained:
 | `--extract`, `--emit-test`, `verify` | docs/handoff.md |
 | `--search` | docs/architecture.md (the search core) |
 | `check`, `mcp`, `--propose-with`, `--progress-json` | docs/agents.md (for coding agents), docs/outputs.md (their JSON) |
+| `versions` (`--try`, `--range`, the cache) | docs/versions.md |
 """
 
 def click_version() -> str:

@@ -32,7 +32,7 @@ def tools() -> dict:
 
 def test_one_tool_per_command_with_the_options_an_agent_needs():
     listed = tools()
-    assert set(listed) == {"run", "reduce", "extract", "verify", "ablate", "check"}
+    assert set(listed) == {"run", "reduce", "extract", "verify", "ablate", "check", "versions"}
     reduce = listed["reduce"].input_schema
     assert reduce["required"] == ["script"]
     assert {"keep_error", "family", "max_time", "max_tests", "output", "strictness", "propose_with"} <= \
@@ -42,6 +42,21 @@ def test_one_tool_per_command_with_the_options_an_agent_needs():
     assert check["required"] == ["original", "candidate"]
     assert "ctx" not in check["properties"]
     assert "same bug" in listed["check"].description
+
+
+def test_versions_takes_a_case_and_the_versions_and_refuses_a_call_without_versions():
+    listed = tools()
+    schema = listed["versions"].input_schema
+    assert schema["required"] == ["case"]
+    assert {"tries", "range_package", "range_span", "keep_error", "family", "runs"} <= set(schema["properties"])
+    assert "same bug" in listed["versions"].description
+
+    async def main():
+        async with Client(build_server()) as client:
+            return await client.call_tool("versions", {"case": "x.min.json"})
+
+    result = anyio.run(main)
+    assert result.is_error and "tries" in result.content[0].text
 
 
 def test_an_exit_code_that_is_no_answer_is_a_tool_error():

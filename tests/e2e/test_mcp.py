@@ -56,7 +56,7 @@ def test_the_tools_mirror_the_commands(tmp_path):
         return {t.name: t for t in (await client.list_tools()).tools}
 
     tools = serve(tmp_path, session)
-    assert set(tools) == {"run", "reduce", "extract", "verify", "ablate", "check"}
+    assert set(tools) == {"run", "reduce", "extract", "verify", "ablate", "check", "versions"}
     assert "max_time" in tools["reduce"].input_schema["properties"]
     assert {"original", "candidate", "keep_error", "strictness"} <= set(tools["check"].input_schema["properties"])
 

@@ -221,9 +221,17 @@ def test_a_compile_failure_is_not_reduced_to_a_mistake_that_fails_without_the_co
     # ``try: view except: reshape`` fails under Dynamo and passes eagerly; without the
     # fallback, ``y.view(-1)`` still fails under Dynamo with the same message, but it
     # fails eagerly too: the program's mistake, not the compiler's bug
-    from shrinkgpu.reducer import ReduceConfig, reduce
+    from shrinkgpu.reducer import ReduceConfig, reduce, run_once
 
     (tmp_path / "m.py").write_text(FALLBACK)
+    # Dynamo's refusal is one release's behaviour, not a constant: torch 2.14 compiles the
+    # try/except (the corpus case versions_compile_view_fallback has the boundary, found
+    # by `shrinkgpu versions`). Where this torch compiles it, there is no failure to keep.
+    obs, _ = run_once(ReduceConfig(script=tmp_path / "m.py", keep_error="."))
+    if obs.signature is None or "when making fake tensor call" not in obs.signature.message:
+        import torch
+
+        pytest.skip(f"torch {torch.__version__} compiles a try/except around a failing view: {obs.describe()}")
     result = reduce(ReduceConfig(script=tmp_path / "m.py", cwd=tmp_path, keep_error="when making fake tensor call",
                                  verify_runs=1, extract=False, ablate=False))
     text = result.output.read_text()

@@ -211,7 +211,41 @@ async def check(
     return answered(answer, (0, 3))
 
 
-TOOLS = (run, reduce, extract, verify, ablate, check)
+async def versions(
+    case: Annotated[str, Field(description="The case file (x.min.json) a reduction wrote, or a script with "
+                                           "keep_error/family.")],
+    ctx: Context,
+    tries: Annotated[list[str] | None, Field(description="Versions to run in, each NAME==VERSION "
+                                                         "(torch==2.12.0, numpy==1.26.4).")] = None,
+    range_package: Annotated[str | None, Field(description="With range_span: the package whose releases are "
+                                                           "bisected (torch).")] = None,
+    range_span: Annotated[str | None, Field(description="FROM..TO (2.10.0..2.15.0), or nightly:YYYY-MM-DD..YYYY-MM-DD "
+                                                        "where a configured index serves nightlies.")] = None,
+    keep_error: KeepError = None,
+    family: FamilyName = None,
+    args: Args = None,
+    cwd: Cwd = None,
+    runs: Annotated[int, Field(ge=1, description="Fresh-interpreter runs per version.")] = 3,
+    timeout: Timeout = None,
+) -> dict[str, Any]:
+    """Which release broke it: the minimal case (and its extracted call) run in
+    environments that differ from the user's in one package version each, built with uv
+    and kept between calls. Each version: same bug (by check's rule), another error,
+    passes, or could not be installed; `sentence` says it in one line ("fails the same
+    way since torch 2.13.0; passes on 2.12.0"). Building a CUDA build of torch downloads
+    several GB the first time."""
+    if not tries and not (range_package and range_span):
+        raise ToolError("say which versions: tries (NAME==VERSION, ...) or range_package with range_span")
+    opts = options(keep_error=keep_error, family=family, runs=runs, timeout=timeout)
+    for pin in tries or ():
+        opts += ["--try", pin]
+    if range_package and range_span:
+        opts += ["--range", range_package, range_span]
+    answer = await call(command("versions", opts, [case], args or ()), cwd=cwd, report=reporter(ctx, None))
+    return answered(answer, (0,))
+
+
+TOOLS = (run, reduce, extract, verify, ablate, check, versions)
 
 
 def build_server() -> MCPServer:

@@ -750,11 +750,91 @@ def check_cmd(original, candidate, script_args, keep_error, family_name, strictn
     sys.exit(code)
 
 
+@cli.command("versions")
+@click.argument("case", required=False, type=click.Path(dir_okay=False))
+@args_argument
+@click.option("--try", "tries", multiple=True, metavar="NAME==VERSION",
+              help="A version to run in (repeatable; any package: torch==2.12.0, numpy==1.26.4).")
+@click.option("--range", "span", nargs=2, default=None, metavar="NAME FROM..TO",
+              help="Bisect the releases from FROM to TO (torch 2.10.0..2.15.0), or one nightly per date "
+                   "(torch nightly:2026-09-01..2026-10-15) where an index pip is configured with serves them: the "
+                   "first where it fails the same way and the last where it does not.")
+@click.option("--keep-error", "-k", default=None, metavar="REGEX",
+              help="With a script instead of a case file: the bug, as for check.")
+@click.option("--family", "family_name", default=None, metavar="FAMILY", type=click.Choice([f.key for f in Family]),
+              help="With a script: the bug's family, as for check.")
+@click.option("--strictness", type=click.Choice([s.value for s in Strictness]), default="strict", show_default=True,
+              help="With a script: how much may change at the operator (a case file says its own).")
+@click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Fresh-interpreter runs per version, as for check.")
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=None,
+              help="Seconds per run (default: twice the case's, at least 120).")
+@root_option
+@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where the environments are kept (default: $SHRINKGPU_VERSIONS_CACHE, else "
+                   "~/.cache/shrinkgpu/versions).")
+@click.option("--cache-max-gb", type=click.FloatRange(min=0), default=None,
+              help="Size the cache is trimmed to after each call, the environments used longest ago first "
+                   "(default 30).")
+@click.option("--clear-cache", is_flag=True, help="Empty the cache of environments and exit.")
+@click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON.")
+def versions_cmd(case, script_args, tries, span, keep_error, family_name, strictness, runs, timeout, root, cache_dir,
+                 cache_max_gb, clear_cache, as_json) -> None:
+    """Which release broke it: run CASE in environments that differ from yours in one version.
+
+    CASE is a case file (x.min.json, or the x.min.py beside it): its minimal case and its
+    extracted call run in each version; or a script with -k/--family, judged against its
+    first error here. Each environment is your Python with the other version (and what it
+    needs that differs) layered in front of your packages, built once with uv from the
+    indexes your pip is configured with, and kept. Each version is the same bug (by check's
+    rule), another error, passes, or could not be installed. Exits 0 with the answer.
+    """
+    from shrinkgpu.layout import case_file
+    from shrinkgpu.versions import Cache, VersionsConfig, VersionsError, default_cache_dir, versions
+
+    cache = Cache(cache_dir or default_cache_dir())
+    if cache_max_gb is not None:
+        cache.max_bytes = int(cache_max_gb * 2**30)
+    if clear_cache:
+        freed = cache.clear()
+        if as_json:
+            _emit_json({"cleared": str(cache.root), "freed_bytes": freed, "error": None, "exit_code": EXIT_OK})
+        else:
+            click.echo(f"emptied {cache.root} ({freed / 2**20:.0f} MiB)")
+        sys.exit(EXIT_OK)
+    if case is None:
+        _fail("give a case file (x.min.json) or a script with -k/--family", EXIT_USAGE, as_json)
+    path = Path(case)
+    as_case = path.suffix == ".json" or (keep_error is None and family_name is None and case_file(path).is_file())
+    try:
+        config = VersionsConfig(
+            case=path if as_case else None, script=None if as_case else path, args=tuple(script_args),
+            keep_error=keep_error, family=family_by_name(family_name) if family_name else None,
+            strictness=Strictness(strictness), tries=tuple(tries), span=tuple(span) if span else None, runs=runs,
+            timeout=timeout, root=root, cache=cache, env=dict(os.environ))
+        answer = versions(config, on_stage=lambda message: click.echo(f"shrinkgpu: {message}", err=True))
+    except VersionsError as exc:
+        _fail(str(exc), exc.exit_code, as_json)
+    except KeyboardInterrupt:
+        _fail("interrupted", _interrupt_code(), as_json)
+    if as_json:
+        _emit_json({**answer.to_json(), "error": None, "exit_code": EXIT_OK})
+    else:
+        from shrinkgpu.versions import version_table
+
+        for row in version_table(answer):
+            click.echo(" | ".join(row))
+        click.echo(answer.sentence)
+        if answer.report is not None:
+            click.echo(f"report: {answer.report}")
+    sys.exit(EXIT_OK)
+
+
 @cli.command("mcp")
 def mcp_cmd() -> None:
     """Serve these commands to a coding agent: an MCP server on stdin and stdout.
 
-    Tools run, reduce, extract, verify, ablate and check, each answering with the JSON
+    Tools run, reduce, extract, verify, ablate, check and versions, each answering with the JSON
     the command prints with --json; a reduction reports its progress, and a cancelled
     one stops and keeps its best result, as Ctrl-C does (docs/agents.md). Needs the
     agents extra: pip install 'shrinkgpu[agents]'.

@@ -11,7 +11,7 @@ from shrinkgpu.report.files import (
     tidy_layout,
     write_outputs,
 )
-from shrinkgpu.report.versions import CollectEnv, git_revision
+from shrinkgpu.report.versions import CollectEnv, git_revision, versions_section, write_versions_section
 
 __all__ = [
     "BESIDE_MAX_BYTES",
@@ -26,6 +26,8 @@ __all__ = [
     "tidy_layout",
     "git_revision",
     "verbatim_error",
+    "versions_section",
     "where_it_ran",
     "write_outputs",
+    "write_versions_section",
 ]

@@ -266,6 +266,10 @@ def _case(result: ReductionResult, target: Path) -> dict:
         if extracted is not None and extracted.op else None,
         "ablation": result.ablation.to_json() if result.ablation is not None else None,
         "launch_env": dict(result.launch_env),
+        # how often the original failed, and the (argument, dimension) pairs it varied at
+        # the operator: what ``shrinkgpu versions`` judges another environment's runs by
+        "original_rate": list(result.original_rate),
+        "varying": [list(v) for v in result.varying],
         # the ranks the minimal case runs as (torchrun), None for one plain python
         "nproc_per_node": result.launch.nproc if result.launch.ranks else None,
         **case,

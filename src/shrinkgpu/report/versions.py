@@ -123,3 +123,46 @@ class CollectEnv:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+
+
+# -- ``shrinkgpu versions``: the case across versions of one package -----------------------------
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def versions_section(sentence: str, rows: list[list[str]]) -> str:
+    """The block ``shrinkgpu versions`` adds under the report's *Versions*: its sentence,
+    then a table whose first row is the header."""
+    lines = [sentence[:1].upper() + sentence[1:] + ".", ""]
+    if rows:
+        lines.append("| " + " | ".join(_cell(c) for c in rows[0]) + " |")
+        lines.append("|" + "---|" * len(rows[0]))
+        lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows[1:]]
+    return "\n".join(lines)
+
+
+def _markers(package: str) -> tuple[str, str]:
+    return f"<!-- shrinkgpu versions {package}: begin -->", f"<!-- shrinkgpu versions {package}: end -->"
+
+
+def write_versions_section(report: Path, package: str, block: str) -> None:
+    """Put ``block`` into the report, in place of the one an earlier call wrote for the
+    same package, else at the end of its *Versions* section (before the next heading),
+    else at its end; written whole, then renamed."""
+    begin, end = _markers(package)
+    text = report.read_text(encoding="utf-8")
+    marked = f"{begin}\n#### Across {package} versions (`shrinkgpu versions`)\n\n{block}\n{end}\n"
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        tail = rest.split(end, 1)[1].lstrip("\n")
+        text = head + marked + ("\n" + tail if tail else "")
+    else:
+        at = text.find("### Versions")
+        following = text.find("\n### ", at + 1) if at >= 0 else -1
+        if at >= 0 and following >= 0:
+            text = text[: following + 1] + marked + "\n" + text[following + 1:]
+        else:
+            text = text.rstrip("\n") + "\n\n" + marked
+    tmp = report.with_name(f"{report.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, report)
