@@ -86,3 +86,10 @@ def cuda_build() -> bool:
     import torch
 
     return torch.backends.cuda.is_built()
+
+
+def python_path(*dirs) -> str:
+    """``dirs`` ahead of the inherited PYTHONPATH: a run under evaluation.newest_torch
+    gets its torch through PYTHONPATH, and a test's own directory must not hide it."""
+    inherited = os.environ.get("PYTHONPATH")
+    return os.pathsep.join([*map(str, dirs), *([inherited] if inherited else [])])

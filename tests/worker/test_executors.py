@@ -17,13 +17,15 @@ from pathlib import Path
 import pytest
 
 from shrinkgpu.worker import Isolation, Runner, Sandbox, ScriptSpec
-from worker.helpers import cuda_build
+from worker.helpers import cuda_build, python_path
 
 np = pytest.importorskip("numpy", reason="the fork server must be tested beside numpy, as users have it")
 
 ENV = {
     "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
     "HOME": os.environ.get("HOME", "/root"),
+    # (the torch under test, where it comes through PYTHONPATH: evaluation.newest_torch)
+    **({"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}),
 }
 
 COUNTS = """\
@@ -107,7 +109,7 @@ def test_a_cap_of_two_threads_still_forks_and_each_child_gets_it(project):
 def test_preload_keeps_modules_that_map_the_driver_and_drops_the_one_that_initialises_it(project, standin_driver):
     # A CUDA build of torch maps the driver as it is imported: mapped is not initialised,
     # and torch must stay preloaded.  A CUDA call at import (cuInit) is what taints.
-    env = {**ENV, "LD_LIBRARY_PATH": str(standin_driver), "PYTHONPATH": str(standin_driver)}
+    env = {**ENV, "LD_LIBRARY_PATH": str(standin_driver), "PYTHONPATH": python_path(standin_driver)}
     spec = ScriptSpec(script=project / "s.py", cwd=project, env=env)
     with Runner(spec, isolation=Isolation.FORK) as runner:
         report = runner.start(["torch", "touchcuda", "asks_cuda", "initcuda", "json"])
@@ -126,7 +128,7 @@ def test_a_module_that_marks_forks_bad_is_named_by_a_second_preload(project, sta
     # torch sets its bad-fork flag for the children of a process that asked for the
     # device count, even where no driver answered; read once at the end of a preload it
     # names no module, so the server is made again reading it after each import.
-    env = {**ENV, "PYTHONPATH": str(standin_driver)}
+    env = {**ENV, "PYTHONPATH": python_path(standin_driver)}
     spec = ScriptSpec(script=project / "s.py", cwd=project, env=env)
     with Runner(spec, isolation=Isolation.FORK) as runner:
         report = runner.start(["torch", "poisons", "json"])
