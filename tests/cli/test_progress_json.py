@@ -31,7 +31,7 @@ def test_each_event_is_one_json_line_and_tests_are_thinned():
         {"event": "pass", "name": "delete-statements", "level": 0, "units": 4},
         {"event": "tested", "tests": 1, "accepted": 0},
         {"event": "improved", "pass": "delete-statements"},
-        {"event": "best", "tokens": 90, "lines": 2},
+        {"event": "best", "tokens": 90, "lines": 2, "main": "train.py", "files": {"train.py": "a\nb\n"}},
         {"event": "stage", "message": "a note"},
     ]
     assert show.accepted == 1

@@ -836,8 +836,9 @@ def mcp_cmd() -> None:
 
     Tools run, reduce, extract, verify, ablate, check and versions, each answering with the JSON
     the command prints with --json; a reduction reports its progress, and a cancelled
-    one stops and keeps its best result, as Ctrl-C does (docs/agents.md). Needs the
-    agents extra: pip install 'shrinkgpu[agents]'.
+    one stops and keeps its best result, as Ctrl-C does. With wait=false a tool answers
+    at once with a job id, for the tools job (its progress, then its answer) and cancel
+    (docs/agents.md). Needs the agents extra: pip install 'shrinkgpu[agents]'.
     """
     try:
         from shrinkgpu.agents.server import serve
@@ -851,10 +852,18 @@ def mcp_cmd() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """The console script: click's own errors (exit 2) also print JSON under ``--json``,
-    and SIGTERM/SIGHUP stop a reduction the way Ctrl-C does."""
+    SIGTERM/SIGHUP stop a reduction the way Ctrl-C does, and so does the death of the
+    MCP server that started it."""
     argv = sys.argv[1:] if argv is None else argv
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _on_signal)
+    from shrinkgpu.agents.calls import PARENT_VAR, stop_with_parent
+
+    parent = os.environ.pop(PARENT_VAR, None)
+    if parent is not None:
+        # Started by `shrinkgpu mcp`: stop as Ctrl-C does when it dies (the variable is
+        # the server's; the script never sees it).
+        stop_with_parent(parent)
     before = argv[: argv.index("--")] if "--" in argv else argv
     wants_json = "--json" in before
     try:

@@ -108,7 +108,8 @@ class LiveProgress(ProgressPrinter):
 
 class JsonProgress:
     """Each event as one JSON object a line (``--progress-json``), with ``seconds`` since
-    the start: ``stage`` (``message``), ``reducing`` and ``best`` (``tokens``, ``lines``),
+    the start: ``stage`` (``message``), ``reducing`` and ``best`` (``tokens``, ``lines``;
+    ``best`` also ``main`` and ``files``, the program's text),
     ``pass`` (``name``, ``level``, ``units``), ``improved`` (``pass``) and ``tested``
     (``tests``, ``accepted``; at most one every ``every`` seconds: a fork server tests
     dozens a second)."""
@@ -123,9 +124,13 @@ class JsonProgress:
     def __call__(self, event: object) -> None:
         if isinstance(event, Stage):
             self.stage(event.message)
-        elif isinstance(event, (Reducing, BestSoFar)):
-            kind = "reducing" if isinstance(event, Reducing) else "best"
-            self._write(kind, tokens=event.tokens, lines=sum(t.count("\n") for t in event.files.values()))
+        elif isinstance(event, Reducing):
+            self._write("reducing", tokens=event.tokens, lines=sum(t.count("\n") for t in event.files.values()))
+        elif isinstance(event, BestSoFar):
+            # With its files: the server shows the best program so far to an agent that
+            # asks, whatever the output path and however often the partial writer writes.
+            self._write("best", tokens=event.tokens, lines=sum(t.count("\n") for t in event.files.values()),
+                        main=event.main, files=dict(event.files))
         elif isinstance(event, PassStarted):
             self._write("pass", name=event.name, level=event.level, units=event.units)
         elif isinstance(event, Improved):
