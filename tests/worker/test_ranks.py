@@ -11,7 +11,8 @@ from pathlib import Path
 from shrinkgpu.families import Family
 from shrinkgpu.launch import Launch
 from shrinkgpu.worker import Executor, Isolation, Job, Observation, PreloadReport, RunRequest, RunStatus, Watch
-from shrinkgpu.worker.ranks import Ranks, combine
+from shrinkgpu.worker.group import combine
+from shrinkgpu.worker.ranks import Ranks
 from shrinkgpu.worker.sandbox import RunDir
 
 from fakes import bug, passes, signature

@@ -27,6 +27,7 @@ from shrinkgpu.passes.library import CallPastTheLibrary
 from shrinkgpu.passes.literals import ShrinkDataLiterals
 from shrinkgpu.passes.records import AppendLoopToList, DropEnumerate, SplitRecords
 from shrinkgpu.passes.parameters import DropParameters
+from shrinkgpu.passes.ranks import FewestRanks
 from shrinkgpu.passes.replay import ReplayFromState, put_back_text
 from shrinkgpu.passes.sizes import ObservedSizes
 from shrinkgpu.passes.modules import FlattenModule
@@ -77,6 +78,9 @@ STRUCTURE: tuple[EditPass, ...] = (
     StripAnnotations(),
     DropParameters(),
     SplitAssignments(),
+    # the ranks a script starts itself, fewest or none: before the calls are inlined, so
+    # that the failing rank's function, called directly, is inlined like any other
+    FewestRanks(),
     # before the calls are inlined: ``torch.compile(model)`` is no call of a local
     # function, so InlineCalls cannot reach the forward it runs
     CompiledForward(),
@@ -110,6 +114,7 @@ __all__ = [
     "AppendLoopToList",
     "CallPastTheLibrary",
     "CompiledForward",
+    "FewestRanks",
     "FlattenModule",
     "ArgparseToNamespace",
     "ConfigToLiteral",

@@ -192,7 +192,7 @@ def facts_of(obs: Observation | None) -> Facts:
         except (KeyError, TypeError, ValueError, AttributeError):
             continue
     return Facts(stack=tuple(stack), parses=tuple(parses), loads=tuple(loads), seed_sites=tuple(obs.seed_sites),
-                 sizes=sizes_of(obs))
+                 sizes=sizes_of(obs), rank=obs.rank if obs.launcher is not None else None)
 
 
 def sizes_of(obs: Observation) -> tuple[SizeRecord, ...]:

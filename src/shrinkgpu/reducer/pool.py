@@ -182,7 +182,8 @@ def plan_workers(ctx: Context, first: Observation) -> WorkerPlan:
     elsewhere = getattr(ctx.executors, "candidate_cores", None)
     cores = elsewhere() if callable(elsewhere) else usable_cpus()
     where = " of the workers" if callable(elsewhere) else ""
-    ranks = spec.launch.nproc if spec.launch.ranks else 1
+    # (a script that starts its own ranks runs as many processes per candidate)
+    ranks = spec.launch.nproc if spec.launch.ranks else max(1, first.world_size if first.launcher else 1)
     # a candidate of N ranks runs N processes, each with the thread pools one reported
     per_run = run_threads(first.environment) * ranks
     jobs = config.jobs
@@ -214,8 +215,7 @@ def spawns_its_own_ranks(first: Observation) -> bool:
     """Whether the script started processes of its own that meet in a process group
     (``torch.multiprocessing.spawn``), not ranks shrinkgpu launches."""
     imported = {name for name, _file, _local in first.modules}
-    return "torch.multiprocessing.spawn" in imported and "torch.distributed" in imported and (
-        first.signature is not None and first.signature.type.endswith("ProcessRaisedException"))
+    return first.launcher is not None and "torch.distributed" in imported
 
 
 def rank_devices(ctx: Context, gpus: tuple[str, ...], ranks: int) -> tuple[str, ...]:

@@ -190,9 +190,11 @@ def distributed_fact(ctx: Context, found: Found) -> dict | None:
     """What the report says of a distributed script's ranks: the user's world, the rank
     that failed first, the backend and the collective, how the result runs."""
     user = ctx.config.launch
+    first = found.user_first
+    if not user.ranks and first.launcher is not None:
+        return own_ranks_fact(found)
     if not user.ranks:
         return None
-    first = found.user_first
     backend = (first.environment.get("distributed") or {}).get("backend") or (
         found.first.observation.environment.get("distributed") or {}).get("backend")
     op = first.signature.op.name if first.signature is not None and first.signature.op is not None else None
@@ -204,6 +206,25 @@ def distributed_fact(ctx: Context, found: Found) -> dict | None:
         "reduced_world_size": ctx.spec.launch.nproc,
         "result": "python" if not found.launch.ranks else f"torchrun --nproc-per-node={found.launch.nproc}",
         "launch_notes": list(user.notes),
+    }
+
+
+def own_ranks_fact(found: Found) -> dict:
+    """The same for a script that starts its own ranks (``mp.spawn``, ``start_processes``,
+    ``multiprocessing.Process``): how many it started and how, which failed first, and how
+    many the result starts (it runs as ``python``, as the script did)."""
+    first = found.user_first
+    backend = (first.environment.get("distributed") or {}).get("backend")
+    op = first.signature.op.name if first.signature is not None and first.signature.op is not None else None
+    return {
+        "world_size": first.world_size,
+        "rank": first.rank,
+        "backend": backend,
+        "collective": op if op and op.startswith("torch.distributed.") else None,
+        "started_by": first.launcher,
+        "reduced_world_size": None,  # (the result's own launch says it: nprocs in its code)
+        "result": "python",
+        "launch_notes": [],
     }
 
 

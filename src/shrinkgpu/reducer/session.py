@@ -49,7 +49,7 @@ from shrinkgpu.reducer.setup import check_output, imported_files, main_source, s
 from shrinkgpu.reducer.start import Start, start_point
 from shrinkgpu.reducer.stats import PassStats
 from shrinkgpu.reducer.verification import check_result
-from shrinkgpu.reducer.world import fewest_ranks, without_ranks
+from shrinkgpu.reducer.world import fewest_ranks, own_ranks, without_ranks
 from shrinkgpu.report import CollectEnv, PartialWriter, git_revision
 from shrinkgpu.results import ReductionResult
 from shrinkgpu.signature import Target
@@ -98,7 +98,7 @@ class Reduction:
         target = target_of(settled, original)
         keep_original(ctx, original)  # (keyed by the options as given: what --resume compares)
         user_first = original.observation  # (the user's world: which rank failed first there)
-        ctx, original = fewest_ranks(settled, original, target)
+        ctx, original = fewest_ranks(own_ranks(settled, original), original, target)
         first = original.observation
         inp = build_program(ctx, first, target)
         note_how_it_ran(ctx, original.first)

@@ -24,6 +24,24 @@ from shrinkgpu.worker import Isolation
 SMALLER_WORLDS = (1, 2)
 
 
+def own_ranks(ctx: Context, original: Original) -> Context:
+    """A script that started ranks of its own in its first run: every later run knows it
+    (how they start; candidates fork spawned ranks from a copy of themselves), and the
+    user hears which rank failed first."""
+    first = original.observation
+    if first.launcher is None or ctx.spec.launch.ranks:
+        return ctx
+    methods = {child.get("method") for child in first.children}
+    launch = dataclasses.replace(ctx.spec.launch, starter=first.launcher,
+                                 fresh_children=bool(methods & {"spawn", "forkserver"}))
+    which = f"rank {first.rank} of {first.world_size}" if first.rank is not None else f"{first.world_size} ranks"
+    ctx.talk.note(f"the script starts its own ranks ({first.launcher}, {', '.join(sorted(m for m in methods if m))}): "
+                  f"the first error is {which}'s; each candidate's ranks are "
+                  + ("forked from a copy of it made before the script ran" if launch.fresh_children else
+                     "forked as the script forks them"))
+    return dataclasses.replace(ctx, spec=dataclasses.replace(ctx.spec, launch=launch))
+
+
 def fewest_ranks(ctx: Context, original: Original, target: Target) -> tuple[Context, Original]:
     """The context and the original of the smallest world that fails the same way (the
     user's own when none smaller does)."""

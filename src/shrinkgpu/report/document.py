@@ -226,14 +226,20 @@ def how_it_was_reduced(result: ReductionResult, spec: ScriptSpec, target: Path) 
     ]
     dist = result.distributed
     if dist is not None:
-        who = (f"rank {dist['rank']} raised the first error" if dist.get("rank") is not None
+        who = (f"rank {dist['rank']} of {dist['world_size']} raised the first error" if dist.get("rank") is not None
                else "no rank raised an error first")
         where = f" in `{dist['collective']}`" if dist.get("collective") else ""
         runs = ("it reproduces without torch.distributed: the result runs as one plain python process"
                 if dist["result"] == "python" else
                 f"the result runs as {result.launch.nproc} rank(s) under torchrun (the fewest that fail the same way)")
         backend = f", backend {dist['backend']}" if dist.get("backend") else ""
-        out.append(f"- ranks: the original ran as {dist['world_size']} ranks under torchrun{backend}; {who}{where}; "
+        if dist.get("started_by"):
+            runs = ("the result runs as `python`, as the script did; the ranks it starts are in its code (fewest "
+                    "that fail the same way, or none)")
+            out.append(f"- ranks: the original started {dist['world_size']} ranks itself ({dist['started_by']})"
+                       f"{backend}; {who}{where}; {runs}")
+        else:
+            out.append(f"- ranks: the original ran as {dist['world_size']} ranks under torchrun{backend}; {who}{where}; "
                    f"{runs}")
     rate = result.original_rate
     if rate[0] < rate[1]:

@@ -77,6 +77,9 @@ class Facts:
     # The sizes the failing frames read, evaluated at the original's first error
     # (passes/sizes.py): by text, since lines move as the program shrinks
     sizes: tuple[SizeRecord, ...] = ()
+    # The rank whose error was the first, in a script that starts its own ranks
+    # (passes/ranks.py calls that rank's function directly)
+    rank: int | None = None
 
     @property
     def loaded(self) -> tuple[tuple[str, int], ...]:

@@ -27,8 +27,10 @@ import dataclasses
 import enum
 import itertools
 import json
+import os
 import random
 import socket
+import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -37,6 +39,7 @@ from typing import Callable, Mapping, Sequence
 
 from shrinkgpu.launch import PLAIN, Launch
 from shrinkgpu.worker.client import PreloadRefused, SupervisorClient, SupervisorGone
+from shrinkgpu.worker.group import HangRule, Waiting, child_observations, children_waiting, with_children
 from shrinkgpu.worker.observation import Observation
 from shrinkgpu.worker.protocol import Finished, RunCommand, RunRequest
 from shrinkgpu.worker.sandbox import RunDir
@@ -172,6 +175,9 @@ class SupervisedExecutor(Executor):
         self._clients: list[SupervisorClient] = []
         self._turn = itertools.count()
         self._runs: dict[Future, tuple[SupervisorClient, int]] = {}  # what cancel() stops
+        # The processes a script starts itself, watched for a hang (the one rule,
+        # worker/group.py) by one thread for every run in flight.
+        self._children = ChildWatch(settings.launch.hang_after, self.cancel)
 
     def _new_client(self, lane: int = 0) -> SupervisorClient:
         env = dict(self.settings.env)
@@ -226,14 +232,31 @@ class SupervisedExecutor(Executor):
             if interrupted is not None:
                 raise interrupted
 
+        self._children.add(result, job)
         raw.add_done_callback(finish)
         return result
 
     def observation(self, event: Finished, job: Job) -> Observation:
-        """What the run of ``job`` that ``event`` ended showed."""
+        """What the run of ``job`` that ``event`` ended showed: with the processes the
+        script started itself, as one (worker/group.py)."""
         run = job.run
-        return Observation.from_run(event, run.observation, run.stdout, run.stderr, crash_log=run.crash_log,
-                                    root=run.root)
+        hang = self._children.hang_of(job)
+        if hang is not None:
+            event = dataclasses.replace(event, cancelled=False)  # stopped because it hangs: the reports stand
+        obs = Observation.from_run(event, run.observation, run.stdout, run.stderr, crash_log=run.crash_log,
+                                   root=run.root)
+        if not obs.children and hang is None:
+            return obs
+        children = child_observations(obs, run.observation, run.crash_log, run.stdout, run.stderr, run.root)
+        obs = with_children(obs, children, hang, self.settings.launch.starter)
+        capture = job.request.watch.capture
+        if capture is not None and obs.launcher is not None and obs.rank is not None:
+            # the call the failing child captured, where the run's watch asked for it
+            for suffix in ("", ".json"):
+                source = Path(f"{capture.path}.child{obs.rank}{suffix}")
+                if source.exists():
+                    os.replace(source, capture.path + suffix)
+        return obs
 
     @property
     def alive(self) -> bool:
@@ -246,9 +269,62 @@ class SupervisedExecutor(Executor):
             client.cancel(run_id)
 
     def close(self) -> None:
+        self._children.close()
         for client in self._clients:
             client.close()
         self._clients = []
+
+
+class ChildWatch:
+    """One thread that reads, for every run in flight for a second or more, where the
+    processes its script started wait (``<observation>.collectives.child<k>``); a run
+    whose processes hang by the rule is cancelled, and its hang kept for its observation.
+    Nothing is read of a run before its first second: most candidates are over by then."""
+
+    POLL = 0.5
+    QUIET = 1.0
+
+    def __init__(self, hang_after: float, cancel: Callable[[Future], None]):
+        self.hang_after = hang_after
+        self.cancel = cancel
+        self._runs: dict[Future, tuple[Job, float, HangRule]] = {}
+        self._hangs: dict[Path, Waiting] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def add(self, future: Future, job: Job) -> None:
+        with self._lock:
+            self._runs[future] = (job, time.monotonic(), HangRule(self.hang_after))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, daemon=True, name="shrinkgpu-children")
+                self._thread.start()
+        future.add_done_callback(self._drop)
+
+    def _drop(self, future: Future) -> None:
+        with self._lock:
+            self._runs.pop(future, None)
+
+    def hang_of(self, job: Job) -> Waiting | None:
+        with self._lock:
+            return self._hangs.pop(job.run.path, None)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.POLL):
+            now = time.monotonic()
+            with self._lock:
+                runs = [(f, j, r) for f, (j, t, r) in self._runs.items() if now - t >= self.QUIET and not f.done()]
+            for future, job, rule in runs:
+                observation = str(job.run.observation)
+                hang = rule.check(*children_waiting(f"{observation}.collectives", observation), now=now)
+                if hang is not None:
+                    with self._lock:
+                        self._hangs[job.run.path] = hang
+                        self._runs.pop(future, None)
+                    self.cancel(future)
+
+    def close(self) -> None:
+        self._stop.set()
 
 
 class FreshInterpreters(SupervisedExecutor):
@@ -279,6 +355,14 @@ class ForkServer(SupervisedExecutor):
 
     isolation = Isolation.FORK
     mode = "fork"
+
+    def _command(self, job: Job, run_id: int) -> RunCommand:
+        if self.settings.launch.fresh_children and not job.request.watch.zygote:
+            # The ranks the script spawns are forked from a copy of the candidate made
+            # before the script ran, not started as new interpreters (probe/children.py).
+            watch = dataclasses.replace(job.request.watch, zygote=True)
+            job = dataclasses.replace(job, request=dataclasses.replace(job.request, watch=watch))
+        return super()._command(job, run_id)
 
     def start(self, preload: Sequence[str] = ()) -> PreloadReport:
         """Preload ``preload`` (in order).  A module whose import makes forking unsafe is

@@ -78,6 +78,11 @@ class Observation:
     # no rank failed)
     world_size: int = field(default=1, compare=False)
     rank: int | None = field(default=None, compare=False)
+    # the processes the script started itself that were watched (probe/children.py):
+    # [{"index", "launcher", "method"}]; and how the failing rank was started ("mp.spawn",
+    # "start_processes", "multiprocessing.Process"; None: torchrun's, or no ranks)
+    children: tuple[dict[str, Any], ...] = field(default=(), compare=False, repr=False)
+    launcher: str | None = field(default=None, compare=False)
 
     @property
     def failed(self) -> bool:
@@ -158,6 +163,7 @@ class Observation:
             written=report.written,
             sizes=report.sizes,
             output=report.output,
+            children=report.children,
         )
 
     def describe(self) -> str:

@@ -106,9 +106,28 @@ class Watch:
     # started) copied there: what a failure after the training loops reads of what they
     # wrote (a checkpoint, a vocabulary), for a start without those loops
     written: str | None = None
+    # the script starts its own ranks with the spawn method (``torch.multiprocessing.spawn``):
+    # a forked candidate forks them from a copy of itself made before the script ran
+    # (probe/children.py), instead of a new interpreter each
+    zygote: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    def for_child(self, index: int, collectives: str) -> "Watch":
+        """This watch for process ``index`` the script started itself (probe/children.py):
+        what a process of its own records (its modules, versions, the collective it waits
+        in, at ``collectives``; the arguments of its calls that raise, the call to
+        capture), each path its own; what only the whole program's run can give (the
+        loops, the library's cut, the state) is the parent's."""
+
+        def own(path: str | None) -> str | None:
+            return None if path is None else f"{path}.child{index}"
+
+        capture = self.capture
+        return Watch(collect_modules=self.collect_modules, collect_env=self.collect_env, collectives=collectives,
+                     keep_raised=own(self.keep_raised),
+                     capture=replace(capture, path=own(capture.path)) if capture is not None else None)
 
     def for_rank(self, rank: int) -> "Watch":
         """This watch for one of several ranks: each path a rank writes to made its own
@@ -144,6 +163,7 @@ class Watch:
             output_of=tuple(data["output_of"]) if data.get("output_of") else None,  # type: ignore[arg-type]
             collectives=data.get("collectives"),
             written=data.get("written"),
+            zygote=bool(data.get("zygote")),
         )
 
 
@@ -168,6 +188,14 @@ class RunRequest:
     def for_rank(self, rank: int) -> "RunRequest":
         return replace(self, observation=f"{self.observation}.rank{rank}", crash_log=f"{self.crash_log}.rank{rank}",
                        watch=self.watch.for_rank(rank), per_rank=False)
+
+    def for_child(self, index: int) -> "RunRequest":
+        """The request of a process the script started itself (probe/children.py): its
+        report, crash log and collectives' file beside the parent's
+        (``<observation>.child<k>``, ``<observation>.collectives.child<k>``)."""
+        return replace(self, observation=f"{self.observation}.child{index}", crash_log=f"{self.crash_log}.child{index}",
+                       watch=self.watch.for_child(index, f"{self.observation}.collectives.child{index}"),
+                       per_rank=False)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -409,6 +437,9 @@ class ProbeReport:
     state: dict[str, Any] | None = None  # Watch.state
     output: str | None = None  # Watch.output_of
     written: dict[str, Any] | None = None  # Watch.written
+    # the processes the script started itself that were watched (probe/children.py): each
+    # {"index", "launcher", "method"}, a report of its own beside this one
+    children: tuple[dict[str, Any], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -448,4 +479,5 @@ class ProbeReport:
             state=data.get("state"),
             output=data.get("output"),
             written=data.get("written"),
+            children=seq("children"),
         )

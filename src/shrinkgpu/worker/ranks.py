@@ -5,16 +5,11 @@ torchrun's environment for its rank and a free port of the job's own for the sto
 a fresh interpreter of its own (the original's fresh runs and the final checks: what
 the user runs).
 
-Their observations become one (``combine``): the first error of the job is the root
-exception of the rank that failed first, by each rank's own clock at the moment its
-error left the script (or its death, for a rank killed by a signal).  What the other
-ranks then say (a peer that closed its connection, a collective that timed out) is a
-consequence and never taken for the first error, unless it is all there is (a rank that
-left a collective early and exited cleanly).  A rank that failed gives the others
+Their observations become one (``group.combine``): the first error of the job is the
+root exception of the rank that failed first.  A rank that failed gives the others
 ``PEER_GRACE`` seconds to end on their own, then they are stopped, as torchrun stops
-them.  Every rank notes the collective it waits in (probe/collectives.py): when every
-rank still running has waited in a collective for ``hang_after`` seconds, not all in the
-same one (or a peer has already ended), the job hangs; its first error is a ``Hang``
+them.  Every rank notes the collective it waits in (probe/collectives.py), and the one
+hang rule (``group.HangRule``) says when the job hangs; its first error is a ``Hang``
 naming each rank and where it waits, and every rank is stopped.
 """
 
@@ -31,10 +26,10 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from pathlib import Path
 from typing import Sequence
 
-from shrinkgpu.families import Family, is_peer_consequence
 from shrinkgpu.launch import Launch, rank_environment
-from shrinkgpu.signature import Frame, OpRecord, Signature, normalize_message
+from shrinkgpu.signature import Frame, OpRecord
 from shrinkgpu.worker.executors import Executor, ExecutorSettings, FreshInterpreters, Job, PreloadReport
+from shrinkgpu.worker.group import HangRule, combine, failed, watch_group
 from shrinkgpu.worker.observation import Observation
 from shrinkgpu.worker.probe.collectives import read_waiting
 from shrinkgpu.worker.protocol import Capture, Finished, RunCommand, RunStatus, Watch
@@ -127,21 +122,14 @@ class Ranks(Executor):
         started = time.monotonic()
         failed_at: float | None = None
         stopped: set[int] = set()
-        hang: list[tuple[int, dict]] | None = None
-        waiting_since: tuple[tuple, float] | None = None
+        hang = None
+        rule = HangRule(self.hang_after)
         try:
             while not all(f.done() for f in futures):
                 now = time.monotonic()
                 if failed_at is None and any(f.done() and failed(f.result()) for f in futures):
                     failed_at = now
-                hang_now = self._waiting(jobs, futures)
-                key = tuple((k, w["in"], w["seq"]) for k, w in hang_now) if hang_now else None
-                if key is None:
-                    waiting_since = None
-                elif waiting_since is None or waiting_since[0] != key:
-                    waiting_since = (key, now)
-                elif now - waiting_since[1] >= self.hang_after:
-                    hang = hang_now
+                hang = hang or rule.check(*self._waiting(jobs, futures), now=now)
                 if stop.is_set() or hang is not None or (failed_at is not None and now - failed_at >= self.grace):
                     for k, f in enumerate(futures):
                         if not f.done():
@@ -158,24 +146,17 @@ class Ranks(Executor):
             obs = Observation.infrastructure(f"the ranks could not be run: {type(exc).__name__}: {exc}")
         result.set_result(obs)
 
-    def _waiting(self, jobs: list[Job], futures: list[Future]) -> list[tuple[int, dict]] | None:
-        """Where each running rank waits, when every one of them waits in a collective and
-        they are not all in the same one (or a peer has already ended); else None."""
+    @staticmethod
+    def _waiting(jobs: list[Job], futures: list[Future]) -> tuple[list[tuple[int, dict | None]], int]:
+        """Where each running rank waits (None: in no collective), and how many ended."""
         waits, ended = [], 0
         for k, (j, f) in enumerate(zip(jobs, futures)):
             if f.done():
                 ended += 1
                 continue
             path = j.request.watch.collectives
-            waiting = read_waiting(path) if path else None
-            if waiting is None:
-                return None
-            waits.append((k, waiting))
-        if not waits:
-            return None
-        if not ended and len({(w["in"], w["seq"]) for _k, w in waits}) == 1:
-            return None  # all in the same collective: slow, not stuck
-        return waits
+            waits.append((k, read_waiting(path) if path else None))
+        return waits, ended
 
 
 def in_collective(obs: Observation, path: str | None, root: Path) -> Observation:
@@ -196,14 +177,6 @@ def in_collective(obs: Observation, path: str | None, root: Path) -> Observation
     sig = dataclasses.replace(sig, frame=Frame(file, int(line), function, source), op=OpRecord(waiting["in"], ()),
                               stack=tuple((f, int(n)) for f, n, _fn in waiting["frames"]))
     return dataclasses.replace(obs, signature=sig)
-
-
-def failed(obs: Observation) -> bool:
-    """Whether a rank ended with an error (an infrastructure loss is no failure of its own)."""
-    if obs.infra_error:
-        return False
-    return obs.signature is not None or obs.status in (RunStatus.SIGNAL, RunStatus.EXIT, RunStatus.NO_REPORT,
-                                                       RunStatus.TIMEOUT)
 
 
 def rank_job(job: Job, rank: int, world: int, env: dict[str, str]) -> Job:
@@ -232,70 +205,6 @@ def relocate_capture(watch: Watch, jobs: list[Job], rank: int | None) -> None:
         source = Path(mine.path + suffix)
         if source.exists():
             os.replace(source, capture.path + suffix)
-
-
-def combine(observations: list[Observation], ended: list[float], stopped: set[int],
-            hang: list[tuple[int, dict]] | None, world: int) -> Observation:
-    """The job's observation from its ranks' (``ended``: when each rank's run ended, by
-    this machine's clock; ``stopped``: the ranks stopped after a peer failed or hung)."""
-    wall = max((o.wall for o in observations), default=0.0)
-    lost = [o for k, o in enumerate(observations) if o.infra_error and k not in stopped]
-    if lost:
-        return lost[0]
-    if hang is not None:
-        return hang_observation(observations, hang, wall, world)
-    ranked = [(k, o) for k, o in enumerate(observations) if k not in stopped or o.signature is not None]
-    errors = [(k, o) for k, o in ranked if o.signature is not None]
-    own = [(k, o) for k, o in errors if not is_peer_consequence(o.signature.type, o.signature.message)]
-
-    def when(item) -> tuple[float, int]:
-        k, o = item
-        return (o.failed_at if o.failed_at is not None else ended[k], k)
-
-    if own or errors:
-        rank, chosen = min(own or errors, key=when)
-        chosen = with_peer_facts(chosen, observations)
-    else:
-        ended_badly = [(k, o) for k, o in ranked if o.timed_out or (o.exit_code not in (0, None))]
-        rank, chosen = min(ended_badly, key=when) if ended_badly else (0, observations[0])
-        if not ended_badly:
-            return dataclasses.replace(chosen, wall=wall, world_size=world)
-    return dataclasses.replace(chosen, wall=wall, rank=rank, world_size=world)
-
-
-def with_peer_facts(chosen: Observation, observations: list[Observation]) -> Observation:
-    """A rank that died without its probe's report (gloo's abort) still ran the program
-    every rank ran: what another rank's report says of it (the modules it imported, the
-    environment, the files it read, argparse and configuration values, seeding) stands
-    for it; the failing stack stays its own."""
-    if chosen.modules or chosen.status is not RunStatus.SIGNAL:
-        return chosen
-    peer = next((o for o in observations if o.modules), None)
-    if peer is None:
-        return chosen
-    return dataclasses.replace(chosen, modules=peer.modules, environment=chosen.environment or peer.environment,
-                               reads=chosen.reads or peer.reads, parses=chosen.parses or peer.parses,
-                               loads=chosen.loads or peer.loads, seed_sites=chosen.seed_sites or peer.seed_sites)
-
-
-def hang_observation(observations: list[Observation], hang: list[tuple[int, dict]], wall: float,
-                     world: int) -> Observation:
-    """A job that hangs: where each rank waits, and which ended before."""
-    waiting = {k for k, _w in hang}
-    parts = [f"rank {k} waits in {w['in']}" + (f" (in {w['frames'][0][2]})" if w.get("frames") else "")
-             for k, w in hang]
-    parts += [f"rank {k} ended" for k in range(len(observations)) if k not in waiting]
-    message = "; ".join(parts) + ": a collective not every rank reaches"
-    rank, first = hang[0]
-    frame = None
-    if first.get("frames"):
-        file, line, function = first["frames"][0]
-        frame = Frame(file, int(line), function, "")
-    signature = Signature("Hang", message, normalize_message(message), OpRecord(first["in"], ()), frame,
-                          family=Family.HANG, stack=tuple((f, int(n)) for f, n, _fn in first.get("frames") or ()))
-    base = observations[rank]
-    return dataclasses.replace(base, status=RunStatus.HANG, signature=signature, timed_out=False, infra_error=None,
-                               exit_code=None, wall=wall, rank=rank, world_size=world)
 
 
 _TORCHRUN_FAILED = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+)")
@@ -330,23 +239,19 @@ class Torchrun(FreshInterpreters):
         return result
 
     def _watch(self, job: Job, result: Future) -> None:
-        """Stop torchrun (and its ranks) when they hang in collectives not all reach."""
-        files = [f"{job.run.path / 'collectives.json'}.rank{k}" for k in range(self.launch.nproc)]
-        since: tuple[tuple, float] | None = None
-        while not result.done():
-            waits = [(k, w) for k, w in enumerate(read_waiting(f) for f in files) if w is not None]
-            key = tuple((k, w["in"], w["seq"]) for k, w in waits)
-            stuck = len(waits) == len(files) and len({(w["in"], w["seq"]) for _k, w in waits}) > 1
-            now = time.monotonic()
-            if not stuck:
-                since = None
-            elif since is None or since[0] != key:
-                since = (key, now)
-            elif now - since[1] >= self.launch.hang_after:
-                self._hangs[job.run.path] = waits
-                self.cancel(result)
-                return
-            time.sleep(POLL)
+        """Stop torchrun (and its ranks) when they hang (the one rule, worker/group.py)."""
+        n = self.launch.nproc
+
+        def read() -> tuple[list[tuple[int, dict | None]], int]:
+            ended = [k for k in range(n) if Path(f"{job.run.observation}.rank{k}").exists()]
+            waits = [(k, read_waiting(f"{job.run.path / 'collectives.json'}.rank{k}")) for k in range(n)
+                     if k not in ended]
+            return waits, len(ended)
+
+        hang = watch_group(read, HangRule(self.launch.hang_after), result.done, POLL)
+        if hang is not None:
+            self._hangs[job.run.path] = hang
+            self.cancel(result)
 
     def observation(self, event: Finished, job: Job) -> Observation:
         run, n = job.run, self.launch.nproc

@@ -31,25 +31,30 @@ COLLECTIVES = (
 MAX_FRAMES = 8
 
 
+# Where this process notes its collectives: set again in a child the script forked
+# (probe/children.py), which notes in a file of its own through the same wrappers.
+_WHERE: dict[str, Any] = {"path": None, "counter": itertools.count(1)}
+
+
 def watch_collectives(path: str, roots: tuple[str, ...], rel: Callable[[str], str]) -> None:
     """Wrap the collectives of ``torch.distributed`` so that each notes in ``path`` when
     it is entered and left, with the user's frames that called it (``rel``: a user's
     file's path relative to its root)."""
+    _WHERE["path"], _WHERE["counter"] = path, itertools.count(1)
     try:
         import torch.distributed as dist
     except Exception:  # a torch without distributed support: nothing to watch
         return
     if not dist.is_available():
         return
-    counter = itertools.count(1)
 
     def note(record: dict[str, Any]) -> None:
         try:
-            tmp = f"{path}.tmp"
+            tmp = f"{_WHERE['path']}.tmp"
             with open(tmp, "w", encoding="utf-8") as fh:
                 json.dump(record, fh)
-            os.replace(tmp, path)
-        except OSError:
+            os.replace(tmp, _WHERE["path"])
+        except (OSError, TypeError):
             pass  # a note is an aid, never a reason for the run to fail
 
     def user_frames() -> list[list[Any]]:
@@ -64,7 +69,7 @@ def watch_collectives(path: str, roots: tuple[str, ...], rel: Callable[[str], st
     def wrapped(name: str, fn):
         @functools.wraps(fn)
         def collective(*args, **kwargs):
-            seq = next(counter)
+            seq = next(_WHERE["counter"])
             note({"in": f"torch.distributed.{name}", "seq": seq, "since": time.time(), "frames": user_frames()})
             try:
                 return fn(*args, **kwargs)

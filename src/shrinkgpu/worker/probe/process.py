@@ -81,13 +81,20 @@ def prepare_process(request: RunRequest, *, forked: bool) -> None:
     else:
         sys.path.insert(0, path0)
     if forked:
-        _fresh_random_state()
-        size_torch_threads()
-        # A preloaded module may have asked for the temporary directory already; the
-        # script must get the one its environment names (the run's own, see Runner).
-        tempfile = sys.modules.get("tempfile")
-        if tempfile is not None:
-            tempfile.tempdir = None
+        fresh_process()
+
+
+def fresh_process() -> None:
+    """What a new interpreter has and a fork of the server does not: random state of its
+    own, torch's thread count from the environment, the temporary directory the
+    environment names."""
+    _fresh_random_state()
+    size_torch_threads()
+    # A preloaded module may have asked for the temporary directory already; the
+    # script must get the one its environment names (the run's own, see Runner).
+    tempfile = sys.modules.get("tempfile")
+    if tempfile is not None:
+        tempfile.tempdir = None
 
 
 def disown_finalizers() -> None:

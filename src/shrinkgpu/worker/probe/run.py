@@ -10,6 +10,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from shrinkgpu.worker.probe.children import Children, Zygote, install_child, watch_children
 from shrinkgpu.worker.probe.collectives import watch_collectives
 from shrinkgpu.worker.probe.compiled import keep_compiled_call, stay_eager, watch_compile_options, watch_module_construction
 from shrinkgpu.worker.probe.library_cut import library_cut
@@ -22,6 +23,7 @@ from shrinkgpu.worker.probe.process import (
     dump_stack_on_crash,
     environment_facts,
     flush_streams,
+    fresh_process,
     loaded_modules,
     prepare_process,
     run_exit_handlers,
@@ -47,29 +49,24 @@ def run(request: RunRequest, *, forked: bool) -> int:
     raised_calls: list[dict[str, Any]] = []
     state_saved: dict[str, Any] = {}
     outputs: list[str] = []
+    global ACTIVE
     try:
+        # (before anything of the run: the zygote is what the server handed this process)
+        zygote = Zygote.start(fresh_process) if watch.zygote and forked else None
         prepare_process(request, forked=forked)
         if request.crash_log:
             dump_stack_on_crash(request.crash_log)
         script = os.path.abspath(request.script)
-        if request.capture_ops:
-            import torch  # noqa: F401  (the mode needs it; the script imports it anyway)
-
-            shapes = ShapeLog() if watch.op_shapes else None
-            raised = (watch.keep_raised, raised_calls) if watch.keep_raised else None
-            output_of = (watch.output_of, outputs) if watch.output_of else None
-            mode = watch_torch_calls(recorder.note, watch.capture, shapes, raised, output_of)
-            if raised is not None:
-                watch_compile_options()
-            if raised is not None or watch.cut:
-                # (a module in the library's saved call is written as it was built, too)
-                watch_module_construction()
-        else:
-            mode, shapes = None, None
+        mode, shapes = _watch_torch(request, recorder, raised_calls, outputs)
         if watch.eager:
             stay_eager()
         if watch.collectives:
             watch_collectives(watch.collectives, roots, recorder.rel)
+        # The processes the script starts itself are watched too (probe/children.py).
+        children = Children(request, roots, recorder.rel, zygote)
+        watch_children(children)
+        install_child(request, child_setup)
+        ACTIVE = recorder
         parses: list[dict[str, Any]] = []
         seed_sites: list[list[Any]] = []
         loads: list[dict[str, Any]] = []
@@ -150,10 +147,68 @@ def run(request: RunRequest, *, forked: bool) -> int:
         obs["modules"] = loaded_modules(roots)
     if watch.collect_env:
         obs["environment"] = environment_facts()
+    obs["children"] = children.started
     flush_streams()
     _write(request.observation, ProbeReport.from_json({**obs, "status": status, "exit_code": code}))
     run_exit_handlers()
     return code
+
+
+def _watch_torch(request: RunRequest, recorder: Recorder, raised_calls: list, outputs: list):
+    """The torch function mode that feeds ``recorder`` (and what the watch asks of it:
+    the shapes, the arguments of the calls that raise, a call's output), not yet
+    entered; (None, None) for a run that watches no torch calls."""
+    if not request.capture_ops:
+        return None, None
+    import torch  # noqa: F401  (the mode needs it; the script imports it anyway)
+
+    watch = request.watch
+    shapes = ShapeLog() if watch.op_shapes else None
+    raised = (watch.keep_raised, raised_calls) if watch.keep_raised else None
+    output_of = (watch.output_of, outputs) if watch.output_of else None
+    mode = watch_torch_calls(recorder.note, watch.capture, shapes, raised, output_of)
+    if raised is not None:
+        watch_compile_options()
+    if raised is not None or watch.cut:
+        # (a module in the library's saved call is written as it was built, too)
+        watch_module_construction()
+    return mode, shapes
+
+
+# This process's recorder once its run is watched: a child the script forks inherits it
+# (and the mode that feeds it) and records its own run in it (``child_setup``).
+ACTIVE: Recorder | None = None
+
+
+def child_setup(request: RunRequest, index: int) -> tuple[Recorder, list[dict[str, Any]]]:
+    """A process the script started itself, watched as a run of its own (``request``:
+    its own paths): its recorder, fed by a torch function mode, and the records of the
+    calls that raised whose arguments it kept; its crash log, its collectives' file."""
+    roots = tuple(os.path.abspath(r) for r in request.roots)
+    recorder = ACTIVE
+    raised_calls: list[dict[str, Any]] = []
+    if recorder is not None:  # forked from the watched parent: its mode feeds this recorder
+        recorder.errors.clear()
+        recorder.by_id.clear()
+    else:
+        recorder = Recorder(roots)
+        if request.capture_ops:
+            import torch  # noqa: F401  (the mode needs it; the child imports it anyway)
+
+            watch = request.watch
+            raised = (watch.keep_raised, raised_calls) if watch.keep_raised else None
+            # entered for good: the process ends with the child's run
+            watch_torch_calls(recorder.note, watch.capture, None, raised).__enter__()
+    if request.crash_log:
+        dump_stack_on_crash(request.crash_log)
+    path = request.watch.collectives
+    if path and "torch.distributed" in sys.modules:  # (never imported for the watch's sake)
+        watch_collectives(path, roots, recorder.rel)
+        # "started, in no collective": the hang rule counts this child among the running
+        # ones before its first collective
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump({"out": "start", "seq": 0, "since": time.time()}, fh)
+    return recorder, raised_calls
 
 
 def _keep_raised_calls(exc: BaseException, roots, recorder: Recorder, raised: tuple[str, list]) -> None:

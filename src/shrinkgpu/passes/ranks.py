@@ -1,0 +1,147 @@
+"""The ranks a script starts itself, fewest or none.
+
+``mp.spawn(worker, args=(world, cfg), nprocs=world)`` (``torch.multiprocessing.spawn``,
+``start_processes`` with any start method) starts the ranks in the script's own code, so
+their number is an edit, not a launcher's option.  Level 0: the call becomes the failing
+rank's function called directly, in this process (``worker(1, world, cfg)``, the rank the
+first error came from): a bug in the model or the data needs no process group, and once
+what the rank did to join one is gone the result runs as one plain ``python`` process.
+Levels 1 and 2: ``nprocs`` becomes 1, then 2, and every argument that passed the same
+expression (the world size the function reads) with it: a bug in a collective keeps the
+fewest ranks that fail the same way.  The test decides; a world that no longer fails the
+same way is not taken.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import libcst as cst
+
+from shrinkgpu.passes.base import EditPass, Unit
+from shrinkgpu.syntax.code import code_of
+from shrinkgpu.syntax.edits import Edit
+from shrinkgpu.syntax.program import Candidate, statements_of
+
+# The functions that start a script's ranks: ``mp.spawn``, ``torch.multiprocessing.spawn``,
+# ``start_processes`` (by whatever name the module is imported as).
+STARTERS = ("spawn", "start_processes")
+FEWEST = (1, 2)  # the world sizes offered, one per level after the direct call
+
+
+MODULE = "torch.multiprocessing"
+
+
+class _Imports(cst.CSTVisitor):
+    """How a file names torch.multiprocessing's starters: ``mp.spawn`` after ``import
+    torch.multiprocessing as mp``, ``spawn`` after ``from torch.multiprocessing import
+    spawn``, ``torch.multiprocessing.spawn`` after ``import torch``."""
+
+    def __init__(self):
+        self.names: set[str] = set()
+
+    def visit_Import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            name = code_of(alias.name)
+            if name in (MODULE, "torch"):
+                local = code_of(alias.asname.name) if alias.asname else name
+                prefix = local if name == MODULE else f"{local}.multiprocessing"
+                self.names.update(f"{prefix}.{s}" for s in STARTERS)
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        module = code_of(node.module) if node.module is not None else ""
+        if isinstance(node.names, cst.ImportStar):
+            if module == MODULE:
+                self.names.update(STARTERS)
+            return
+        for alias in node.names:
+            local = code_of(alias.asname.name) if alias.asname else code_of(alias.name)
+            if module == MODULE and code_of(alias.name) in STARTERS:
+                self.names.add(local)
+            elif module == "torch" and code_of(alias.name) == "multiprocessing":
+                self.names.update(f"{local}.{s}" for s in STARTERS)
+
+
+class _Starts(cst.CSTVisitor):
+    def __init__(self, names: set[str]):
+        self.names = names
+        self.calls: list[cst.Call] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if code_of(node.func) in self.names and _function(node) is not None:
+            self.calls.append(node)
+
+
+def _argument(call: cst.Call, keyword: str, position: int) -> cst.Arg | None:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == keyword:
+            return arg
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    return positional[position] if position < len(positional) else None
+
+
+def _function(call: cst.Call) -> cst.Name | None:
+    arg = _argument(call, "fn", 0)
+    return arg.value if arg is not None and isinstance(arg.value, cst.Name) else None
+
+
+class FewestRanks(EditPass):
+    name = "fewest-ranks"
+    needs_rebased = True
+
+    def units(self, cand: Candidate, level: int) -> Sequence[Unit] | None:
+        if level > len(FEWEST):
+            return None
+        if self.waits(cand):
+            return []
+        program = cand.program
+        rank = program.facts.rank if program.facts.rank is not None else 0
+        out: list[Unit] = []
+        starters: dict[str, set[str]] = {}
+        for path, module in program.modules.items():
+            imports = _Imports()
+            module.visit(imports)
+            starters[path] = imports.names
+        for s in statements_of(cand, ["simple"]):
+            if not starters.get(s.file):
+                continue
+            finder = _Starts(starters[s.file])
+            s.node.visit(finder)
+            for call in finder.calls:
+                unit = (self._direct(call, rank) if level == 0 else self._fewer(call, FEWEST[level - 1]))
+                if unit is not None:
+                    out.append(tuple(Edit("expr", node=program.node_index(n), text=t) for n, t in unit))
+        return out
+
+    @staticmethod
+    def _direct(call: cst.Call, rank: int) -> list[tuple[cst.CSTNode, str]] | None:
+        """The call as the failing rank's function called in this process."""
+        fn = _function(call)
+        args = _argument(call, "args", 1)
+        if fn is None:
+            return None
+        if args is None:
+            rest = ""
+        elif isinstance(args.value, cst.Tuple):
+            rest = "".join(f", {code_of(e.value)}" if not isinstance(e, cst.StarredElement)
+                           else f", *{code_of(e.value)}" for e in args.value.elements)
+        else:
+            rest = f", *{code_of(args.value)}"
+        return [(call, f"{fn.value}({rank}{rest})")]
+
+    @staticmethod
+    def _fewer(call: cst.Call, n: int) -> list[tuple[cst.CSTNode, str]] | None:
+        """``nprocs`` made ``n``, with every argument that passed the same expression."""
+        nprocs = _argument(call, "nprocs", 2)
+        if nprocs is None:
+            return None  # (one process by default)
+        value = nprocs.value
+        if isinstance(value, cst.Integer) and int(value.value) <= n:
+            return None
+        edits: list[tuple[cst.CSTNode, str]] = [(value, str(n))]
+        args = _argument(call, "args", 1)
+        if args is not None and isinstance(args.value, cst.Tuple):
+            same = code_of(value)
+            edits += [(e.value, str(n)) for e in args.value.elements
+                      if not isinstance(e, cst.StarredElement) and code_of(e.value) == same]
+        return edits
