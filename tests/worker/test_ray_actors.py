@@ -273,14 +273,66 @@ def test_a_node_removed_mid_run_loses_no_candidate_and_leaves_no_actor(ray_nodes
             futures = [runner.submit({"s.py": slow.replace("Target 4", f"Target {i}")}, timeout=30)
                        for i in range(4)]
             time.sleep(1.0)  # a candidate on each node
-            ray_nodes.remove_node(next(iter(ray_nodes.worker_nodes)))
+            gone = next(iter(ray_nodes.worker_nodes))
+            ray_nodes.remove_node(gone)
             runs = [f.result(timeout=120) for f in futures]
             assert runner.alive  # the head's worker goes on alone
+            # and it is said: which node, when, how many candidates ran again
+            lost = runner.placement().lost
+            assert [x["node"] for x in lost] == [gone.node_id] and lost[0]["reran"] >= 1
+            assert "its node left the cluster" in runner.placement().lost_text()
         assert [o.signature.message if o.signature else o.describe() for o in runs] == \
             [f"Target {i} is out of bounds." for i in range(4)]
         # the lost worker, waiting for a node with a GPU free, was killed with the others
         assert all_released(ray_cluster), (ray_cluster.available_resources(), ray_cluster.cluster_resources())
     finally:
+        ray_nodes.add_node(num_cpus=1, num_gpus=1)
+        ray_nodes.wait_for_nodes()
+
+
+def test_a_node_lost_during_a_reduction_keeps_stdout_one_json_object_and_is_named(ray_nodes, ray_cluster, tmp_path):
+    # Ray's driver prints a lost node's raylet log on stdout from a thread of its own: under
+    # --json that would come before the JSON object, and an agent reading it fails.
+    import json
+    import subprocess
+    import sys
+    import threading
+
+    script = tmp_path / "s.py"
+    # (the sleep is the bug's: every candidate takes a second, and the search lasts)
+    script.write_text("import time\nt = time.time()\ntime.sleep(1.0)\n" + "".join(f"v{i} = {i}\n" for i in range(12))
+                      + "if time.time() - t > 0.5:\n    raise IndexError('Target 4 is out of bounds.')\n")
+    gone = next(iter(ray_nodes.worker_nodes))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "shrinkgpu", "reduce", "--executor", "ray", "--address", ray_nodes.address,
+         "--workers", "2", "-k", "Target 4", "--json", "--no-extract", "--no-ablate", "--verify", "1",
+         "--confirm", "0", str(script)],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    searching, err = threading.Event(), []
+
+    def read_stderr():
+        for line in proc.stderr:
+            err.append(line)
+            if "reducing" in line:
+                searching.set()
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    try:
+        assert searching.wait(120), "".join(err)
+        time.sleep(1.5)  # a candidate on each node
+        ray_nodes.remove_node(gone)
+        out, _ = proc.communicate(timeout=300)
+        reader.join(10)
+        assert proc.returncode == 0, "".join(err)
+        summary = json.loads(out)  # the whole of stdout, nothing before or after
+        assert [x["node"] for x in summary["lost"]] == [gone.node_id], "".join(err)
+        report = (tmp_path / "s.min.md").read_text()
+        assert f"a worker on node {gone.node_id} was lost" in report
+        assert any("the cluster lost workers during the search" in n for n in summary["notes"])
+    finally:
+        if proc.poll() is None:
+            proc.kill()
         ray_nodes.add_node(num_cpus=1, num_gpus=1)
         ray_nodes.wait_for_nodes()
 

@@ -172,8 +172,31 @@ def launch_options(f):
              "`shrinkgpu reduce -k ERR -- torchrun --nproc-per-node=2 train.py` (docs/executors.md).")(f)
 
 
+# With --json, the process's real stdout, kept for the one JSON object (``json_stdout``).
+_JSON_OUT: list = []
+
+
+def json_stdout() -> None:
+    """Under ``--json`` stdout carries one JSON object and nothing else, whatever a library
+    prints: the real stdout is kept aside for it, and file descriptor 1 becomes stderr for
+    the rest of the command, Python's prints, a C library's writes and a background
+    thread's alike (Ray's driver prints a lost node's raylet log on stdout from a thread
+    of its own, `log_to_driver` or not)."""
+    if _JSON_OUT:
+        return
+    sys.stdout.flush()
+    kept = os.dup(1)
+    os.dup2(2, 1)
+    _JSON_OUT.append(os.fdopen(kept, "w", encoding="utf-8", closefd=True))
+
+
 def _emit_json(data: dict) -> None:
-    click.echo(json.dumps(data, indent=2, default=str))
+    text = json.dumps(data, indent=2, default=str)
+    if _JSON_OUT:
+        _JSON_OUT[0].write(text + "\n")
+        _JSON_OUT[0].flush()
+    else:
+        click.echo(text)
 
 
 def _fail(message: str, code: int, as_json: bool, **extra) -> None:
@@ -286,6 +309,7 @@ def run(script, script_args, module, nproc, hang_after, timeout, isolation, root
             "signature": obs.signature.to_json() if obs.signature else None,
             "world_size": obs.world_size,
             "rank": obs.rank,
+            "started_by": obs.launcher,  # a script's own ranks: mp.spawn, start_processes, multiprocessing.Process
             "environment": obs.environment,
             "launch_env": dict([launch]) if launch else {},
             "surfaced_signature": first.surfaced.to_json() if first.surfaced else None,
@@ -294,6 +318,8 @@ def run(script, script_args, module, nproc, hang_after, timeout, isolation, root
             "error": None if obs.failed else f"the script did not fail: {obs.describe()}",
         })
     elif obs.signature is not None:
+        if obs.launcher is not None and obs.rank is not None:
+            click.echo(f"rank {obs.rank} of {obs.world_size}, started by {obs.launcher}:")
         click.echo(obs.signature.describe())
         if obs.world_size > 1 and obs.rank is not None:
             click.echo(f"  the first failing rank: {obs.rank} of {obs.world_size}")
@@ -866,6 +892,8 @@ def main(argv: list[str] | None = None) -> None:
         stop_with_parent(parent)
     before = argv[: argv.index("--")] if "--" in argv else argv
     wants_json = "--json" in before
+    if wants_json:
+        json_stdout()
     try:
         cli.main(args=argv, prog_name="shrinkgpu", standalone_mode=False)
     except click.exceptions.Exit as exc:

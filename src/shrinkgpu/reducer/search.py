@@ -210,8 +210,11 @@ def search(ctx: Context, oracle: Oracle, pool: Pool, inp: Input, start: Start, t
         initial, tiers, adapter.test, lambda c: c.order, budget=limits, on_event=talk.emit,
         normalize=adapter.rebase, test_many=adapter.test_many, jobs=pool.plan.jobs, search=ctx.config.search,
     )
+    placement = pool.runner.placement()
+    if placement.lost:
+        talk.note(f"the cluster lost workers during the search: {placement.lost_text()}")
     return Searched(outcome, original_size, adapter.facts, adapter.data_files, tuple(adapter.trace), resumed,
-                    seconds=limits.elapsed() - started, placement=pool.runner.placement())
+                    seconds=limits.elapsed() - started, placement=placement)
 
 
 def proposer_for(ctx: Context, target: Target) -> ShellProposer:

@@ -468,6 +468,8 @@ def where_it_ran(result: ReductionResult) -> str:
     if result.jobs > 1:
         share = result.unused_share or 0.0
         text += f"; {result.unused_runs} run(s) beside others went unused ({100 * share:.0f}%)"
+    if placed.lost:
+        text += f"; {placed.lost_text()}"
     return text
 
 

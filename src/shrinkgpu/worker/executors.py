@@ -109,9 +109,19 @@ class Placement:
     executor: str  # "local" (this machine's fork servers or fresh interpreters) or "ray"
     nodes: tuple[str, ...]  # the hosts (a Ray cluster: its nodes' addresses)
     workers: int | None = None  # processes that take candidates; None: one per candidate in flight
+    # workers lost while the search ran: {"node", "seconds" (since the executor started),
+    # "reran" (candidates run again elsewhere because of it), "why"}
+    lost: tuple[dict, ...] = ()
 
     def to_json(self) -> dict:
-        return {"executor": self.executor, "nodes": list(self.nodes), "workers": self.workers}
+        return {"executor": self.executor, "nodes": list(self.nodes), "workers": self.workers,
+                "lost": [dict(x) for x in self.lost]}
+
+    def lost_text(self) -> str:
+        """The workers lost, in words (the report, the notes); empty when none was."""
+        return "; ".join(f"a worker on node {x['node']} was lost {x['seconds']:.0f} s in ({x['why']}), and "
+                         f"{x['reran']} candidate{'s' if x['reran'] != 1 else ''} ran again on another"
+                         for x in self.lost)
 
 
 def local_placement() -> Placement:

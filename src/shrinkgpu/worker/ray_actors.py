@@ -249,6 +249,14 @@ def swap(value: Any, pairs: Sequence[tuple[str, str]]) -> Any:
     return value
 
 
+def _why(exc: BaseException) -> str:
+    """What Ray says of a dead actor, in a few words: its node gone, or the actor itself."""
+    text = str(exc)
+    if "node" in text.lower() and ("died" in text.lower() or "dead" in text.lower()):
+        return "its node left the cluster"
+    return "the worker process died"
+
+
 def worker_crash(wall: float, node: str) -> Observation:
     """A candidate whose run killed the worker running it twice: its crash."""
     message = (f"shrinkgpu: the Ray worker running this candidate died, {ATTEMPTS} times (last on node {node}): "
@@ -420,6 +428,9 @@ class RayExecutor(Executor):
         self.lanes = max(1, settings.lanes)
         self._actors: list[Any] = []  # the pool: every actor not known to be dead for good
         self._made: list[Any] = []  # every actor made, killed at close() whatever became of it
+        self._node_of: dict[Any, str] = {}  # the node each actor started on
+        self._losses: list[dict] = []  # the workers that died under a candidate (``placement``)
+        self._started = time.perf_counter()
         self._idle: list[Any] = []
         self._pending: collections.deque[_Task] = collections.deque()
         self._running: dict[Future, tuple[Any, _Task]] = {}
@@ -468,6 +479,8 @@ class RayExecutor(Executor):
             raise ForkUnavailable(f"on a Ray worker: {refused[0].reason}", refused[0].dropped)
         self._idle = list(self._actors)
         self.nodes = tuple(sorted({node for _, node, _ in ready}))
+        self._node_of = {actor: node for actor, (_, node, _) in zip(self._actors, ready)}
+        self._started = time.perf_counter()
         first: PreloadReport = ready[0][0]
         # (a report's note is for a fallback: where the workers are is ``nodes``)
         return PreloadReport(first.modules, first.dropped, time.perf_counter() - started, Isolation.FORK)
@@ -529,7 +542,8 @@ class RayExecutor(Executor):
         try:
             returned: Returned = done.result()
         except ray.exceptions.RayActorError as exc:
-            died, node = True, f"{exc}".splitlines()[0][:200]
+            died, node = True, self._node_of.get(actor) or f"{exc}".splitlines()[0][:200]
+            self._lost(node, _why(exc))
         except Exception as exc:  # noqa: BLE001 - the actor raised: an infrastructure failure
             obs = Observation.infrastructure(f"on a Ray worker: {type(exc).__name__}: {exc}")
         else:
@@ -548,6 +562,8 @@ class RayExecutor(Executor):
             else:
                 with self._lock:
                     self._pending.appendleft(task)  # the same candidate, counted once
+                    if self._losses:
+                        self._losses[-1]["reran"] += 1
         if obs is not None:
             task.future.set_result(obs)
         if isinstance(done.exception(), ray.exceptions.RayActorError):
@@ -601,9 +617,26 @@ class RayExecutor(Executor):
 
     def placement(self) -> Placement:
         """The nodes the workers started on, and the workers started (a node removed
-        since, or an actor dead for good, still took candidates)."""
+        since, or an actor dead for good, still took candidates), and what was lost: a
+        worker whose node the cluster no longer counts as alive lost it with its node."""
         with self._lock:
-            return Placement("ray", self.nodes, len(self._made) or len(self._actors))
+            losses = [dict(x) for x in self._losses]
+        if losses:
+            try:
+                alive = {n["NodeID"] for n in self.cluster.ray.nodes() if n.get("Alive")}
+            except Exception:  # noqa: BLE001 - what the loss was stays as the actor said
+                alive = None
+            for loss in losses:
+                if alive is not None and loss["node"] not in alive:
+                    loss["why"] = "its node left the cluster"
+        return Placement("ray", self.nodes, len(self._made) or len(self._actors), tuple(losses))
+
+    def _lost(self, node: str, why: str) -> None:
+        """A worker died under a candidate: which node, when; the candidates it held
+        are counted as they are queued again."""
+        with self._lock:
+            self._losses.append({"node": node, "seconds": round(time.perf_counter() - self._started, 1),
+                                 "reran": 0, "why": why})
 
     def cancel(self, future: Future) -> None:
         with self._lock:

@@ -51,6 +51,7 @@ MARK = "_shrinkgpu_child"
 PR_SET_CHILD_SUBREAPER = 36
 MAX_MESSAGE = 1 << 20
 MAX_FDS = 250
+ANSWER_WITHIN = 60.0  # seconds the zygote has to fork a spawned child
 
 
 def child_path(path: str, index: int) -> str:
@@ -296,6 +297,9 @@ class Zygote:
                               "tracker_fd": handles[0], "pipe_handle": handles[1], "request": request_file})
         socket.send_fds(self.sock, [message.encode()], passfds)
         answer = b""
+        # (a fork answers in milliseconds; a zygote stuck for a minute is a failure the
+        # script sees at its spawn call, never a run that waits for its limit)
+        self.sock.settimeout(ANSWER_WITHIN)
         while not answer.endswith(b"\n"):
             chunk = self.sock.recv(64)
             if not chunk:
@@ -377,7 +381,9 @@ def _child(message: dict[str, Any], fds: list[int], sock: socket.socket, prepare
         os.environ.clear()
         os.environ.update(message["env"])
         os.chdir(message["cwd"])
-        while os.getppid() == middle:  # re-parented to the candidate: its pdeathsig is the candidate's
+        waited = time.monotonic()
+        # re-parented to the candidate first: a pdeathsig the script sets is then the candidate's
+        while os.getppid() == middle and time.monotonic() - waited < ANSWER_WITHIN:
             time.sleep(0.0005)
         prepare_child()
         exec_child(message["request"], int(message["index"]))
