@@ -126,3 +126,12 @@ def test_candidates_and_the_proposer_stay_within_the_searchs_share_of_the_limit(
     clock.now += 70.0
     assert limits.search_left() == pytest.approx(9.0) and limits.run_limit() == pytest.approx(9.0)
     assert limits.fresh_result() == pytest.approx(10.5)
+
+
+def test_what_is_no_run_is_waited_for_within_the_limit_and_a_moment_of_the_grace():
+    clock = Clock()
+    limits = Limits(max_time=10.0, clock=clock)
+    assert limits.wait(120.0) == 10.0
+    clock.now += 30.0
+    assert limits.wait(120.0) == 1.0
+    assert Limits(clock=clock).wait(120.0) == 120.0

@@ -151,6 +151,13 @@ class Limits(Budget):
             return Slot(None, f"{what} was not tried: {seconds(left)} left of --max-time, it takes {seconds(needs)}")
         return Slot(min(limit, left))
 
+    def wait(self, usual: float) -> float:
+        """Seconds to wait for what is no run of ours (collect_env, started with the
+        reduction): ``usual``, or what --max-time leaves, and past its end a moment of the
+        grace."""
+        left = self.left()
+        return usual if left is None else max(1.0, min(usual, left))
+
     def search_left(self) -> float | None:
         """Seconds left of the search's share (its deadline keeps the checks after it
         their time), never past --max-time; None when nothing bounds it."""

@@ -78,9 +78,7 @@ def finish(ctx: Context, found: Found, versions: CollectEnv | None, revision: st
     if config.write:
         # (collect_env started with the reduction; past --max-time it gets a moment of
         # the grace, else the report says the versions were not collected)
-        left = ctx.limits.left()
-        result.collect_env = versions.result(COLLECT_ENV_WAIT if left is None else max(left, 1.0)) \
-            if versions is not None else None
+        result.collect_env = versions.result(ctx.limits.wait(COLLECT_ENV_WAIT)) if versions is not None else None
         result.revision = revision
         write_outputs(result, ctx.layout, spec)
         if result.output.is_dir():
