@@ -123,13 +123,15 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-# Thresholds that tell a long original from a short one, by its wall time: the state
-# saved at the failing step, the cut start, the first run kept for --resume.  A fixture
-# takes about 2.5 s, but under two test processes on a loaded CI machine that can pass
-# ten, and its reduction then takes another path than the test was written for.  A test
-# of a script that is short by construction pins them above any such time; the tests of
-# those paths set them to 0 themselves (tests/features/test_replay_state.py).
+# Thresholds that tell a long original from a short one: the state saved at the failing
+# step, the cut start (``state.LONG_RUN``, in units of the run's import of torch), the
+# first run kept for --resume (seconds).  A fixture runs under two imports, and the
+# first is a ratio a loaded machine does not move; but a test of a script that is short
+# by construction pins both above any run, so that its reduction takes the path it was
+# written for whatever the machine; the tests of those paths set them to 0 themselves
+# (tests/features/test_replay_state.py).
 SHORT_RUN_SECONDS = 600.0
+SHORT_RUN_STARTUPS = 1e6
 
 
 @pytest.fixture
@@ -137,7 +139,7 @@ def short_scripts_stay_short(monkeypatch):
     import shrinkgpu.reducer.resume as kept_first
     import shrinkgpu.reducer.state as state_rules
 
-    monkeypatch.setattr(state_rules, "STATE_MIN_SECONDS", SHORT_RUN_SECONDS)
+    monkeypatch.setattr(state_rules, "LONG_RUN", SHORT_RUN_STARTUPS)
     monkeypatch.setattr(kept_first, "KEEP_MIN_SECONDS", SHORT_RUN_SECONDS)
 
 

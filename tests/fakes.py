@@ -3,6 +3,13 @@ comes from a Python function of the candidate's text, in microseconds.
 
 ``Behaviour`` is what the fake "script" does: ``behaviour(text, job) -> Observation``.
 ``bug(...)`` makes the Observation of a failing run, ``passes()`` one of a clean run.
+
+With a ``FakeClock`` the runs take time: each observation's ``wall`` is how long its run
+lasts, a run longer than its job's time limit comes back timed out at the limit (as the
+supervisor kills it), and reading a run's result moves the clock to the run's end (runs
+submitted together overlap, as they do in the workers).  A reduction given the same
+clock (``Reduction(..., clock=clock)``) then meets --max-time exactly as it would on a
+machine where the runs took those times, in microseconds.
 """
 
 from __future__ import annotations
@@ -31,12 +38,57 @@ def signature(type_: str = "IndexError", message: str = "Target 4 is out of boun
                      call=1 if op is not None else None)
 
 
-def bug(sig: Signature | None = None, *, wall: float = 0.01, **facts) -> Observation:
-    return Observation(1, None, False, wall, RunStatus.EXCEPTION, sig or signature(), duration=wall, **facts)
+def bug(sig: Signature | None = None, *, wall: float = 0.01, error_at: float | None = None, **facts) -> Observation:
+    """A failing run of ``wall`` seconds; ``error_at``: when its error left the script (the
+    rest is the probe saving what the watch asked), what a run stopped by its limit
+    after that still says (with a ``FakeClock``)."""
+    sig = sig or signature()
+    if error_at is not None:
+        facts = {**facts, "raised_before_timeout": sig, "failed_at": error_at}
+    return Observation(1, None, False, wall, RunStatus.EXCEPTION, sig, duration=wall, **facts)
 
 
 def passes(*, wall: float = 0.01) -> Observation:
     return Observation(0, None, False, wall, RunStatus.OK, None, duration=wall)
+
+
+class FakeClock:
+    """A monotonic clock the fake runs advance (``Limits``' clock in a test)."""
+
+    def __init__(self, start: float = 1000.0):
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def reach(self, moment: float) -> None:
+        self.now = max(self.now, moment)
+
+
+class ClockedFuture(Future):
+    """A run's future whose result is there at once, and whose reading moves the clock
+    to when the run ended."""
+
+    def __init__(self, clock: FakeClock, end: float):
+        super().__init__()
+        self.clock = clock
+        self.end = end
+
+    def result(self, timeout=None):
+        self.clock.reach(self.end)
+        return super().result(timeout)
+
+
+def within_limit(obs: Observation, job: Job) -> Observation:
+    """What a run of ``obs.wall`` seconds comes back as under its job's time limit: killed
+    at the limit, with the error it had raised before when that came first (``bug``'s
+    ``error_at``, the probe's first record)."""
+    if obs.wall <= job.timeout:
+        return obs
+    reached = obs.raised_before_timeout if obs.failed_at is not None and obs.failed_at <= job.timeout else None
+    return Observation(None, 9, True, job.timeout, RunStatus.TIMEOUT, None, duration=job.timeout,
+                       startup=obs.startup, raised_calls=obs.raised_calls if reached else (),
+                       raised_before_timeout=reached)
 
 
 @dataclass
@@ -46,16 +98,18 @@ class Log:
     jobs: list[tuple[Isolation, Job]] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)  # each job's script, as it was run
     started: list[Isolation] = field(default_factory=list)
+    times: list[tuple[float, float]] = field(default_factory=list)  # (start, end) of each run, with a clock
 
 
 class FakeExecutor(Executor):
     def __init__(self, isolation: Isolation, settings: ExecutorSettings, behaviour: Behaviour, log: Log,
-                 refuse_fork: str | None = None):
+                 refuse_fork: str | None = None, clock: FakeClock | None = None):
         self.isolation = isolation
         self.lanes = settings.lanes if isolation is Isolation.FORK else 1
         self.behaviour = behaviour
         self.log = log
         self.refuse_fork = refuse_fork
+        self.clock = clock
         self._alive = False
 
     def start(self, preload=()) -> PreloadReport:
@@ -69,8 +123,14 @@ class FakeExecutor(Executor):
         text = Path(job.request.script).read_text()
         self.log.jobs.append((self.isolation, job))
         self.log.texts.append(text)
-        future: Future = Future()
-        future.set_result(self.behaviour(text, job))
+        obs = self.behaviour(text, job)
+        if self.clock is None:
+            future: Future = Future()
+        else:
+            obs = within_limit(obs, job)
+            self.log.times.append((self.clock.now, self.clock.now + obs.wall))
+            future = ClockedFuture(self.clock, self.clock.now + obs.wall)
+        future.set_result(obs)
         return future
 
     @property
@@ -81,12 +141,13 @@ class FakeExecutor(Executor):
         self._alive = False
 
 
-def executors(behaviour: Behaviour, log: Log | None = None, *, refuse_fork: str | None = None):
-    """An ``ExecutorFactory`` of fake executors sharing ``log``."""
+def executors(behaviour: Behaviour, log: Log | None = None, *, refuse_fork: str | None = None,
+              clock: FakeClock | None = None):
+    """An ``ExecutorFactory`` of fake executors sharing ``log`` (and ``clock``)."""
     log = log if log is not None else Log()
 
     def make(isolation: Isolation, settings: ExecutorSettings) -> Executor:
-        return FakeExecutor(isolation, settings, behaviour, log, refuse_fork)
+        return FakeExecutor(isolation, settings, behaviour, log, refuse_fork, clock)
 
     make.log = log  # type: ignore[attr-defined]
     return make
@@ -143,10 +204,12 @@ class Contexts:
     def __init__(self):
         self.made = []
 
-    def __call__(self, cfg, behaviour: Behaviour = fails_with_needle, log: Log | None = None, on_event=None):
+    def __call__(self, cfg, behaviour: Behaviour = fails_with_needle, log: Log | None = None, on_event=None,
+                 clock: FakeClock | None = None):
         from shrinkgpu.reducer import Reduction
 
-        reduction = Reduction(cfg, on_event, executors=executors(behaviour, log))
+        timed = {} if clock is None else {"clock": clock}
+        reduction = Reduction(cfg, on_event, executors=executors(behaviour, log, clock=clock), **timed)
         ctx = reduction.prepare()
         self.made.append((reduction, ctx))
         return ctx

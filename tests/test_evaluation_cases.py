@@ -46,10 +46,9 @@ def test_case_names_are_unique_across_the_fixtures_and_the_evaluation():
 
 def test_the_pinned_cli_reaches_every_threshold_of_this_layout(monkeypatch):
     from evaluation import pinned
-    from shrinkgpu.reducer import facts, search, state
+    from shrinkgpu.reducer import facts, state
 
-    for module, name in ((facts, "HOT_MIN_SECONDS"), (search, "HOT_MIN_SECONDS"), (state, "STATE_MIN_SECONDS")):
+    for module, name in ((facts, "HOT_SHARE"), (state, "LONG_RUN")):
         monkeypatch.setattr(module, name, getattr(module, name))  # put back after the test
-    assert set(pinned.pin()) >= {"shrinkgpu.reducer.facts.HOT_MIN_SECONDS", "shrinkgpu.reducer.search.HOT_MIN_SECONDS",
-                                 "shrinkgpu.reducer.state.STATE_MIN_SECONDS"}
-    assert facts.HOT_MIN_SECONDS == state.STATE_MIN_SECONDS == pinned.OUT_OF_REACH
+    assert set(pinned.pin()) >= {"shrinkgpu.reducer.facts.HOT_SHARE", "shrinkgpu.reducer.state.LONG_RUN"}
+    assert facts.HOT_SHARE == state.LONG_RUN == pinned.OUT_OF_REACH

@@ -72,3 +72,66 @@ def test_a_candidate_never_runs_past_the_reductions_end():
     unbounded = Limits()
     unbounded.calibrate(timeout=400.0, fresh_timeout=400.0)
     assert unbounded.run_limit() == 400.0
+
+
+class Clock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_a_run_that_could_not_end_in_time_is_refused_and_kept_for_the_note():
+    clock = Clock()
+    limits = Limits(max_time=300.0, clock=clock)
+    clock.now += 251.0  # 49 s left
+    slot = limits.slot("the start without the training loop", 120.0, 600.0)
+    assert slot.timeout is None
+    assert slot.refused == "the start without the training loop was not tried: 49 s left of --max-time, it takes 120 s"
+    granted = limits.slot("the check of the extracted call", 3.2, 300.0)
+    assert granted.timeout == 49.0 and granted.refused is None  # its limit, clipped to what is left
+    assert limits.would_buy() == ("--max-time 300 s ended the reduction before the start without the training loop "
+                                  "(120 s): a larger --max-time buys each, for the time in parentheses")
+    assert Limits(clock=clock).slot("anything", 1e9, 7.0).timeout == 7.0  # no --max-time: every run, its own limit
+    assert Limits(clock=clock).would_buy() is None
+
+
+def test_past_the_end_nothing_is_granted_and_every_limit_is_clipped():
+    clock = Clock()
+    limits = Limits(max_time=10.0, clock=clock)
+    clock.now += 12.0
+    assert limits.left() == 0.0 and limits.out_of_time()
+    assert limits.slot("a run that takes nothing", 0.0, 5.0).refused is not None
+    assert limits.clip(600.0) == 0.1 and limits.fresh_limit(3.0) == 0.1
+
+
+def test_run_lengths_are_measured_in_imports_of_torch_so_a_busy_machine_decides_alike():
+    idle, busy = Limits(), Limits()
+    idle.paced(1.6)
+    busy.paced(4.8)  # three times slower: the import and the run alike
+    assert idle.startups(16.0) == pytest.approx(busy.startups(48.0)) == pytest.approx(10.0)
+    unmeasured = Limits()
+    unmeasured.paced(None)  # torch was loaded before the probe: the development machine's pace
+    unmeasured.paced(0.001)
+    assert unmeasured.startup == 1.6
+
+
+def test_candidates_and_the_proposer_stay_within_the_searchs_share_of_the_limit():
+    clock = Clock()
+    limits = Limits(max_time=100.0, verify_runs=2, clock=clock)
+    limits.calibrate(timeout=50.0, fresh_timeout=50.0, wall=1.0)
+    limits.searching(original_wall=10.0, expected_wall=10.0, import_seconds=1.0)
+    # the checks after the search keep 2 x 10.5 s: a candidate started at 70 s ends by 79 s
+    clock.now += 70.0
+    assert limits.search_left() == pytest.approx(9.0) and limits.run_limit() == pytest.approx(9.0)
+    assert limits.fresh_result() == pytest.approx(10.5)
+
+
+def test_what_is_no_run_is_waited_for_within_the_limit_and_a_moment_of_the_grace():
+    clock = Clock()
+    limits = Limits(max_time=10.0, clock=clock)
+    assert limits.wait(120.0) == 10.0
+    clock.now += 30.0
+    assert limits.wait(120.0) == 1.0
+    assert Limits(clock=clock).wait(120.0) == 120.0

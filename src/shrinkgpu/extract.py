@@ -33,7 +33,7 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Union
 
 from shrinkgpu.results import Extraction
 from shrinkgpu.families import Family
@@ -232,10 +232,20 @@ def _unknown(node: dict) -> str:
     return ""
 
 
-def _check(text: str, data: Path | None, data_name: str | None, target: Target, timeout: float, env: dict | None,
-           stem: str, executors: ExecutorFactory) -> tuple[Observation, Path]:
+# A check's time limit, or what gives the next check's: a reduction's --max-time asks
+# before each check (it raises ``ExtractionFailed`` with why a check is not started).
+Timeout = Union[float, Callable[[], float]]
+
+
+def _limit(timeout: Timeout) -> float:
+    return timeout() if callable(timeout) else timeout
+
+
+def _check(text: str, data: Path | None, data_name: str | None, target: Target, timeout: Timeout,
+           env: dict | None, stem: str, executors: ExecutorFactory) -> tuple[Observation, Path]:
     """One run of ``text`` alone in an empty directory, with ``data`` beside it as
     ``data_name`` when it reads one."""
+    limit = _limit(timeout)
     work = Path(tempfile.mkdtemp(prefix="shrinkgpu-extract-"))
     script = work / f"{stem}.extracted.py"
     script.write_text(text, encoding="utf-8")
@@ -245,7 +255,7 @@ def _check(text: str, data: Path | None, data_name: str | None, target: Target, 
         spec = ScriptSpec(script=script, cwd=work, root=work, env=env, argv0=script.name)
         with Runner(spec, isolation=Isolation.FRESH, executors=executors) as runner:
             runner.start()
-            obs = runner.run({script.name: text}, timeout=timeout)
+            obs = runner.run({script.name: text}, timeout=limit)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return obs, script
@@ -388,7 +398,7 @@ def _state_dict_source(node: dict, meta: dict[str, dict], indent: str = "") -> s
     return "{}" if not items else "{\n" + "\n".join(items) + f"\n{indent}}}"
 
 
-def _extract_loading(record: dict, target: Target, output_stem: Path, timeout: float, env: dict | None,
+def _extract_loading(record: dict, target: Target, output_stem: Path, timeout: Timeout, env: dict | None,
                      executors: ExecutorFactory, say: Callable[[str], None]) -> Extraction:
     """A loader's failing call alone, the first of its scripts that fails the same way
     in a fresh interpreter, written with the file it reads beside it when it reads one."""
@@ -449,7 +459,7 @@ def extract(runner: Runner, files: dict[str, str], target: Target, output_stem: 
         shutil.rmtree(work, ignore_errors=True)
 
 
-def check_extracted(path: Path, target: Target, timeout: float, env: dict | None,
+def check_extracted(path: Path, target: Target, timeout: Timeout, env: dict | None,
                     executors: ExecutorFactory) -> Extraction | None:
     """An extracted call written earlier (``path``, with its ``.pt`` when it loads one),
     when it still fails as ``target`` in a fresh interpreter (--resume keeps it).  Its
@@ -483,7 +493,7 @@ def check_extracted(path: Path, target: Target, timeout: float, env: dict | None
     return Extraction(path, data if loads else None, text, level, len(body), obs.signature, None, name, arguments)
 
 
-def extract_record(record: dict, target: Target, output_stem: Path, timeout: float, env: dict | None,
+def extract_record(record: dict, target: Target, output_stem: Path, timeout: Timeout, env: dict | None,
                    executors: ExecutorFactory, on_event: Callable[[str], None] | None = None) -> Extraction:
     """The smallest standalone script for a captured call that reproduces ``target``,
     each level checked in a fresh interpreter (through ``executors``), written beside

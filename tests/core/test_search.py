@@ -152,3 +152,26 @@ def test_the_outcome_counts_tested_candidates_whose_verdicts_went_unused():
     assert seq.unused == 0
     assert 0 < par.unused < par.tests
     assert par.best == seq.best == (7,)
+
+
+def test_a_state_whose_size_is_none_is_no_candidate_and_is_never_tested():
+    # (the reducer's bound: never more tokens than the start, whatever the cost says)
+    tested = []
+
+    class Drop:
+        name = "drop"
+
+        def units(self, state, level):
+            return list(state) if level == 0 else None
+
+        def apply(self, state, units):
+            return tuple(x for x in state if x not in units)
+
+    def test(state):
+        tested.append(state)
+        return R if 3 in state else P
+
+    # a state without 1 is "larger" than allowed: never tested, never accepted
+    outcome = reduce_to_fixpoint((1, 2, 3), [Drop()], test, lambda s: len(s) if 1 in s else None)
+    assert outcome.best == (1, 3)
+    assert all(1 in s for s in tested) and all(1 in s for s in outcome.history)

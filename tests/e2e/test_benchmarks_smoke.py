@@ -117,3 +117,28 @@ def test_the_sandbox_benchmark_prints_both_costs_and_their_ratio(tmp_path):
     assert re.fullmatch(rf"\| {re.escape(str(measured))} \| 4 \| [\d.]+ ms \| [\d.]+ ms \| [\d.]+x \|", row), row
     assert sorted(p.name for p in measured.rglob("*")) == ["a.txt", "b.txt", "data", "s.py"]  # nothing written there
     assert list(temp.iterdir()) == []  # and nothing left in the temporary directory
+
+
+@pytest.mark.slow
+def test_the_overrun_benchmark_measures_a_reduction_past_its_limit(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "evaluation.overrun", "--cases", "class_index", "--factors", "1",
+                           "--workdir", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    [row] = json.loads((tmp_path / "results.json").read_text())["rows"]
+    assert row["case"] == "class_index" and row["factor"] == 1.0 and row["limit"] == round(row["original"], 1)
+    assert row["overrun"] == pytest.approx(row["wall"] - row["limit"], abs=0.15) and not row["killed"]
+    assert row["overrun"] < 10
+    assert re.search(r"^largest overrun: [+-]\d+\.\d s \(class_index at 1x\); median", proc.stdout, re.M)
+
+
+@pytest.mark.slow
+def test_the_under_load_benchmark_compares_a_reduction_alone_and_beside_a_burner(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "evaluation.under_load", "--cases", "class_index", "--max-tests", "5",
+                           "--burn-max", "120", "--workdir", str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=900)
+    [row] = json.loads((tmp_path / "results.json").read_text())["rows"]
+    assert row["alone"]["files"] and row["same"] is (row["alone"]["files"] == row["loaded"]["files"])
+    assert "| class_index |" in proc.stdout and proc.returncode == (0 if row["same"] else 1)
+    # the burner is gone with the benchmark
+    left = subprocess.run(["pgrep", "-f", "time.monotonic\\(\\) < end"], capture_output=True, text=True).stdout
+    assert not left.strip()

@@ -102,7 +102,7 @@ def test_a_trainers_compute_loss_override_is_called_directly_as_the_trainer_call
     pytest.importorskip("accelerate")
     from shrinkgpu.reducer import start, state as state_rules
 
-    monkeypatch.setattr(state_rules, "STATE_MIN_SECONDS", 0.0)
+    monkeypatch.setattr(state_rules, "LONG_RUN", 0.0)
     monkeypatch.setattr(start, "SLOWER_REPLAY", 10.0)
     result = reduce_copy("hf_reweight.py", tmp_path, max_tests=80, keep_error="weight tensor should be defined",
                          observed_sizes=False)

@@ -1,6 +1,6 @@
 """The state at the failing step, saved once and replayed (issue 21): real workers and
 real torch on the CPU.  The originals here take seconds; the threshold for saving the
-state (``STATE_MIN_SECONDS``, 10 s) is lowered so that they get one."""
+state (``state.LONG_RUN``: six imports of torch) is lowered so that they get one."""
 
 from __future__ import annotations
 
@@ -188,7 +188,7 @@ for epoch in range(6):
 
 def reduce_script(tmp_path, monkeypatch, text: str, max_tests: int = 200, keep_error: str = "index out of range",
                   slower: float = 10.0):
-    monkeypatch.setattr(state_rules, "STATE_MIN_SECONDS", 0.0)
+    monkeypatch.setattr(state_rules, "LONG_RUN", 0.0)
     # These originals fail within 2-3 s, where a replay's interpreter start is most of its
     # time: whether it saves enough (0.7 of the original) depends on the machine's speed.
     monkeypatch.setattr(start, "SLOWER_REPLAY", slower)
@@ -278,7 +278,7 @@ def test_a_state_whose_replay_saves_too_little_time_is_reported_and_not_used(tmp
 
 @pytest.mark.slow
 def test_resume_keeps_the_saved_state_and_the_extracted_call(tmp_path, monkeypatch):
-    monkeypatch.setattr(state_rules, "STATE_MIN_SECONDS", 0.0)
+    monkeypatch.setattr(state_rules, "LONG_RUN", 0.0)
     monkeypatch.setattr(kept_first, "KEEP_MIN_SECONDS", 0.0)  # its first run is kept too
     # (what is tested is what --resume keeps, not whether the start saves enough time: on
     # a loaded machine the fresh start of torch alone nears this short original's run)
@@ -441,9 +441,6 @@ model.load_state_dict(torch.load("best.pt"))
 @pytest.mark.slow
 def test_a_failure_after_the_loop_on_the_file_it_wrote_starts_without_the_loop_and_the_file_put_back(
         tmp_path, monkeypatch):
-    import shrinkgpu.reducer.facts as facts
-
-    monkeypatch.setattr(facts, "HOT_MIN_SECONDS", 0.0)  # the loop takes a second here, not minutes
     result, _events, out = reduce_script(tmp_path, monkeypatch, BEST_CHECKPOINT, max_tests=150,
                                          keep_error="Error.s. in loading state_dict")
     assert result.start["what"] == "the original with the loops that took its time cut and the files they wrote put back"
@@ -461,9 +458,6 @@ def test_a_failure_after_the_loop_on_the_file_it_wrote_starts_without_the_loop_a
 @pytest.mark.slow
 def test_a_loop_whose_first_iteration_writes_the_file_is_cut_to_it_and_the_result_needs_no_file(
         tmp_path, monkeypatch):
-    import shrinkgpu.reducer.facts as facts
-
-    monkeypatch.setattr(facts, "HOT_MIN_SECONDS", 0.0)
     saves_at_once = BEST_CHECKPOINT.replace("epoch >= 500 and ", "")
     result, _events, out = reduce_script(tmp_path, monkeypatch, saves_at_once, max_tests=150,
                                          keep_error="Error.s. in loading state_dict")

@@ -67,3 +67,15 @@ def test_nothing_is_extracted_when_nothing_is_written(script, contexts):
     first = bug()
     extracting = plan_extraction(ctx, first, Target(first.signature))
     assert extracting.capture is None and extracting.extracted.extraction is None and extracting.extracted.error is None
+
+
+def test_a_check_of_the_extracted_call_that_could_not_end_in_time_is_not_started_and_said(script, contexts):
+    ctx = contexts(config(script, write=True, max_time=60), extracted_call_fails)
+    ctx.limits.end = ctx.limits.now() + 2.0  # 2 s left: a check takes two imports of torch (3.2 s)
+    first = bug()
+    extracting = plan_extraction(ctx, first, Target(first.signature))
+    save_capture(extracting.capture)
+    extracted = finish_extraction(ctx, extracting, Target(first.signature), first, bug())
+    assert extracted.extraction is None and ctx.executors.log.jobs == []
+    assert extracted.error == "the check of the extracted call was not tried: 2.0 s left of --max-time, it takes 3.2 s"
+    assert not (script.parent / "train.extracted.py").exists()

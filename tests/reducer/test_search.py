@@ -126,3 +126,20 @@ def test_limits_are_a_budget_the_core_reads():
     assert limits.exhausted() is None
     limits.charge(2)
     assert limits.exhausted() == "test budget of 2 used up"
+
+
+def test_hot_loops_stay_after_a_rebase_only_for_a_long_original_whatever_the_runs_took(script, contexts):
+    # a count, not a run time: the same program is rebased alike on an idle and a busy machine
+    hot = RunFacts(hot_loops=(("train.py", "for x in data:", 0.9),))
+    for keep, wall in ((False, 5.0), (True, 0.01)):
+        ctx = contexts(config(script), lambda text, job, wall=wall: bug(wall=wall) if NEEDLE in text else passes())
+        runner = ctx.runner(Isolation.FORK)
+        runner.start()
+        try:
+            oracle = Oracle(runner, Target(signature()), ctx.limits)
+            search = Adapter(ctx, oracle, oracle.target, "train.py", hot, keep_hot=keep)
+            cand = smaller(hot)
+            assert search.test_many([cand]) == [Verdict.REPRODUCED]
+            assert search.rebase(cand).program.facts.hot_loops == (hot.hot_loops if keep else ())
+        finally:
+            runner.close()

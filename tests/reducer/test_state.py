@@ -101,3 +101,17 @@ def test_a_first_iteration_after_a_loop_that_took_the_time_is_a_point_too():
     assert "first iteration" in state_point(obs, {"a.py": src}, "a.py")
     point = state_point(obs, {"a.py": src}, "a.py", hot=(("a.py", "for epoch in range(100):", 0.98),))
     assert (point.header_text, point.iteration, point.iterations) == ("for batch in val_loader:", 0, ((3, 0),))
+
+
+def test_a_long_run_is_one_of_six_imports_of_torch_of_its_own_however_busy_the_machine():
+    from shrinkgpu.limits import Limits
+    from shrinkgpu.reducer.state import long_run
+
+    idle, busy = Limits(), Limits()
+    idle.paced(1.6)
+    busy.paced(4.8)  # three times slower at everything
+    # the README's fixture: 4.4 s, 1.6 of them importing torch; on a busy machine 13.2 s,
+    # past the 10 s a fixed threshold once read, and still short
+    assert not long_run(4.4, idle) and not long_run(13.2, busy)
+    # a long suite's original: 46 s, three times that when busy
+    assert long_run(46.0, idle) and long_run(138.0, busy)

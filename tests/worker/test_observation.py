@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 
@@ -78,6 +79,23 @@ def test_from_run_timeout_has_no_signature_even_with_a_report(run_dir):
     assert obs.timed_out is True
     assert obs.signature is None and not obs.failed
     assert obs.describe() == "timed out after 12.5s"
+
+
+def test_a_run_stopped_after_its_error_left_the_script_says_which_error_it_reached(run_dir):
+    # The probe writes the first error beside the observation as it leaves the script,
+    # then saves what its watch asks (the data objects); the limit came in that work.
+    root = rec_json("IndexError", "Target 4 is out of bounds.", ident=1, op=CE_JSON, frame=FRAME_JSON)
+    obs_path, out, err = run_dir(stderr=LOSS_ASSERT)
+    Path(f"{obs_path}.first").write_text(json.dumps(report(chain=[root], torch_errors=[root], startup=1.7,
+                                                           raised_calls=[{"op": CE, "call": 1, "path": "r-1"}])))
+    obs = Observation.from_run(finished(timed_out=True, signal=9, wall=60.0), obs_path, out, err)
+    assert (obs.status, obs.timed_out, obs.signature) == ("timeout", True, None)  # never a reproduction
+    assert obs.raised_before_timeout.headline == "IndexError: Target 4 is out of bounds."
+    assert obs.raised_calls == ({"op": CE, "call": 1, "path": "r-1"},) and obs.startup == 1.7
+    assert obs.describe() == "timed out after 60.0s, after its first error IndexError: Target 4 is out of bounds."
+    # a timed-out run without the record knows nothing of an error
+    Path(f"{obs_path}.first").unlink()
+    assert Observation.from_run(finished(timed_out=True, signal=9), *run_dir()).raised_before_timeout is None
 
 
 def test_from_run_signal_without_report(run_dir):

@@ -389,11 +389,8 @@ def test_the_command_line_reduces_on_the_cluster_it_is_connected_to_and_leaves_i
 # original's saved state): set out of reach, as evaluation/pinned.py does, so that the two
 # reductions decide alike whatever the load of the machine beside them.
 CLOCK_THRESHOLDS = (
-    ("shrinkgpu.reducer.facts", "HOT_MIN_SECONDS"),
-    ("shrinkgpu.reducer.search", "HOT_MIN_SECONDS"),
-    ("shrinkgpu.reducer.session", "HOT_MIN_SECONDS"),
-    ("shrinkgpu.reducer.session", "STATE_MIN_SECONDS"),
-    ("shrinkgpu.reducer.state", "STATE_MIN_SECONDS"),
+    ("shrinkgpu.reducer.facts", "HOT_SHARE"),
+    ("shrinkgpu.reducer.state", "LONG_RUN"),
 )
 
 

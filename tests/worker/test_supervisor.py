@@ -115,6 +115,15 @@ def test_timeout_kills_the_script_and_its_whole_process_group(fork_runner, tmp_p
     assert wait_gone(read_pids(pids, 2)) == []
 
 
+def test_a_run_killed_after_its_error_left_the_script_still_says_which_error_it_reached(fork_runner):
+    # (the script's exit handler stands for what comes after the error: the probe saving
+    # the data objects of a long first run, the user's own atexit)
+    obs = run(fork_runner, "import atexit, time\natexit.register(time.sleep, 1000)\n"
+                           "raise IndexError('Target 4 is out of bounds.')\n", timeout=3.0, collect_modules=True)
+    assert obs.timed_out and obs.signature is None
+    assert obs.raised_before_timeout.headline == "IndexError: Target 4 is out of bounds."
+
+
 def test_sigsegv_is_a_crash_with_a_signal_signature(fork_runner):
     obs = run(fork_runner, "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")
     assert (obs.status, obs.signal, obs.exit_code, obs.timed_out) == ("signal", 11, None, False)

@@ -375,7 +375,9 @@ def run(script, script_args, module, nproc, hang_after, timeout, isolation, root
                    "for every candidate and the result). Default: a new one per interpreter, as python does.")
 @click.option("--max-tests", type=click.IntRange(min=1), default=None, help="Stop after this many candidates.")
 @click.option("--max-time", type=click.FloatRange(min=1), default=None,
-              help="Seconds for the whole run, the first run of the original and the final check included.")
+              help="Seconds for the whole command: every run of the original, the search, the checks and "
+                   "comparisons after it, the report (a run that could not end in time is not started, and a "
+                   "note says what it needs; up to 5 s more to stop the running candidate and write the files).")
 @click.option("--verify", "verify_runs", type=click.IntRange(min=0), default=2, show_default=True,
               help="Fresh-interpreter runs the result must reproduce in.")
 @click.option("--extract/--no-extract", default=True, show_default=True,
@@ -390,7 +392,8 @@ def run(script, script_args, module, nproc, hang_after, timeout, isolation, root
                    "x.size(1)) as the numbers the first run computed, and, for shape, view and dtype errors, the "
                    "tensors it bound as torch.randn/torch.zeros of their layout, so the data pipeline can go.")
 @click.option("--replay-state/--no-replay-state", "replay_state", default=True, show_default=True,
-              help="For an original that runs 10 s or more and fails past the first iteration of a loop: save its "
+              help="For a long original (its own run at least six times its import of torch: about 10 s here) "
+                   "that fails past the first iteration of a loop: save its "
                    "state at the start of the failing iteration (weights, optimizer, scheduler, RNGs, the batch) as "
                    "<stem>.min.state.pt and offer candidates that start there, once a fresh interpreter showed the "
                    "replay fails the same way. The file holds your weights.")

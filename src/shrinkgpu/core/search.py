@@ -53,10 +53,11 @@ class Pass(Protocol[S, U]):
 
 class Budget:
     """What a search may spend: ``max_tests`` tests, and time until ``deadline`` (a
-    ``time.monotonic()`` value).  The search asks ``exhausted()`` before each test and
-    ``charge()``s each one here, the one place tests are counted.  A caller that spends
-    the same budget outside the search (a run the search did not ask for), or whose
-    deadline moves while the search runs, subclasses it: the search reads nothing else."""
+    value of ``now()``, ``time.monotonic()`` here).  The search asks ``exhausted()``
+    before each test and ``charge()``s each one here, the one place tests are counted.  A
+    caller that spends the same budget outside the search (a run the search did not ask
+    for), whose deadline moves while the search runs, or whose clock is another (a fake
+    one in tests), subclasses it: the search reads nothing else."""
 
     def __init__(self, max_tests: int | None = None, deadline: float | None = None):
         self.max_tests = max_tests
@@ -66,12 +67,15 @@ class Budget:
     def charge(self, tests: int = 1) -> None:
         self.charged += tests
 
+    def now(self) -> float:
+        return time.monotonic()
+
     def exhausted(self) -> str | None:
         """Why nothing more may be spent, or None."""
         if self.max_tests is not None and self.charged >= self.max_tests:
             return f"test budget of {self.max_tests} used up"
         deadline = self.deadline
-        if deadline is not None and time.monotonic() >= deadline:
+        if deadline is not None and self.now() >= deadline:
             return "time limit reached"
         return None
 
@@ -136,8 +140,9 @@ class Tracker(Generic[S]):
         self.emit(Tested(verdict, size, self.best_size, self.tests))
 
     def accept(self, state: S, size) -> None:
-        """The search committed to ``state``: it is the new best."""
-        if size < self.best_size:
+        """The search committed to ``state``: it is the new best (never one that is no
+        candidate, ``size`` None)."""
+        if size is not None and size < self.best_size:
             self.best, self.best_size = state, size
             self.history.append(state)
 
@@ -165,6 +170,10 @@ def reduce_to_fixpoint(
     search: str = DEFAULT_SEARCH,
 ) -> Outcome[S]:
     """Reduce ``state`` (assumed interesting) until no pass makes progress.
+
+    ``size(state)`` is the order the search minimises; only states strictly smaller than
+    the best are tested.  It may return None: the state is no candidate at all (a bound
+    of the caller's own, such as "never more tokens than the start"), and is not tested.
 
     ``passes`` is a list of passes, or a list of *tiers* of passes, cheapest first.  A
     tier is swept until it stops making progress; then the next tier gets one sweep,

@@ -5,7 +5,7 @@ guide's comparisons; ablation/): the outcomes and the kind of bug they show."""
 from __future__ import annotations
 
 import dataclasses
-import time
+import itertools
 
 from shrinkgpu import ablation
 from shrinkgpu.families import Family
@@ -23,9 +23,10 @@ def ablate(ctx: Context, pool: Pool, verified: Verified, extracted: Extracted, t
     """None when not asked (--no-ablate), when the result was not verified, at
     --max-time, or when no change applies."""
     best = verified.best
-    if not ctx.config.ablate or not verified.counts[0] or ctx.limits.out_of_time():
+    if not ctx.config.ablate or not verified.counts[0]:
         return None
-    started = time.monotonic()
+    limits = ctx.limits
+    started = limits.now()
     talk, plan, runner = ctx.talk, pool.plan, pool.runner
     sig = target.signature
     # The changes alter dtypes, shapes and strides on purpose: the same bug is the same
@@ -55,18 +56,47 @@ def ablate(ctx: Context, pool: Pool, verified: Verified, extracted: Extracted, t
     summarised = (Watch(output_of=(failed.op.name, failed.call))
                   if failed is not None and failed.op is not None and failed.call else Watch())
 
-    def run_as(isolation: Isolation, timeout: float, watch: Watch = Watch()):
-        return lambda batch: runner.run_all([(c.files, {**pin, **c.env}) for c in batch], at_once=plan.jobs,
-                                            timeout=timeout, isolation=isolation, watch=watch)
+    refused: list[str] = []
 
-    fresh_timeout = ctx.limits.fresh_timeout
+    def run_as(isolation: Isolation, timeout: float, needs: float, watch: Watch = Watch()):
+        def run(batch: list[ablation.Change]):
+            # A batch at a time (what runs at once), each asking --max-time first: the
+            # comparisons that could not end in time are not started, and said.
+            out = []
+            for k in range(0, len(batch), plan.jobs):
+                part = batch[k:k + plan.jobs]
+                slot = limits.slot(f"the run with one change at a time ({part[0].name})", needs, timeout)
+                if slot.refused:
+                    refused.append(f"{slot.refused} (and {len(batch) - k - 1} more comparison(s) after it)"
+                                   if len(batch) - k > 1 else slot.refused)
+                    break
+                ran = runner.run_all([(c.files, {**pin, **c.env}) for c in part], timeout=slot.timeout,
+                                     isolation=isolation, watch=watch)
+                # a run the end of --max-time stopped compares nothing: not an outcome
+                kept = [o for o in itertools.takewhile(lambda o: not (o.timed_out and limits.out_of_time()), ran)]
+                out += kept
+                if len(kept) < len(ran):
+                    refused.append(f"the run with one change at a time ({part[len(kept)].name}) was stopped by "
+                                   "--max-time: it and the comparisons after it are left out")
+                    break
+            return out
+        return run
+
+    fresh_timeout = limits.fresh_timeout
     try:
         # The extracted call runs where candidates run (it is one import and one call); a
         # compiled case in a fresh interpreter, where Inductor's state is its own.
-        found = ablation.outcomes(forked, run_as(runner.isolation, min(fresh_timeout, EXTRACT_CHECK_MAX)), same)
-        found += ablation.outcomes(fresh, run_as(Isolation.FRESH, fresh_timeout, summarised), same)
+        found = ablation.outcomes(forked, run_as(runner.isolation, min(fresh_timeout, EXTRACT_CHECK_MAX),
+                                                 limits.candidate_wall), same)
+        if not refused:
+            found += ablation.outcomes(fresh, run_as(Isolation.FRESH, fresh_timeout, verified.wall, summarised),
+                                       same)
     except KeyboardInterrupt:
         talk.note("interrupted while the result ran with one change at a time: no comparison", show=False)
+        return None
+    for why in refused:
+        talk.note(why)
+    if not found:
         return None
     stage = ablation.summary([o for o in found if o.category == ablation.BACKEND],
                              ablation.compile_backend(best.files)) if compiled else None
@@ -77,4 +107,4 @@ def ablate(ctx: Context, pool: Pool, verified: Verified, extracted: Extracted, t
     if stage:
         talk.stage(stage)
     talk.stage(f"the kind: {kind.kind}: {kind.reason}")
-    return Ablation(tuple(found), kind.kind, kind.reason, kind.hint, stage, time.monotonic() - started)
+    return Ablation(tuple(found), kind.kind, kind.reason, kind.hint, stage, limits.now() - started)

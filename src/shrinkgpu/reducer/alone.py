@@ -60,14 +60,16 @@ def self_contained(ctx: Context, verified: Verified, extracted: Extracted, targe
     if state is not None and any(state.state_file in t for t in texts.values()):
         because.append(f"it loads the state at the failing step, `{state.state_file}`")
     because += [f"it reads `{n}`" for n in needs if n not in loads]
-    # (not after an interrupt: the user wants out; nor past --max-time)
-    checkable = (not ranks and ctx.spec.module is None and verified.stopped != "interrupted"
-                 and not ctx.limits.out_of_time())
+    # (not after an interrupt: the user wants out; nor when --max-time leaves no time
+    # for the run, which run_alone asks)
+    checkable = not ranks and ctx.spec.module is None and verified.stopped != "interrupted"
     text = texts.get(best.program.main)
     if not because and text is not None:
         if not checkable:
             return Alone(RESULT)
-        obs = run_alone(ctx, text, target)
+        obs = run_alone(ctx, text, target, verified.wall)
+        if obs is NOT_RUN:
+            return Alone(RESULT)
         if obs is not None and target.matches(obs.signature):
             return Alone(RESULT, checked=True)
         because.append("alone it does not fail the same way"
@@ -81,7 +83,9 @@ def self_contained(ctx: Context, verified: Verified, extracted: Extracted, targe
         written = write_back(text, cut.loads, *cut.layout)
         if written is not None:
             ctx.talk.stage(f"writing the result without `{cut.loads}`: its saved call as source")
-            obs = run_alone(ctx, written, target)
+            obs = run_alone(ctx, written, target, verified.wall)
+            if obs is NOT_RUN:
+                return Alone(None, because=tuple(because))
             if obs is not None and target.matches(obs.signature):
                 return Alone(WRITTEN_BACK, checked=True, because=tuple(because), text=written)
             ctx.talk.note(f"the result with the call it loads from `{cut.loads}` written as source (random values "
@@ -90,9 +94,20 @@ def self_contained(ctx: Context, verified: Verified, extracted: Extracted, targe
     return Alone(None, because=tuple(because))
 
 
-def run_alone(ctx: Context, text: str, target: Target) -> Observation | None:
+# What ``run_alone`` answers when --max-time left no time for the run (said in a note).
+NOT_RUN = Observation.infrastructure("not run: --max-time")
+
+
+def run_alone(ctx: Context, text: str, target: Target, needs: float) -> Observation | None:
     """One run of ``text`` in a fresh interpreter, alone in an empty directory, with the
-    script's arguments, environment and stdin; None when it could not be run."""
+    script's arguments, environment and stdin (it takes about ``needs``, what the
+    result's fresh checks took); None when it could not be run, ``NOT_RUN`` when
+    --max-time leaves it no time."""
+    slot = ctx.limits.slot("the run alone in an empty directory", max(needs, ctx.limits.fresh_result()),
+                           ctx.limits.fresh_timeout)
+    if slot.refused:
+        ctx.talk.note(f"{slot.refused}: which artifact runs alone is said from what each loads and reads")
+        return NOT_RUN
     ctx.talk.stage("running it alone in an empty directory")
     # inside the session, so that a reduction killed here leaves nothing the next one
     # does not sweep
@@ -108,9 +123,13 @@ def run_alone(ctx: Context, text: str, target: Target) -> Observation | None:
                           argv0=name)
         with Runner(here, isolation=Isolation.FRESH, executors=ctx.executors) as runner:
             runner.start()
-            left = ctx.limits.left()
-            limit = ctx.limits.fresh_timeout if left is None else min(ctx.limits.fresh_timeout, left)
-            return runner.run({name: text}, timeout=limit)
+            obs = runner.run({name: text}, timeout=slot.timeout)
+        if obs.timed_out and ctx.limits.out_of_time():
+            # stopped by the end of --max-time: it says nothing of the artifact
+            ctx.talk.note(f"the run alone in an empty directory was stopped by --max-time after {obs.wall:.1f}s: "
+                          "which artifact runs alone is said from what each loads and reads")
+            return NOT_RUN
+        return obs
     except (OSError, SandboxError):
         return None
     finally:

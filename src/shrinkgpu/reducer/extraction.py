@@ -35,6 +35,9 @@ from shrinkgpu.signature import Target
 from shrinkgpu.worker import Capture, ExecutorFactory, Isolation, Observation, Runner, Watch, default_executor
 
 EXTRACT_CHECK_MAX = 300.0  # seconds an extracted call's check may take (an import and one call)
+# What one check of an extracted call takes, in units of this machine's import of torch
+# (``Limits.startup``): a fresh interpreter, the probe, the import, one call.
+EXTRACT_CHECK_STARTUPS = 2.0
 
 
 @dataclass(frozen=True)
@@ -57,13 +60,29 @@ def check_limit(ctx: Context, first: Observation) -> float:
     return min(ctx.limits.fresh_limit(first.wall), EXTRACT_CHECK_MAX)
 
 
+def check_needs(ctx: Context) -> float:
+    """Seconds one check of an extracted call takes here, about."""
+    return EXTRACT_CHECK_STARTUPS * ctx.limits.startup
+
+
+def check_timeouts(ctx: Context, first: Observation):
+    """What gives each check of the extracted call its time limit, asked before each
+    one: --max-time's slot for it, or ``ExtractionFailed`` saying why it is not started."""
+    def timeout() -> float:
+        slot = ctx.limits.slot("the check of the extracted call", check_needs(ctx), check_limit(ctx, first))
+        if slot.refused:
+            raise ExtractionFailed(slot.refused)
+        return slot.timeout
+    return timeout
+
+
 def plan_extraction(ctx: Context, first: Observation, target: Target) -> Extracting:
     """The failing call written now when the first run kept its arguments as it raised
     (or --resume finds it written and still failing); else the capture to take."""
     config = ctx.config
     if not (config.extract and config.write):
         return Extracting(Extracted(None, None))
-    kept = resume.kept_extraction(ctx, target, check_limit(ctx, first)) if config.resume else None
+    kept = resume.kept_extraction(ctx, target, check_needs(ctx), check_limit(ctx, first)) if config.resume else None
     if kept is not None:
         return Extracting(Extracted(kept, None))
     op = target.signature.op
@@ -104,7 +123,7 @@ def extract_from(ctx: Context, record: dict, target: Target, first: Observation)
     """The failing call of ``record`` written alone, checked in a fresh interpreter."""
     ctx.talk.stage("extracting the failing call")
     try:
-        extraction = extract_record(record, target, ctx.layout.extracted_stem, check_limit(ctx, first),
+        extraction = extract_record(record, target, ctx.layout.extracted_stem, check_timeouts(ctx, first),
                                     ctx.spec.env, ctx.executors, on_event=ctx.talk.stage)
     except ExtractionFailed as exc:
         return not_extracted(ctx, exc.reason)

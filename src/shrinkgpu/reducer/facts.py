@@ -42,11 +42,11 @@ from shrinkgpu.syntax.program import FILE_COST
 from shrinkgpu.syntax.values import EXACT, LAYOUT, tensor_source, value_source
 from shrinkgpu.worker import Observation, Sandbox, ScriptSpec
 
-# The search starts with loops that took this share of an original's run, when the run
-# took at least HOT_MIN_SECONDS (below that, order hardly matters); a loop stays worth
-# cutting first while a program's run takes that long.
+# The search starts with loops that took this share of an original's run: a share of
+# the samples the first run took, which a busy machine, slowing the loop and the rest
+# alike, does not move.  How long they stay worth cutting first is a count of rebases
+# (reducer/search.py: ``Adapter.rebase``), not a run time.
 HOT_SHARE = 0.25
-HOT_MIN_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,7 @@ def build_program(ctx: Context, first: Observation, target: Target) -> Input:
     facts = RunFacts(
         loops=loop_facts(files, first.loops),
         cut=cut,
-        hot_loops=hot_loops(files, first.loop_time) if first.wall >= HOT_MIN_SECONDS else (),
+        hot_loops=hot_loops(files, first.loop_time),
         saved_objects=objects,
         sizes=tuple(s for s in sizes_of(first) if s.kind != "tensor" or metadata),
     )

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from shrinkgpu.families import is_asynchronous
+from shrinkgpu.limits import Limits
 from shrinkgpu.reducer.config import ReduceConfig, ReduceError, checked_launch_mode
 from shrinkgpu.reducer.setup import main_source, spec_for
 from shrinkgpu.signature import Signature
@@ -96,7 +97,7 @@ def run_once(
             runner.start(required=isolation is Isolation.FORK)
         except ForkUnavailable as exc:
             raise ReduceError(f"--isolation fork is not possible here: {exc.reason}. {FORK_ADVICE}") from None
-        timeout = min(config.timeout or UNLIMITED, limit or UNLIMITED)
+        timeout = max(0.1, min(config.timeout or UNLIMITED, UNLIMITED if limit is None else limit))
         future = runner.submit(files, timeout=timeout, watch=watch)
         if waiting is not None:
             every, call = waiting
@@ -117,7 +118,7 @@ def run_observed(
     isolation: Isolation = Isolation.FRESH,
     watch: Watch = RUN_WATCH,
     sandbox: Sandbox | None = None,
-    limit: float | None = None,
+    limits: Limits | None = None,
     executors: ExecutorFactory = default_executor,
     waiting: Waiting | None = None,
 ) -> FirstRun:
@@ -126,10 +127,11 @@ def run_observed(
     variable (the first run tells which backend).  The second run's observation is the
     one the reduction keeps: an asynchronous error surfaces at a later synchronising call
     (``loss.item()``), and only the synchronous run names the operator whose kernel
-    failed."""
+    failed.  ``limits``: a reduction's (--max-time bounds the first run, which may be
+    cut, and the second is not started when it could not end in time)."""
     mode = checked_launch_mode(config)
-    again = dict(isolation=isolation, watch=watch, sandbox=sandbox, limit=limit, executors=executors, waiting=waiting)
-    obs, spec = run_once(config, **again)
+    again = dict(isolation=isolation, watch=watch, sandbox=sandbox, executors=executors, waiting=waiting)
+    obs, spec = run_once(config, limit=limits.left() if limits is not None else None, **again)
     if mode == "never" or obs.infra_error:
         return FirstRun(obs, spec, config)
     sig = obs.signature
@@ -140,7 +142,13 @@ def run_observed(
         if (os.environ if spec.env is None else spec.env).get(name) == value:
             return FirstRun(obs, spec, config)  # the user's own environment already has it
     synced_config, variable = with_sync_launches(config, obs.environment)
-    synced, spec = run_once(synced_config, **again)
+    limit = None
+    if limits is not None:
+        slot = limits.slot("the original's run with synchronous launches", obs.wall, UNLIMITED)
+        if slot.refused:
+            return FirstRun(obs, spec, config, note=f"{slot.refused}: the reduction keeps the error where it surfaced")
+        limit = slot.timeout
+    synced, spec = run_once(synced_config, limit=limit, **again)
     if mode == "always" or synced.infra_error:
         return FirstRun(synced, spec, synced_config, variable) if not synced.infra_error else FirstRun(obs, spec, config)
     if synced.signature is None or synced.signature.family is not sig.family:

@@ -5,6 +5,7 @@ when a flaky one passed.  Then the bug to keep, or why there is none."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from shrinkgpu.reducer import resume
@@ -45,8 +46,8 @@ def first_watch(ctx: Context) -> Watch:
         cut=str(scratch.call) if config.cut_library and single else None,
         save_objects=str(scratch.objects) if config.save_objects and single else None,
         # a helper's results serve a start from the saved state, which only a run this
-        # long gets
-        save_results_after=state_rules.STATE_MIN_SECONDS if config.replay_state and config.write else None,
+        # long gets (in units of its import of torch, as state_rules.long_run decides)
+        save_results_after=state_rules.LONG_RUN if config.replay_state and config.write else None,
         keep_raised=str(scratch.raised) if config.extract and config.write else None,
         sizes=config.observed_sizes and single,
     )
@@ -57,27 +58,36 @@ def first_key(ctx: Context, original: Original) -> str:
     return resume.key_of(ctx.config, ctx.spec, ctx.main_text, original.observation.modules)
 
 
+def clock_text(seconds: float) -> str:
+    minutes, rest = divmod(int(seconds), 60)
+    return f"{minutes}:{rest:02d}"
+
+
 def observe_original(ctx: Context) -> Original:
     """The original's first run (or the one --resume finds kept), and the --confirm
-    runs a flaky original that passed gets."""
-    config, talk = ctx.config, ctx.talk
+    runs a flaky original that passed gets.  A --max-time shorter than the original's
+    run, when that is known before anything runs (--resume), is refused."""
+    config, talk, limits = ctx.config, ctx.talk, ctx.limits
     watch = first_watch(ctx)
+    bound = f" of --max-time {clock_text(config.max_time)}" if config.max_time is not None else ""
 
     def still_running(elapsed: float) -> None:
-        minutes, seconds = divmod(int(elapsed), 60)
-        talk.stage(f"the original is still running ({minutes}:{seconds:02d}); its first error is what every "
+        talk.stage(f"the original is still running ({clock_text(elapsed)}{bound}); its first error is what every "
                    "candidate is judged against")
 
     def observe() -> FirstRun:
         return run_observed(config, isolation=Isolation.FRESH, watch=watch, sandbox=ctx.sandbox,
-                            limit=ctx.limits.left(), executors=ctx.executors,
-                            waiting=(talk.heartbeat, still_running))
+                            limits=limits, executors=ctx.executors, waiting=(talk.heartbeat, still_running))
 
     if config.resume:
+        refuse_short_limit(ctx, resume.case_seconds(ctx), f"its last reduction's case file, {ctx.layout.case.name}")
         kept = resume.kept_original(ctx, lambda original: first_key(ctx, original))
         if kept is not None:
+            refuse_short_limit(ctx, kept.observation.wall, f"its first run kept in {ctx.layout.first_run.name}/")
+            limits.paced(kept.observation.startup)
             return kept
-    talk.stage("running the original in a fresh interpreter")
+    talk.stage("running the original in a fresh interpreter" + (f" (--max-time {clock_text(config.max_time)} "
+                                                                  "bounds this run too)" if bound else ""))
     first = observe()
     attempts = [first.observation]
     # A flaky script may pass the first time: the --confirm runs may find its failure.
@@ -87,10 +97,44 @@ def observe_original(ctx: Context) -> Original:
         and not attempts[-1].timed_out
         and len(attempts) <= config.confirm
     ):
+        slot = limits.slot("another run of the original (--confirm)", attempts[-1].wall, attempts[-1].wall)
+        if slot.refused:
+            talk.note(slot.refused)
+            break
         talk.stage(f"the original did not fail (run {len(attempts)}); running it again (--confirm)")
         first = observe()
         attempts.append(first.observation)
-    return Original(first, tuple(attempts))
+    # Every decision on how long a run is is taken in units of what this run's
+    # interpreter took to import torch: the same on an idle machine and a busy one.
+    limits.paced(first.observation.startup)
+    return Original(cut_after_its_error(ctx, first), tuple(attempts))
+
+
+def cut_after_its_error(ctx: Context, first: FirstRun) -> FirstRun:
+    """A first run --max-time stopped after its first error left the script (the probe
+    was saving what the search needs: the raised calls' arguments, the data objects):
+    that error is the original's, the one run that may be judged by it without ending.
+    Nothing after it can run; the phases say so, and what there is gets written."""
+    obs = first.observation
+    reached = obs.raised_before_timeout
+    if not (obs.timed_out and reached is not None and ctx.limits.out_of_time()):
+        return first
+    ctx.talk.note(f"--max-time ended the original's first run after {obs.wall:.0f}s, after its first error "
+                  f"({reached.headline}) while it saved what the search needs: nothing after it was run")
+    return dataclasses.replace(first, observation=dataclasses.replace(obs, signature=reached))
+
+
+def refuse_short_limit(ctx: Context, wall: float | None, where: str) -> None:
+    """A --max-time shorter than one run of the original, when that run's time is known
+    before anything runs, is refused (exit 2): it could only end in the middle of it."""
+    max_time = ctx.config.max_time
+    if wall is None or max_time is None or max_time >= wall:
+        return
+    raise ReduceError(
+        f"--max-time {max_time:.0f} is shorter than one run of the original ({wall:.0f}s, from {where}): nothing "
+        f"could be reduced in it; give --max-time {wall:.0f} at the least, and several times that to reduce it",
+        exit_code=2,
+    )
 
 
 def target_of(ctx: Context, original: Original) -> Target:
@@ -99,11 +143,11 @@ def target_of(ctx: Context, original: Original) -> Target:
     first, config, pattern = original.observation, ctx.config, ctx.pattern
     if first.infra_error:
         raise ReduceError(f"could not run the script: {first.infra_error}")
-    if first.timed_out:
-        bound = "--max-time" if ctx.limits.end is not None and first.wall >= (config.max_time or 0) - 1 else "--timeout"
+    if first.timed_out and first.signature is None:
+        bound = "--max-time" if ctx.limits.out_of_time() else "--timeout"
         raise NotReproduced(
             f"the original did not finish within {first.wall:.0f}s ({bound}); a script that runs longer needs "
-            f"a larger --timeout (and --max-time), or a cut of its own that fails sooner",
+            "a larger --timeout (and --max-time), or a cut of its own that fails sooner",
             first,
         )
     if first.signature is None:

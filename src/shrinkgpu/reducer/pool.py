@@ -24,6 +24,7 @@ from shrinkgpu.limits import DEFAULT_FRESH_TIMEOUT, calibrated_timeout, warm_tim
 from shrinkgpu.reducer.config import NotReproduced, ReduceError
 from shrinkgpu.reducer.context import Context
 from shrinkgpu.reducer.first_run import FORK_ADVICE
+from shrinkgpu.reducer import state as state_rules
 from shrinkgpu.signature import Target
 from shrinkgpu.worker import (
     ForkUnavailable,
@@ -40,9 +41,9 @@ from shrinkgpu.worker import (
 from shrinkgpu.worker.devices import visible_gpus
 
 CALIBRATION_RUNS = 3
-# An original that runs this long gets one calibration run, not CALIBRATION_RUNS: its
-# timing is stable enough, and three more runs of a two-minute script are six minutes.
-SLOW_ORIGINAL = 5.0
+# A long original (``state.long_run``: its own time at least six imports of torch) gets
+# one calibration run, not CALIBRATION_RUNS: its timing is stable enough, and three more
+# runs of a two-minute script are six minutes.
 FLAKY_SAMPLE = 10  # fresh runs that measure how often a flaky original fails
 FLAKY_LANES = 4  # fork servers with their own hash seeds when the original is flaky
 # Compile caches past this size are not copied into every candidate's directory: the copy
@@ -125,6 +126,8 @@ class Pool:
     # a torch.compile failure with its compiled code run eagerly: "passes", "fails
     # otherwise", "fails the same way" or "did not end" (None: not a compile failure)
     eager: str | None = None
+    # why the search is not tried (--max-time left too little to prepare it), or None
+    no_search: str | None = None
 
     def close(self) -> None:
         self.runner.close()
@@ -248,6 +251,10 @@ def open_pool(ctx: Context, first: Observation, attempts: tuple[Observation, ...
     def runner_of(isolation: Isolation, lanes: int = 1) -> Runner:
         return ctx.runner(isolation, program_files=program_files, threads=plan.threads, lanes=lanes)
 
+    refused = ctx.limits.slot("the search (its workers started, the start's rate and its timing where candidates "
+                              "run)", preparation_needs(ctx, measured, first, plan), DEFAULT_FRESH_TIMEOUT).refused
+    if refused:
+        return pool_out_of_time(ctx, runner_of(Isolation.FRESH), measured, attempts, target, plan, first, refused)
     runner = runner_of(ctx.config.isolation or Isolation.FORK)
     try:
         preload = start_workers(ctx, runner, modules, first)
@@ -257,7 +264,7 @@ def open_pool(ctx: Context, first: Observation, attempts: tuple[Observation, ...
                                                       lambda lanes: runner_of(Isolation.FRESH, lanes))
         timeout = ctx.config.timeout or candidate_timeout(walls, runner.warm_caches is not None)
         calibration = Calibration(tuple(walls), timeout, calibrated_timeout([first.wall]))
-        ctx.limits.calibrate(calibration.timeout, calibration.fresh_timeout)
+        ctx.limits.calibrate(calibration.timeout, calibration.fresh_timeout, max(walls))
         contrast, eager = eager_contrast(ctx, runner, measured, target, plan, calibration)
     except BaseException:
         runner.close()
@@ -266,6 +273,38 @@ def open_pool(ctx: Context, first: Observation, attempts: tuple[Observation, ...
     if runner.isolation is Isolation.FRESH:
         fresh_because = preload.note or not_faithful or "asked for (--isolation fresh)"
     return Pool(runner, plan, preload, rate, calibration, contrast, fresh_because, eager)
+
+
+def calibration_runs(ctx: Context, wall: float) -> int:
+    """How many times the start is timed where candidates run: a count decided on the
+    original's length in units of this machine's import of torch, not on seconds."""
+    return 1 if state_rules.long_run(wall, ctx.limits) else CALIBRATION_RUNS
+
+
+def preparation_needs(ctx: Context, measured: Measured, first: Observation, plan: WorkerPlan) -> float:
+    """Seconds the pool takes before the first candidate, about: the fork server's
+    preload (about an import of torch), the --confirm runs in fresh interpreters, the
+    calibration where candidates run, the eager run of a compile failure."""
+    wall, startup = measured.wall, ctx.limits.startup
+    fresh = -(-max(0, ctx.config.confirm) // max(1, plan.jobs))  # (side by side, as many as run at once)
+    forked = calibration_runs(ctx, wall) + (first.signature is not None and first.signature.family is Family.COMPILE)
+    # a forked run pays no import of torch: the preload did
+    return startup + fresh * wall + forked * max(wall - startup, 0.1)
+
+
+def pool_out_of_time(ctx: Context, runner: Runner, measured: Measured, attempts: tuple[Observation, ...],
+                     target: Target, plan: WorkerPlan, first: Observation, refused: str) -> Pool:
+    """The pool when --max-time leaves the search no time: no search (said), and for
+    the checks after it that still fit, fresh interpreters (no fork server to preload,
+    none of its runs to time), the rate of the runs already made, the limits of the
+    first run."""
+    ctx.talk.note(refused)
+    preload = runner.start()
+    rate = Rate(sum(target.matches(o.signature) for o in attempts), len(attempts))
+    timeout = ctx.config.timeout or calibrated_timeout([measured.wall])
+    calibration = Calibration((measured.wall,), timeout, calibrated_timeout([first.wall]))
+    ctx.limits.calibrate(calibration.timeout, calibration.fresh_timeout, measured.wall)
+    return Pool(runner, plan, preload, rate, calibration, None, refused, None, no_search=refused)
 
 
 def candidate_timeout(walls: list[float], warm: bool) -> float:
@@ -326,8 +365,7 @@ def measure_rate(ctx: Context, runner: Runner, measured: Measured, attempts: tup
     """How often the original fails, run as python runs it (a fresh interpreter: new
     random seeds, a new hash seed each time); a result must fail as reliably.  A flaky
     one gets fork servers with their own hash seeds (``lanes()`` starts them)."""
-    config = ctx.config
-    fresh_limit = calibrated_timeout([first.wall])
+    config, limits = ctx.config, ctx.limits
     confirmed = list(attempts)
     more = config.confirm - (len(attempts) - 1)
     # Started from the saved state, the search judges candidates of the replay: its rate
@@ -336,8 +374,19 @@ def measure_rate(ctx: Context, runner: Runner, measured: Measured, attempts: tup
     files, what = measured.files, measured.what
 
     def fresh_runs(count: int) -> list[Observation]:
-        return runner.run_all([(files, plan.first_device)] * count, at_once=plan.jobs, timeout=fresh_limit,
-                              isolation=Isolation.FRESH)
+        # What runs at once, each batch asking --max-time first; a run the end cut is
+        # no run of the rate (it says nothing of how often the start fails).
+        out: list[Observation] = []
+        for k in range(0, count, plan.jobs):
+            slot = limits.slot(f"a run of {what} in a fresh interpreter (how often it fails)", measured.wall,
+                               calibrated_timeout([first.wall]))
+            if slot.refused:
+                ctx.talk.note(f"{slot.refused}: its rate is from the {len(confirmed) + len(out)} run(s) made")
+                break
+            batch = runner.run_all([(files, plan.first_device)] * min(plan.jobs, count - k), timeout=slot.timeout,
+                                   isolation=Isolation.FRESH)
+            out += [o for o in batch if not (o.timed_out and limits.out_of_time())]
+        return out
 
     if more > 0:
         ctx.talk.stage(f"running {what} {more} more time(s) in fresh interpreters")
@@ -367,7 +416,7 @@ def measure_rate(ctx: Context, runner: Runner, measured: Measured, attempts: tup
 
 
 def forked_walls(runner: Runner, files, target: Target, rate: float, env: Mapping[str, str], slow: bool = False,
-                 fill: Path | None = None) -> tuple[list[float], str | None]:
+                 fill: Path | None = None, limit: float = DEFAULT_FRESH_TIMEOUT) -> tuple[list[float], str | None]:
     """Run the original where candidates will run: its wall times, and why forking is not
     faithful for it (None when it is).  A deterministic original must reproduce every
     time; a flaky one at its own rate (the sequential test).
@@ -380,7 +429,7 @@ def forked_walls(runner: Runner, files, target: Target, rate: float, env: Mappin
     if rate >= 1.0:
         for i in range(1 if slow else CALIBRATION_RUNS):
             caches = compile_caches(fill) if fill is not None and i == 0 else {}
-            forked = runner.run(files, timeout=DEFAULT_FRESH_TIMEOUT, env={**env, **caches})
+            forked = runner.run(files, timeout=limit, env={**env, **caches})
             if not target.matches(forked.signature):
                 return walls, f"the original failed differently in a forked worker ({forked.describe()})"
             walls.append(forked.wall)
@@ -389,7 +438,7 @@ def forked_walls(runner: Runner, files, target: Target, rate: float, env: Mappin
         return walls, None
     test = RateTest(rate)
     while not test.decided:
-        forked = runner.run(files, timeout=DEFAULT_FRESH_TIMEOUT, env=env)
+        forked = runner.run(files, timeout=limit, env=env)
         test.add(target.matches(forked.signature))
         walls.append(forked.wall)
     if test.accepted:
@@ -410,14 +459,17 @@ def calibrate(ctx: Context, runner: Runner, measured: Measured, rate: Rate, targ
     walls = [wall]
     if runner.isolation is not Isolation.FORK:
         return walls, runner, plan, None
-    slow = wall >= SLOW_ORIGINAL
+    slow = calibration_runs(ctx, wall) == 1
     pin = plan.first_device
     fill = ctx.scratch.compile_caches if rate.value >= 1.0 else None
-    walls, why = forked_walls(runner, files, target, rate.value, pin, slow, fill)
+    # (each run within what --max-time leaves: the pool's slot was sized for them)
+    limit = ctx.limits.clip(DEFAULT_FRESH_TIMEOUT)
+    walls, why = forked_walls(runner, files, target, rate.value, pin, slow, fill, limit)
     if runner.warm_caches is not None:
         walls, why = check_warm_caches(ctx, runner, files, target, rate, walls, why, slow, pin)
     if why is not None and pin:
-        unpinned, why_unpinned = forked_walls(runner, files, target, rate.value, {}, slow)
+        unpinned, why_unpinned = forked_walls(runner, files, target, rate.value, {}, slow,
+                                              limit=ctx.limits.clip(DEFAULT_FRESH_TIMEOUT))
         if why_unpinned is None:
             ctx.talk.note(
                 f"pinned to one GPU the original failed differently ({why}); the script needs more "
@@ -446,7 +498,7 @@ def check_warm_caches(ctx: Context, runner: Runner, files, target: Target, rate:
     candidate that keeps the failing graph finds it already built."""
     if why is None and slow:
         # the one run of a slow original filled them: one more says what they do
-        check = runner.run(files, timeout=calibrated_timeout(walls), env=pin)
+        check = runner.run(files, timeout=ctx.limits.clip(calibrated_timeout(walls)), env=pin)
         if not target.matches(check.signature):
             why = f"the original failed differently in a forked worker ({check.describe()})"
         else:
@@ -455,7 +507,8 @@ def check_warm_caches(ctx: Context, runner: Runner, files, target: Target, rate:
         # Forking or the caches: the original runs again where candidates run, compiling
         # from nothing each time, and what it does then decides.
         runner.use_warm_caches(None)
-        cold, cold_why = forked_walls(runner, files, target, rate.value, pin, slow)
+        cold, cold_why = forked_walls(runner, files, target, rate.value, pin, slow,
+                                      limit=ctx.limits.clip(DEFAULT_FRESH_TIMEOUT))
         if cold_why is None:
             ctx.talk.note(f"{why}, when it started with torch.compile's caches from an earlier run of it: every "
                           "candidate compiles from nothing")
@@ -482,7 +535,7 @@ def eager_contrast(ctx: Context, runner: Runner, measured: Measured, target: Tar
     # Eagerly the original runs on where compiling failed at once (the training after
     # it): it gets the limit of a whole run, not a candidate's.
     limit = max(calibration.timeout, calibration.fresh_timeout)
-    obs = runner.run(measured.files, timeout=limit, env=plan.first_device, watch=watch)
+    obs = runner.run(measured.files, timeout=ctx.limits.clip(limit), env=plan.first_device, watch=watch)
     if obs.timed_out or obs.infra_error:
         talk.note(f"with its compiled code run eagerly the original did not end within {limit:.0f}s: candidates "
                   "are not asked to need the compiler")

@@ -84,7 +84,8 @@ class ShellProposer:
         self.calls = 0
 
     def __call__(self, files: Mapping[str, str], main: str) -> list[Proposal]:
-        left = self.limits.left()
+        # within the search's share of --max-time: the checks after it keep theirs
+        left = self.limits.search_left()
         timeout = PROPOSE_TIMEOUT if left is None else min(PROPOSE_TIMEOUT, left - MIN_SECONDS)
         if timeout < MIN_SECONDS:
             return []

@@ -25,6 +25,10 @@ from shrinkgpu.signature import Target
 from shrinkgpu.syntax import Candidate, StateRecord
 from shrinkgpu.worker import Isolation, Observation
 
+# Seconds the report waits for collect_env (started with the reduction) when no
+# --max-time bounds it.
+COLLECT_ENV_WAIT = 120.0
+
 
 @dataclass(frozen=True)
 class Found:
@@ -50,6 +54,9 @@ def finish(ctx: Context, found: Found, versions: CollectEnv | None, revision: st
     """The result, and with ``write`` its files, report and case file."""
     config, spec, talk = ctx.config, ctx.spec, ctx.talk
     best, verified = found.verified.best, found.verified
+    bought = ctx.limits.would_buy()
+    if bought:
+        talk.note(bought)
     modules = sorted(p for p in best.files if p.endswith(".py"))
     if config.write and len(best.files) > 1:
         talk.note(
@@ -69,7 +76,9 @@ def finish(ctx: Context, found: Found, versions: CollectEnv | None, revision: st
         # the result kept the state but not the files the run wrote before it
         shutil.rmtree(ctx.layout.state[2], ignore_errors=True)
     if config.write:
-        result.collect_env = versions.result() if versions is not None else None
+        # (collect_env started with the reduction; past --max-time it gets a moment of
+        # the grace, else the report says the versions were not collected)
+        result.collect_env = versions.result(ctx.limits.wait(COLLECT_ENV_WAIT)) if versions is not None else None
         result.revision = revision
         write_outputs(result, ctx.layout, spec)
         if result.output.is_dir():
@@ -78,8 +87,10 @@ def finish(ctx: Context, found: Found, versions: CollectEnv | None, revision: st
             # The command the report prints must run as printed: what the result reads
             # goes beside it (or the command runs it where its data is).
             place_needed_files(result, spec)
-            result.in_place = run_where_written(result, spec, found.target, ctx.limits.fresh_timeout,
-                                                executors=ctx.executors)
+            slot = ctx.limits.slot("the run of the result where it is written", verified.wall,
+                                   ctx.limits.fresh_timeout)
+            result.in_place = (run_where_written(result, spec, found.target, slot.timeout, executors=ctx.executors)
+                               if slot.timeout is not None else f"not checked: {slot.refused}")
             write_outputs(result, ctx.layout, spec)  # the report says how that went
     return result
 
@@ -147,6 +158,7 @@ def result_of(ctx: Context, found: Found) -> ReductionResult:
             "original_output": first.stdout[-16384:],
             "timeout_fresh": ctx.limits.fresh_timeout,
             "nproc_per_node": config.launch.nproc if config.launch.ranks else None,
+            "seconds": round(first.wall, 3),
         },
         loops=tuple(first.loops),
         varying=tuple(sorted(found.target.free)),

@@ -167,7 +167,9 @@ def kept_original(ctx, first_key) -> Any:
 def keep_original(ctx, original, key: str) -> None:
     """A long first run, kept beside the output once it is the bug to keep, so that an
     interrupted reduction resumed with --resume does not repeat it."""
-    if not ctx.config.write or original.first.observation.wall < KEEP_MIN_SECONDS:
+    obs = original.first.observation
+    # (a run --max-time stopped holds none of the facts a resumed reduction needs)
+    if not ctx.config.write or obs.wall < KEEP_MIN_SECONDS or obs.timed_out:
         return
     try:
         save(ctx.layout.first_run, original, ctx.sandbox.session, key)
@@ -177,13 +179,28 @@ def keep_original(ctx, original, key: str) -> None:
     ctx.talk.stage(f"the original's first run is kept in {ctx.layout.first_run.name}/: --resume will not run it again")
 
 
-def kept_extraction(ctx, target, limit: float):
+def case_seconds(ctx) -> float | None:
+    """How long the original's first run took, as the case file an earlier reduction to
+    this output wrote says (None: no such file, or it does not say)."""
+    try:
+        seconds = json.loads(ctx.layout.case.read_text(encoding="utf-8"))["original"]["seconds"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return float(seconds) if isinstance(seconds, (int, float)) else None
+
+
+def kept_extraction(ctx, target, needs: float, limit: float):
     """--resume: the extracted call an earlier run of this reduction wrote, when it
-    still fails the same way in a fresh interpreter (an ``Extraction``), else None."""
+    still fails the same way in a fresh interpreter (an ``Extraction``), else None;
+    ``needs``, ``limit``: what its check takes, and may take."""
     path = ctx.layout.extracted
     if not path.is_file():
         return None
-    extraction = check_extracted(path, target, limit, ctx.spec.env, ctx.executors)
+    slot = ctx.limits.slot("the check of the extracted call an earlier run wrote", needs, limit)
+    if slot.refused:
+        ctx.talk.note(f"--resume: {slot.refused}")
+        return None
+    extraction = check_extracted(path, target, slot.timeout, ctx.spec.env, ctx.executors)
     if extraction is None:
         ctx.talk.note(f"--resume: the extracted call at {path.name} no longer fails the same way; extracting again")
         return None
@@ -238,7 +255,11 @@ def partial_start(ctx, oracle, target, facts, main: str):
     files = read_partial(ctx.layout, main)
     if files is None:
         return f"--resume: no partial result at {output}; starting from the original"
-    obs = oracle.observe(files, timeout=ctx.limits.calibrated, watch=Watch(count_loops=True))
+    slot = ctx.limits.slot(f"the check of the partial result at {output.name}", ctx.limits.candidate_wall,
+                           ctx.limits.calibrated)
+    if slot.refused:
+        return f"--resume: {slot.refused}; starting from the original"
+    obs = oracle.observe(files, timeout=slot.timeout, watch=Watch(count_loops=True))
     if not target.matches(obs.signature):
         return (f"--resume: the partial result at {output.name} no longer reproduces ({obs.describe()}); "
                 "starting from the original")

@@ -26,17 +26,21 @@ from shrinkgpu.passes.external import ExternalProposals
 from shrinkgpu.reducer import resume
 from shrinkgpu.reducer.context import Context
 from shrinkgpu.reducer.events import BestSoFar, Reducing
-from shrinkgpu.reducer.facts import HOT_MIN_SECONDS, Input, RunFacts, loop_around_failure, saved_objects
+from shrinkgpu.reducer.facts import Input, RunFacts, loop_around_failure, saved_objects
 from shrinkgpu.reducer.pool import Pool
 from shrinkgpu.reducer.proposer import ShellProposer
 from shrinkgpu.reducer.start import Start
+from shrinkgpu.reducer import state as state_rules
 from shrinkgpu.signature import Target
 from shrinkgpu.syntax import Candidate
 from shrinkgpu.syntax.facts import loop_facts
 from shrinkgpu.worker import Placement, Watch
 
-# Loops are counted again at a rebase only while a run of the program takes at most this.
-RECOUNT_MAX_SECONDS = 5.0
+# Loops are counted again (and data objects saved again) at a rebase only while a run of
+# the program takes at most this, in units of this machine's import of torch
+# (``Limits.startups``; 3 is about 5 s on the development machine): the decision a busy
+# machine, slower at both, takes alike.
+RECOUNT_MAX_STARTUPS = 3.0
 
 
 @dataclass(frozen=True)
@@ -58,8 +62,13 @@ class Searched:
 class Adapter:
     """The core's ``test_many`` and ``normalize`` for one search."""
 
-    def __init__(self, ctx: Context, oracle: Oracle, target: Target, main: str, facts: RunFacts):
+    def __init__(self, ctx: Context, oracle: Oracle, target: Target, main: str, facts: RunFacts,
+                 keep_hot: bool = False):
         self.ctx = ctx
+        # whether the hot loops stay worth cutting first after the first rebase: only a
+        # long original's (``state.long_run``), whose loops keep its runs long until they
+        # are cut; a short one's are offered to the search's first program alone
+        self.keep_hot = keep_hot
         self.oracle = oracle
         self.target = target
         self.main = main
@@ -101,11 +110,14 @@ class Adapter:
             if limit is not None:
                 self.ctx.talk.stage(f"candidates now time out after {limit:.1f}s (the program they are cut from "
                                     f"runs {seen.wall:.1f}s; the original {self.ctx.limits.original_wall:.1f}s)")
-        # A loop stays worth cutting first while runs are still long.
-        hot = seen is None or seen.wall >= HOT_MIN_SECONDS
+        # A loop stays worth cutting first while runs are still long: a long original's
+        # while it is in the program (its units need it there), a short one's never
+        # after the first program.  A count, not a run time: the same path idle or busy.
+        limits = self.ctx.limits
+        hot = self.keep_hot
         rebased = self.facts.program(files, self.main, seen, hot=hot)
-        quick = seen is not None and seen.wall <= RECOUNT_MAX_SECONDS
-        short = seen is None or seen.wall <= RECOUNT_MAX_SECONDS  # (no run seen: a cache hit)
+        quick = seen is not None and limits.startups(seen.wall) <= RECOUNT_MAX_STARTUPS
+        short = seen is None or limits.startups(seen.wall) <= RECOUNT_MAX_STARTUPS  # (no run seen: a cache hit)
         # The objects as this program builds them, not as the original did: the code
         # after them has been reduced against this program's data, and a load of the
         # original's object would often no longer fail the same way.  At every rebase,
@@ -132,7 +144,9 @@ class Adapter:
             save_objects=str(ctx.scratch.objects_again(next(self._recordings))) if save else None,
             save_results_after=0.0 if save and self.facts.state is not None else None,
         )
-        again = self.oracle.observe(files, timeout=ctx.limits.calibrated, watch=watch)
+        # (inside the search's deadline, which the search checked before this rebase; a
+        # run that would pass --max-time is cut at its end like a candidate)
+        again = self.oracle.observe(files, timeout=min(ctx.limits.calibrated, ctx.limits.run_limit()), watch=watch)
         ctx.limits.charge()
         if not self.target.matches(again.signature):
             return None
@@ -173,7 +187,7 @@ def search(ctx: Context, oracle: Oracle, pool: Pool, inp: Input, start: Start, t
         if limit is not None:
             talk.stage(f"candidates now time out after {limit:.1f}s (the program they are cut from runs "
                        f"{start.wall:.1f}s; the original {original_wall:.1f}s)")
-    adapter = Adapter(ctx, oracle, target, inp.main, start.facts)
+    adapter = Adapter(ctx, oracle, target, inp.main, start.facts, keep_hot=state_rules.long_run(original_wall, limits))
     resumed = False
     if ctx.config.resume:
         partial = resume.partial_start(ctx, oracle, target, start.facts, inp.main)
@@ -182,6 +196,12 @@ def search(ctx: Context, oracle: Oracle, pool: Pool, inp: Input, start: Start, t
         else:
             talk.note(f"resumed from the partial result at {ctx.layout.output.name} ({partial.size} tokens)")
             initial, resumed = partial, True
+    if pool.no_search is not None:
+        # (the pool said why: --max-time left too little to prepare it)
+        limits.saw_result(start.wall)  # the result is the start: the checks after it take its run
+        adapter.trace.append((round(limits.elapsed(), 3), initial.size))
+        return Searched(Outcome(initial, (initial,), 0, "time limit reached"), original_size, adapter.facts,
+                        adapter.data_files, tuple(adapter.trace), resumed, placement=pool.runner.placement())
     modules = sorted(p for p in inp.files if p.endswith(".py"))
     if ctx.config.output is not None and len(modules) > 1 and ctx.layout.output.suffix == ".py":
         talk.note(
@@ -206,13 +226,23 @@ def search(ctx: Context, oracle: Oracle, pool: Pool, inp: Input, start: Start, t
         # proposes is judged like everything else.
         tiers = (*tiers, (ExternalProposals(proposer_for(ctx, target)),))
     started = limits.elapsed()
+    bound = initial.size
+
+    def order(cand: Candidate):
+        # The core takes strictly smaller costs only; a cost (blocks, loops, files) may
+        # fall while the tokens grow.  No program with more tokens than the one the
+        # search started from is a candidate at all: it is never tested, never accepted.
+        return cand.order if cand.size <= bound else None
+
     outcome = reduce_to_fixpoint(
-        initial, tiers, adapter.test, lambda c: c.order, budget=limits, on_event=talk.emit,
+        initial, tiers, adapter.test, order, budget=limits, on_event=talk.emit,
         normalize=adapter.rebase, test_many=adapter.test_many, jobs=pool.plan.jobs, search=ctx.config.search,
     )
     placement = pool.runner.placement()
     if placement.lost:
         talk.note(f"the cluster lost workers during the search: {placement.lost_text()}")
+    if len(outcome.history) == 1:
+        limits.saw_result(start.wall)  # nothing accepted: the checks after it run the start
     return Searched(outcome, original_size, adapter.facts, adapter.data_files, tuple(adapter.trace), resumed,
                     seconds=limits.elapsed() - started, placement=placement)
 

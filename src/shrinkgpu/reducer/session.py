@@ -28,6 +28,7 @@ candidate is a new executor, passed as ``executors``.
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -67,13 +68,16 @@ class Reduction:
         on_event: Callable[[object], None] | None = None,
         *,
         executors: ExecutorFactory = default_executor,
+        clock: Callable[[], float] = time.monotonic,
     ):
         self.config = config
         self.executors = executors
         self.stats = PassStats()
         self.talk = Talk([self.stats, *([on_event] if on_event else [])])
+        # The one owner of time: --max-time's end, every run's limit, the pace (``clock``:
+        # a fake one in the tests of the limits, with a fake executor that advances it).
         self.limits = Limits(max_time=config.max_time, max_tests=config.max_tests, timeout=config.timeout,
-                             verify_runs=config.verify_runs)
+                             verify_runs=config.verify_runs, clock=clock)
         self.partial: PartialWriter | None = None
         self.versions: CollectEnv | None = None
         self.revision: str | None = None

@@ -112,13 +112,13 @@ def start_point(ctx: Context, first: Observation, target: Target, inp: Input, pl
             start, point = cut, None
     saving = point is not None and resumed is None
     captured = None
-    if (saving or capture is not None or resumed is not None) and not ctx.limits.out_of_time():
+    if saving or capture is not None or resumed is not None:
         with ctx.runner(Isolation.FRESH, program_files=inp.files) as fresh:
             fresh.start()
             if saving or capture is not None:
                 obs = once_more(ctx, fresh, first, inp, plan, capture, point if saving else None)
                 captured = obs if capture is not None else None
-                if saving:
+                if saving and obs is not None:
                     start = checked_state(ctx, fresh, first, target, inp, plan, point, ctx.scratch.state,
                                           obs.state, obs) or start
             if resumed is not None:
@@ -135,7 +135,7 @@ def state_point_of(ctx: Context, first: Observation, inp: Input) -> StatePoint |
     """Where to save the state, when saving it pays (a long original that failed past
     the first iteration of a loop); the reason not to, said, when it would have."""
     config, talk = ctx.config, ctx.talk
-    if not (config.replay_state and config.write) or first.wall < state_rules.STATE_MIN_SECONDS:
+    if not (config.replay_state and config.write) or not state_rules.long_run(first.wall, ctx.limits):
         return None
     if ctx.spec.launch.nproc > 1:
         talk.note("no state was saved to start candidates at the failing step: each of the ranks holds its own, "
@@ -145,28 +145,33 @@ def state_point_of(ctx: Context, first: Observation, inp: Input) -> StatePoint |
     if isinstance(point, str):
         talk.note(f"no state was saved to start candidates at the failing step: {point}", show=False)
         return None
-    left = ctx.limits.left()
     # The run that saves it takes about the original's time (it traces only the frame of
     # the loop, and stops at the failing iteration) and less than the first run, which
     # traced every line; the check of the replay takes less than one more.
-    if left is not None and left < 1.5 * first.wall:
-        talk.note("no state was saved to start candidates at the failing step: --max-time leaves too little "
-                  "time for the run that saves it and the one that checks it", show=False)
+    if not ctx.limits.affords((1.0 + SLOWER_REPLAY) * first.wall):
+        slot = ctx.limits.slot(f"the run that saves the state at {point_text(point)}, and the check of the "
+                               "replay", (1.0 + SLOWER_REPLAY) * first.wall, first.wall)
+        talk.note(f"no state was saved to start candidates at the failing step: {slot.refused}")
         return None
     return point
 
 
 def once_more(ctx: Context, fresh: Runner, first: Observation, inp: Input, plan: WorkerPlan,
-              capture: Capture | None, point: StatePoint | None) -> Observation:
+              capture: Capture | None, point: StatePoint | None) -> Observation | None:
     """The original run once more in a fresh interpreter, saving the state at ``point``
-    and capturing the failing call (``capture``), whichever are asked."""
+    and capturing the failing call (``capture``), whichever are asked; None (and said)
+    when --max-time leaves it too little time."""
     scratch = ctx.scratch
     watch = Watch(capture=capture, state=point.watch(scratch.state, scratch.state_progress) if point else None)
     what = [f"saving the state at {point_text(point)}" if point else "",
             "capturing the failing call" if capture is not None else ""]
-    ctx.talk.stage("running the original once more: " + " and ".join(w for w in what if w))
-    future = fresh.submit(inp.files, timeout=ctx.limits.fresh_limit(first.wall), watch=watch,
-                          env=plan.first_device)
+    doing = " and ".join(w for w in what if w)
+    slot = ctx.limits.slot(f"the run of the original {doing}", first.wall, ctx.limits.fresh_limit(first.wall))
+    if slot.refused:
+        ctx.talk.note(slot.refused)
+        return None
+    ctx.talk.stage("running the original once more: " + doing)
+    future = fresh.submit(inp.files, timeout=slot.timeout, watch=watch, env=plan.first_device)
     return ctx.talk.wait(future, "the original is still running",
                          (lambda: how_far(scratch.state_progress, point)) if point else None)
 
@@ -190,7 +195,7 @@ def cut_start(ctx: Context, first: Observation, target: Target, inp: Input, plan
     """The first of ``cuts`` (not checked before) that fails the same way in a fresh
     interpreter in less time than the original, as the start; else ``start`` (with the
     cuts it checked)."""
-    if start.program is not None or first.wall < state_rules.STATE_MIN_SECONDS or ctx.limits.out_of_time():
+    if start.program is not None or not state_rules.long_run(first.wall, ctx.limits):
         return start
     talk = ctx.talk
     initial = inp.program.initial()
@@ -202,12 +207,16 @@ def cut_start(ctx: Context, first: Observation, target: Target, inp: Input, plan
             tried.add(what)
             if cand is None:
                 continue
-            talk.stage(f"checking in a fresh interpreter whether {what} fails the same way")
             # A cut that runs longer is refused anyway (SLOWER_REPLAY): one that does
             # not fail at the call goes on with the rest of the program, and must not
             # cost a whole run of the original.
             limit = min(ctx.limits.fresh_limit(first.wall), SLOWER_REPLAY * first.wall)
-            obs = talk.wait(fresh.submit(cand.files, timeout=limit, env=plan.first_device),
+            slot = ctx.limits.slot(f"the start from the original with {what}", SLOWER_REPLAY * first.wall, limit)
+            if slot.refused:
+                talk.note(slot.refused)
+                continue
+            talk.stage(f"checking in a fresh interpreter whether {what} fails the same way")
+            obs = talk.wait(fresh.submit(cand.files, timeout=slot.timeout, env=plan.first_device),
                             f"the original with {what} is still running")
             if not target.matches(obs.signature):
                 talk.note(f"the original with {what} does not fail the same way ({obs.describe()})", show=False)
@@ -262,7 +271,7 @@ def written_start(ctx: Context, first: Observation, target: Target, inp: Input, 
     that fails the same way in less time.  Else ``start``, and the note says why."""
     config, talk, spec = ctx.config, ctx.talk, ctx.spec
     if (start.program is not None or not (config.replay_state and config.write) or ctx.spec.launch.nproc > 1
-            or first.wall < state_rules.STATE_MIN_SECONDS or ctx.limits.out_of_time()):
+            or not state_rules.long_run(first.wall, ctx.limits)):
         return start
     name = ctx.layout.written_files_name
     cand = put_back_cut(inp.program.initial(), name, inp.main)
@@ -272,16 +281,17 @@ def written_start(ctx: Context, first: Observation, target: Target, inp: Input, 
     if (spec.root_dir / main_dir / name).exists():
         talk.note(f"the original with {WRITTEN_CUT} was not tried: a file of yours is named {name}", show=False)
         return start
-    left = ctx.limits.left()
-    if left is not None and left < 1.5 * first.wall:
-        talk.note(f"the original with {WRITTEN_CUT} was not tried: --max-time leaves too little time for the run "
-                  "that keeps the files and the one that checks it", show=False)
+    # The run that keeps the files, then the check of the start: about 1.7 runs.
+    slot = ctx.limits.slot(f"the start from the original with {WRITTEN_CUT} (the run that keeps the files, then "
+                           "its check)", (1.0 + SLOWER_REPLAY) * first.wall, ctx.limits.fresh_limit(first.wall))
+    if slot.refused:
+        talk.note(slot.refused)
         return start
     kept = ctx.scratch.written
     with ctx.runner(Isolation.FRESH, program_files=inp.files) as fresh:
         fresh.start()
         talk.stage("running the original once more: keeping the files it writes")
-        obs = talk.wait(fresh.submit(inp.files, timeout=ctx.limits.fresh_limit(first.wall), env=plan.first_device,
+        obs = talk.wait(fresh.submit(inp.files, timeout=slot.timeout, env=plan.first_device,
                                      watch=Watch(written=str(kept))), "the original is still running")
         written = obs.written or {}
         files = [f for f in written.get("files") or () if (kept / f).is_file()]
@@ -294,9 +304,14 @@ def written_start(ctx: Context, first: Observation, target: Target, inp: Input, 
             return start
         for f in files:
             ctx.sandbox.add_file(str(main_dir / name / f), kept / f)
-        talk.stage(f"checking in a fresh interpreter whether the original with {WRITTEN_CUT} fails the same way")
         limit = min(ctx.limits.fresh_limit(first.wall), SLOWER_REPLAY * first.wall)
-        check = talk.wait(fresh.submit(cand.files, timeout=limit, env=plan.first_device),
+        slot = ctx.limits.slot(f"the check of the start from the original with {WRITTEN_CUT}",
+                               SLOWER_REPLAY * first.wall, limit)
+        if slot.refused:
+            talk.note(slot.refused)
+            return start
+        talk.stage(f"checking in a fresh interpreter whether the original with {WRITTEN_CUT} fails the same way")
+        check = talk.wait(fresh.submit(cand.files, timeout=slot.timeout, env=plan.first_device),
                           f"the original with {WRITTEN_CUT} is still running")
     if not target.matches(check.signature):
         talk.note(f"the original with {WRITTEN_CUT} does not fail the same way ({check.describe()})")
@@ -346,9 +361,14 @@ def checked_state(ctx: Context, fresh: Runner, first: Observation, target: Targe
     for level in (0, 1) if skips else (0,):
         for unit in ReplayFromState().units(program.initial(), level) or []:
             files = program.initial().with_edits(unit).files
+            # (a replay worth starting from runs in less than SLOWER_REPLAY of the original)
+            slot = ctx.limits.slot(f"the check of the start at {where}", SLOWER_REPLAY * first.wall,
+                                   ctx.limits.fresh_limit(first.wall))
+            if slot.refused:
+                return refuse(slot.refused)
             ctx.talk.stage(f"checking in a fresh interpreter that starting at {where} fails the same way")
-            replay = ctx.talk.wait(fresh.submit(files, timeout=ctx.limits.fresh_limit(first.wall),
-                                                env=plan.first_device), "the replay is still running")
+            replay = ctx.talk.wait(fresh.submit(files, timeout=slot.timeout, env=plan.first_device),
+                                   "the replay is still running")
             if target.matches(replay.signature) and replay.wall > SLOWER_REPLAY * first.wall:
                 tried.append(f"it fails the same way, but in {replay.wall:.1f}s of the original's {first.wall:.1f}s")
                 continue

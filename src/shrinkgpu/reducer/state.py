@@ -19,8 +19,12 @@ from shrinkgpu.syntax import StateRecord
 from shrinkgpu.worker import Observation, StateAt
 
 # A first run shorter than this is cut faster by the search than replayed: the state
-# run and its check cost two runs of the original before the search.
-STATE_MIN_SECONDS = 10.0
+# run and its check cost two runs of the original before the search.  In units of what
+# the run's interpreter took to import torch (``Limits.startups``), of the script's own
+# time after it: a busy machine slows both alike and takes the same decision.  Six
+# imports is about 10 s of a run on the development machine (1.6 s an import); the
+# README's fixtures run under 2 imports, the long suites' originals over 25.
+LONG_RUN = 6.0
 
 # What a method called on a name does to the value it holds: these change it in place.
 _MUTATORS = {
@@ -130,6 +134,15 @@ def state_point(first: Observation, files: Mapping[str, str], main: str,
     )
 
 
+def long_run(wall: float, limits) -> bool:
+    """Whether an original whose fresh run took ``wall`` is long enough for the starts
+    that skip its steps (the saved state, the cuts, the files its loops wrote) and for
+    its hot loops to stay worth cutting first: its own time after torch's import, in
+    units of that import (``limits``: the reduction's ``Limits``, which keeps the pace
+    the first run measured)."""
+    return limits.startups(wall - limits.startup) >= LONG_RUN
+
+
 def state_record(saved: dict, point: StatePoint, state_file: str, files_dir: str = "") -> StateRecord:
     """The fact the replay pass reads, from what the probe saved; ``files_dir``: where
     the files the run wrote before the iteration are, beside the state file."""
@@ -155,4 +168,5 @@ def describe_left(saved: dict) -> str:
     return f" (not saved: {shown}{'; ...' if len(left) > 4 else ''})"
 
 
-__all__ = ["STATE_MIN_SECONDS", "StatePoint", "describe_left", "loop_names", "state_point", "state_record"]
+__all__ = ["LONG_RUN", "StatePoint", "describe_left", "long_run", "loop_names", "state_point",
+           "state_record"]

@@ -5,7 +5,6 @@ run it, in fresh interpreters, falling back to the newest accepted state that re
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -13,6 +12,7 @@ from typing import Callable
 from shrinkgpu.core import Outcome
 from shrinkgpu.core.rates import RateTest
 from shrinkgpu.inputs import InputError, read_source
+from shrinkgpu.limits import Limits
 from shrinkgpu.oracle import Oracle
 from shrinkgpu.reducer.context import Context
 from shrinkgpu.results import ReductionResult
@@ -28,6 +28,7 @@ class Verified:
     counts: tuple[int, int]  # (reproduced, runs) in fresh interpreters
     signature: Signature | None  # a reproducing fresh run's first error
     stopped: str | None  # why the reduction ended early, if it did
+    wall: float = 0.0  # the slowest of the result's fresh runs (0: none was made)
 
 
 def check_result(ctx: Context, oracle: Oracle, outcome: Outcome, target: Target,
@@ -43,9 +44,10 @@ def check_result(ctx: Context, oracle: Oracle, outcome: Outcome, target: Target,
         # The user wants out: write what we have now, and say it was not re-checked.
         talk.note("interrupted: the result was not re-checked in fresh interpreters", show=False)
         runs_asked = 0
-    elif ctx.limits.out_of_time() and runs_asked:
-        talk.note(f"--max-time was reached: the result was not re-checked in fresh interpreters ({runs_asked} "
-                  "asked by --verify); it is written marked partial")
+    elif runs_asked and not ctx.limits.affords(ctx.limits.fresh_result()):
+        refused = ctx.limits.slot(CHECK, ctx.limits.fresh_result(), ctx.limits.fresh_timeout).refused
+        talk.note(f"{refused} ({runs_asked} asked by --verify): the result is written marked partial, not "
+                  "re-checked in fresh interpreters")
         runs_asked = 0
     else:
         talk.stage("verifying the result in fresh interpreters")
@@ -60,15 +62,15 @@ def check_result(ctx: Context, oracle: Oracle, outcome: Outcome, target: Target,
         # back to the untidied one.
         history = (*history, tidied)
     try:
-        best, counts, signature = verify_history(
+        best, counts, signature, wall = verify_history(
             # Shown as they happen too: a result checked fewer times than --verify asks
             # (--max-time), or a fallback, must not be news only in the report.
-            history, oracle, target, runs_asked, talk.note, ctx.limits.end,
+            history, oracle, target, runs_asked, talk.note, ctx.limits,
         )
     except KeyboardInterrupt:
         talk.note("interrupted while the result was re-checked: it was not verified", show=False)
         return Verified(outcome.history[-1], (0, 0), None, "interrupted")
-    return Verified(best, counts, signature, outcome.stopped)
+    return Verified(best, counts, signature, outcome.stopped, wall)
 
 
 def no_larger(ctx: Context, history: tuple, script: Candidate | None = None) -> tuple:
@@ -156,16 +158,24 @@ def run_where_written(result: ReductionResult, spec: ScriptSpec, target: Target,
             "(from the script's directory)")
 
 
+# What --max-time's refusals call one fresh run of the result.
+CHECK = "the check of the result in a fresh interpreter"
+
+
 def verify_history(
     history: tuple, oracle: Oracle, target: Target, runs: int, note: Callable[[str], None],
-    deadline: float | None = None,
-) -> tuple[Candidate, tuple[int, int], Signature | None]:
-    """The newest accepted state that reproduces in every fresh run, with its record."""
+    limits: Limits | None = None,
+) -> tuple[Candidate, tuple[int, int], Signature | None, float]:
+    """The newest accepted state that reproduces in every fresh run, with its record and
+    the slowest of its runs.  Each run asks ``limits`` first: one that could not end
+    within --max-time is not started, and the check is what ran (said)."""
     if runs <= 0:
-        return history[-1], (0, 0), None
+        return history[-1], (0, 0), None, 0.0
 
     failures: list[str] = []
     flaky = oracle.rate < 1.0
+    walls: dict[int, float] = {}
+    cut_short: list[str] = []
 
     def check(cand: Candidate) -> tuple[int, int, Signature | None]:
         """(reproduced, runs, a reproducing run's signature); ``runs`` in a row must all
@@ -174,13 +184,23 @@ def verify_history(
         ok, n, sig = 0, 0, None
         test = RateTest(oracle.rate) if flaky else None
         while (n < runs) if test is None else not test.decided:
-            if deadline is not None and time.monotonic() >= deadline and n:
-                break  # --max-time bounds the check too; what ran is what is reported
-            obs = oracle.observe(cand.files, isolation=Isolation.FRESH, timeout=oracle.fresh_timeout)
+            timeout = oracle.fresh_timeout
+            if limits is not None:
+                slot = limits.slot(CHECK, max(walls.get(id(cand), 0.0), limits.fresh_result()), timeout)
+                if slot.refused:
+                    cut_short.append(slot.refused)
+                    break  # --max-time bounds the check too; what ran is what is reported
+                timeout = slot.timeout
+            obs = oracle.observe(cand.files, isolation=Isolation.FRESH, timeout=timeout)
+            if limits is not None and obs.timed_out and limits.out_of_time():
+                # stopped by the end of --max-time: no failure of the program, no check
+                cut_short.append(f"{CHECK} was stopped by --max-time after {obs.wall:.1f}s")
+                break
             n += 1
             if target.matches(obs.signature):
                 ok += 1
                 sig = obs.signature
+                walls[id(cand)] = max(walls.get(id(cand), 0.0), obs.wall)
             else:
                 failures.append(obs.describe())
                 if test is None:
@@ -197,8 +217,12 @@ def verify_history(
     ok, n, sig = check(history[-1])
     if good(ok, n):
         if n < runs and not flaky:
-            note(f"--max-time cut the check short: the result reproduced in the {n} fresh run(s) made")
-        return history[-1], (ok, n), sig
+            note(f"--max-time cut the check short: the result reproduced in the {n} fresh run(s) made "
+                 f"({cut_short[0]})")
+        return history[-1], (ok, n), sig, walls.get(id(history[-1]), 0.0)
+    if not n:
+        note(f"{cut_short[0]}: the result is written marked partial, not re-checked in fresh interpreters")
+        return history[-1], (0, 0), None, 0.0
     note(
         f"the smallest candidate reproduced in {ok} of {n} fresh runs ({failures[0]}); "
         "fell back to the newest larger candidate that reproduces "
@@ -211,8 +235,11 @@ def verify_history(
     while hi - lo > 1:
         mid = (lo + hi) // 2
         mid_ok, mid_n, mid_sig = check(history[mid])
+        if not mid_n:
+            note(f"{cut_short[-1]}: the fallback stopped at the newest program known to reproduce")
+            break
         if good(mid_ok, mid_n):
             lo, sig, counted = mid, mid_sig, (mid_ok, mid_n)
         else:
             hi = mid
-    return history[lo], counted, sig
+    return history[lo], counted, sig, walls.get(id(history[lo]), 0.0)

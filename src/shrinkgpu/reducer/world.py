@@ -50,16 +50,22 @@ def fewest_ranks(ctx: Context, original: Original, target: Target) -> tuple[Cont
         return ctx, original
     first = original.observation
     for n in SMALLER_WORLDS:
-        if n >= launch.nproc or ctx.limits.out_of_time():
+        if n >= launch.nproc:
+            break
+        ranks = f"{n} rank{'s' if n > 1 else ''}"
+        # (a world of fewer ranks runs the same program: about the original's time)
+        slot = ctx.limits.slot(f"the check of the original with {ranks}", first.wall,
+                               ctx.limits.fresh_limit(first.wall))
+        if slot.refused:
+            ctx.talk.note(f"{slot.refused}: candidates keep {launch.nproc} ranks")
             break
         spec = dataclasses.replace(ctx.spec, launch=launch.with_nproc(n))
         smaller = dataclasses.replace(ctx, spec=spec, scratch_root=ctx.sandbox.session / f"world-{n}")
         smaller.scratch.session.mkdir(parents=True, exist_ok=True)
-        ctx.talk.stage(f"checking in fresh interpreters whether {n} rank{'s' if n > 1 else ''} fail the same way "
-                       f"as {launch.nproc}")
+        ctx.talk.stage(f"checking in fresh interpreters whether {ranks} fail the same way as {launch.nproc}")
         with smaller.runner(Isolation.FRESH) as fresh:
             fresh.start()
-            future = fresh.submit({spec.script_rel: ctx.main_text}, timeout=ctx.limits.fresh_limit(first.wall),
+            future = fresh.submit({spec.script_rel: ctx.main_text}, timeout=slot.timeout,
                                   watch=first_watch(smaller))
             obs = ctx.talk.wait(future, f"the original with {n} rank{'s' if n > 1 else ''} is still running")
         if not target.matches(obs.signature):
@@ -79,16 +85,27 @@ def without_ranks(ctx: Context, verified, target: Target, main: str):
     without torchrun's ranks, each of ``--verify`` fresh runs (then the report says
     "reproduces without torch.distributed"); else as the ranks it was reduced with."""
     launch = ctx.spec.launch
-    if not launch.ranks or not verified.counts[0] or ctx.limits.out_of_time():
+    if not launch.ranks or not verified.counts[0]:
         return launch
     spec = dataclasses.replace(ctx.spec, launch=PLAIN)
     plain = dataclasses.replace(ctx, spec=spec)
     runs = max(1, ctx.config.verify_runs)
+    what = "the check of the result as one plain python process"
+    # Each run asks first: it takes about what the result's fresh checks took.
+    needs = verified.wall
+    slots = [ctx.limits.slot(what, needs, ctx.limits.fresh_timeout)]
+    if slots[0].refused:
+        ctx.talk.note(f"{slots[0].refused}: the result runs with torchrun's ranks")
+        return launch
     ctx.talk.stage("checking whether the result fails the same way as one plain python process")
     with plain.runner(Isolation.FRESH) as fresh:
         fresh.start()
-        for _ in range(runs):
-            obs = fresh.run(dict(verified.best.files), timeout=ctx.limits.fresh_timeout)
+        for k in range(runs):
+            slot = slots[0] if k == 0 else ctx.limits.slot(what, needs, ctx.limits.fresh_timeout)
+            if slot.refused:
+                ctx.talk.note(f"{slot.refused}: the result runs with torchrun's ranks")
+                return launch
+            obs = fresh.run(dict(verified.best.files), timeout=slot.timeout)
             if not target.matches(obs.signature):
                 ctx.talk.note(f"the result needs torchrun's ranks: as one plain python process it "
                               f"{'fails otherwise' if obs.signature else 'does not fail'} ({obs.describe()})",

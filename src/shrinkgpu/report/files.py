@@ -248,6 +248,9 @@ def _case(result: ReductionResult, target: Path) -> dict:
         "root": rel(case.pop("root")), "module": case.pop("module"), "argv0": case.pop("argv0"),
         # the ranks the user started it with (torchrun), None for one process
         "nproc_per_node": case.pop("nproc_per_node", None),
+        # how long its first run took: what a later --resume knows before running anything
+        # (a --max-time shorter than that is refused up front)
+        "seconds": case.pop("seconds", None),
     }
     extracted = result.extracted
     return {

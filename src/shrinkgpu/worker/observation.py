@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import signal as _signal
@@ -10,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from shrinkgpu.signature import ExceptionRecord, Frame, Signature, choose_first_error
-from shrinkgpu.worker.protocol import Finished, ProbeReport, RunStatus
+from shrinkgpu.worker.protocol import FIRST_ERROR_SUFFIX, Finished, ProbeReport, RunStatus
 
 OUTPUT_TAIL = 64 * 1024
 
@@ -83,6 +84,15 @@ class Observation:
     # "start_processes", "multiprocessing.Process"; None: torchrun's, or no ranks)
     children: tuple[dict[str, Any], ...] = field(default=(), compare=False, repr=False)
     launcher: str | None = field(default=None, compare=False)
+    # seconds the run's fresh interpreter took to import torch (None: it was loaded
+    # already): the pace of the machine when it ran
+    startup: float | None = field(default=None, compare=False, repr=False)
+    # a run stopped by its time limit after its first error left the script (the probe
+    # was still saving what its watch asked for): that error, from the record the probe
+    # writes first (``FIRST_ERROR_SUFFIX``).  Never the run's ``signature``: a run that
+    # did not end is no reproduction; the original's first run cut by --max-time still
+    # says what it reached.
+    raised_before_timeout: Signature | None = field(default=None, compare=False, repr=False)
 
     @property
     def failed(self) -> bool:
@@ -122,8 +132,13 @@ class Observation:
             report = None
         sig = event.signal
         signature = None
+        before_timeout = None
         if event.timed_out:
             status = RunStatus.TIMEOUT
+            early = _early_report(obs_path)
+            if early is not None:
+                before_timeout = _first_error(early, out + "\n" + err)
+                report = report or dataclasses.replace(early, status=RunStatus.TIMEOUT)
         elif report is not None:
             status = report.status
             signature = _first_error(report, out + "\n" + err)
@@ -164,19 +179,31 @@ class Observation:
             sizes=report.sizes,
             output=report.output,
             children=report.children,
+            startup=report.startup,
+            raised_before_timeout=before_timeout,
         )
 
     def describe(self) -> str:
         if self.infra_error:
             return f"could not run: {self.infra_error}"
         if self.timed_out:
-            return f"timed out after {self.wall:.1f}s"
+            reached = self.raised_before_timeout
+            return f"timed out after {self.wall:.1f}s" + (f", after its first error {reached.headline}"
+                                                         if reached is not None else "")
         if self.signature is not None:
             return self.signature.headline + (f" (rank {self.rank} of {self.world_size})"
                                               if self.world_size > 1 and self.rank is not None else "")
         if self.status is RunStatus.NO_REPORT:
             return f"exited with status {self.exit_code} without reporting (os._exit?)"
         return f"finished without error (exit status {self.exit_code})"
+
+
+def _early_report(obs_path: Path) -> ProbeReport | None:
+    """The probe's record of the first error as it left the script, or None."""
+    try:
+        return ProbeReport.from_json(json.loads(Path(f"{obs_path}{FIRST_ERROR_SUFFIX}").read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
 
 
 def _first_error(report: ProbeReport, output: str) -> Signature | None:

@@ -20,6 +20,28 @@ import enum
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, ClassVar
 
+# Seconds a fresh interpreter of the development machine took to import torch: the unit
+# of a run that could not measure its own (torch was loaded before the probe ran).
+NOMINAL_STARTUP = 1.6
+# A measured import shorter than this was no import (torch was already loaded).
+MIN_STARTUP = 0.05
+# Beside a run's observation file, the probe's record of the first error as it leaves
+# the script, written before anything slow (saving what the watch asks for): a run
+# stopped by its time limit after its error still says what it was.
+FIRST_ERROR_SUFFIX = ".first"
+
+
+def startup_of(measured: float | None) -> float:
+    """The pace of a run: the seconds its interpreter took to import torch, or the
+    development machine's when it did not measure one."""
+    return measured if measured is not None and measured >= MIN_STARTUP else NOMINAL_STARTUP
+
+
+def run_length(seconds: float, startup: float | None) -> float:
+    """How long ``seconds`` of a script's own time (after torch's import) are, in units
+    of that import: the length a busy machine, which slows both alike, does not change."""
+    return max(0.0, seconds) / startup_of(startup)
+
 
 @dataclass(frozen=True)
 class Capture:
@@ -81,9 +103,10 @@ class Watch:
     cut: str | None = None
     # a directory: at the first error, pickle the user's data objects there
     save_objects: str | None = None
-    # and, when the run failed this many seconds or more after it started, the results
-    # of its data helpers (``train, val, test = build_splits(cfg)``): a run that short is
-    # not started from a saved state, the one use of them
+    # and, when the run's own time before its error was at least this long (in units of
+    # its import of torch, ``run_length``; 0: always), the results of its data helpers
+    # (``train, val, test = build_splits(cfg)``): a shorter run is not started from a
+    # saved state, the one use of them
     save_results_after: float | None = None
     # a directory: the arguments of each torch call that raises, saved as it raised
     # (``raised-<n>.pt``): the failing call from the first run itself, where its values
@@ -421,6 +444,9 @@ class ProbeReport:
     suppressed: dict[str, Any] | None = None  # what ``raise ... from None`` hid
     probe_error: str | None = None
     duration: float | None = None  # the script's own time
+    # seconds the probe took to import torch before the script (a fresh interpreter's;
+    # None where it was loaded already: a forked run): the pace of this machine now
+    startup: float | None = None
     failed_at: float | None = None  # when the error left the script (time.time()): which rank failed first
     parses: tuple[dict[str, Any], ...] = ()  # argparse results
     loads: tuple[dict[str, Any], ...] = ()  # configuration reads
@@ -463,6 +489,7 @@ class ProbeReport:
             suppressed=data.get("suppressed"),
             probe_error=data.get("probe_error"),
             duration=data.get("duration"),
+            startup=data.get("startup"),
             failed_at=data.get("failed_at"),
             parses=seq("parses"),
             loads=seq("loads"),

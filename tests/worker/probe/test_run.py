@@ -11,16 +11,16 @@ import sys
 
 import pytest
 
-from shrinkgpu.worker.protocol import RunRequest
+from shrinkgpu.worker.protocol import RunRequest, Watch
 
 
 @pytest.fixture
 def probe(tmp_path):
-    def run(text: str):
+    def run(text: str, watch: Watch = Watch()):
         (tmp_path / "s.py").write_text(text)
         request = RunRequest(script=str(tmp_path / "s.py"), argv=("s.py", "--n", "2"), cwd=str(tmp_path),
                              observation=str(tmp_path / "obs.json"), crash_log=str(tmp_path / "crash.txt"),
-                             roots=(str(tmp_path),), capture_ops=False)
+                             roots=(str(tmp_path),), capture_ops=False, watch=watch)
         (tmp_path / "request.json").write_text(json.dumps(request.to_json()))
         done = subprocess.run([sys.executable, "-c", "from shrinkgpu.worker.probe import main; main()",
                                str(tmp_path / "request.json")], cwd=tmp_path, capture_output=True, text=True, timeout=60)
@@ -83,3 +83,15 @@ def test_asked_for_them_the_files_the_run_wrote_are_kept_when_it_ends(tmp_path):
     assert report["written"] == {"files": ["checkpoints/best.pt"], "files_bytes": 7}
     assert (kept / "checkpoints" / "best.pt").read_text() == "weights"
     assert not (kept / "data.txt").exists()  # read, not written
+
+
+def test_the_first_error_is_written_as_it_leaves_the_script_when_slow_work_follows(probe, tmp_path):
+    # The original's first run saves what the search needs after its error (here the
+    # modules it imported): its first error is on disk before that, so a run the limit
+    # stops there still says it.  A candidate's report follows its error at once.
+    probe('raise IndexError("Target 4 is out of bounds.")\n', Watch(collect_modules=True))
+    first = json.loads((tmp_path / "obs.json.first").read_text())
+    assert (first["status"], [c["message"] for c in first["chain"]]) == ("exception", ["Target 4 is out of bounds."])
+    (tmp_path / "obs.json.first").unlink()
+    probe('raise IndexError("Target 4 is out of bounds.")\n')
+    assert not (tmp_path / "obs.json.first").exists()

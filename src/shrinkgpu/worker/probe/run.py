@@ -31,7 +31,7 @@ from shrinkgpu.worker.probe.process import (
 from shrinkgpu.worker.probe.state import StateSaver, file_stamps, save_written_files
 from shrinkgpu.worker.probe.recorder import Recorder, exception_chain, message_of, record_chain, record_suppressed
 from shrinkgpu.worker.probe.watchers import watch_argparse, watch_config_loads, watch_reads, watch_seeding
-from shrinkgpu.worker.protocol import ProbeReport, RunRequest, RunStatus
+from shrinkgpu.worker.protocol import FIRST_ERROR_SUFFIX, ProbeReport, RunRequest, RunStatus, run_length
 
 
 # Exit statuses the probe itself uses when the user's script could not even start.
@@ -57,7 +57,10 @@ def run(request: RunRequest, *, forked: bool) -> int:
         if request.crash_log:
             dump_stack_on_crash(request.crash_log)
         script = os.path.abspath(request.script)
-        mode, shapes = _watch_torch(request, recorder, raised_calls, outputs)
+        if request.capture_ops:
+            mode, shapes = _watch_torch(watch, recorder, obs, raised_calls, outputs)
+        else:
+            mode, shapes = None, None
         if watch.eager:
             stay_eager()
         if watch.collectives:
@@ -114,16 +117,19 @@ def run(request: RunRequest, *, forked: bool) -> int:
             status = RunStatus.EXIT
             obs["chain"] = record_chain(exc, recorder)
             obs["suppressed"] = record_suppressed(exc, recorder)
+            _write_first_error(request.observation, watch, obs, recorder, status, code, raised_calls, started)
     except BaseException as exc:
         obs["failed_at"] = time.time()
         code = 1
         status = RunStatus.EXCEPTION
         obs["chain"] = record_chain(exc, recorder)
         obs["suppressed"] = record_suppressed(exc, recorder)
+        _write_first_error(request.observation, watch, obs, recorder, status, code, raised_calls, started)
         if watch.keep_raised and len(raised_calls) < RAISED_KEPT:
             _keep_raised_calls(exc, roots, recorder, (watch.keep_raised, raised_calls))
         _print_traceback(exc, script)
-        obs.update(_at_the_error(exc, watch, roots, recorder, time.perf_counter() - started))
+        obs.update(_at_the_error(exc, watch, roots, recorder,
+                                 time.perf_counter() - started - (obs.get("startup") or 0.0), obs.get("startup")))
     if clock is not None:
         obs["loop_time"] = clock.stop()
     obs["torch_errors"] = recorder.errors
@@ -152,27 +158,6 @@ def run(request: RunRequest, *, forked: bool) -> int:
     _write(request.observation, ProbeReport.from_json({**obs, "status": status, "exit_code": code}))
     run_exit_handlers()
     return code
-
-
-def _watch_torch(request: RunRequest, recorder: Recorder, raised_calls: list, outputs: list):
-    """The torch function mode that feeds ``recorder`` (and what the watch asks of it:
-    the shapes, the arguments of the calls that raise, a call's output), not yet
-    entered; (None, None) for a run that watches no torch calls."""
-    if not request.capture_ops:
-        return None, None
-    import torch  # noqa: F401  (the mode needs it; the script imports it anyway)
-
-    watch = request.watch
-    shapes = ShapeLog() if watch.op_shapes else None
-    raised = (watch.keep_raised, raised_calls) if watch.keep_raised else None
-    output_of = (watch.output_of, outputs) if watch.output_of else None
-    mode = watch_torch_calls(recorder.note, watch.capture, shapes, raised, output_of)
-    if raised is not None:
-        watch_compile_options()
-    if raised is not None or watch.cut:
-        # (a module in the library's saved call is written as it was built, too)
-        watch_module_construction()
-    return mode, shapes
 
 
 # This process's recorder once its run is watched: a child the script forks inherits it
@@ -229,10 +214,54 @@ def _keep_raised_calls(exc: BaseException, roots, recorder: Recorder, raised: tu
             break
 
 
-def _at_the_error(exc: BaseException, watch, roots, recorder: Recorder, elapsed: float) -> dict[str, Any]:
+def _watch_torch(watch, recorder: Recorder, obs: dict[str, Any], raised_calls: list, outputs: list):
+    """torch imported (timed: the pace of this machine now, ``obs["startup"]``, when this
+    process imports it) and its calls watched: (the mode, the shape log or None)."""
+    loaded = "torch" in sys.modules
+    before = time.perf_counter()
+    import torch  # noqa: F401  (the mode needs it; the script imports it anyway)
+
+    if not loaded:
+        # Run lengths are decided in units of it: a busy machine slows the import and
+        # the script alike.
+        obs["startup"] = time.perf_counter() - before
+    shapes = ShapeLog() if watch.op_shapes else None
+    raised = (watch.keep_raised, raised_calls) if watch.keep_raised else None
+    output_of = (watch.output_of, outputs) if watch.output_of else None
+    mode = watch_torch_calls(recorder.note, watch.capture, shapes, raised, output_of)
+    if raised is not None:
+        watch_compile_options()
+    if raised is not None or watch.cut:
+        # (a module in the library's saved call is written as it was built, too)
+        watch_module_construction()
+    return mode, shapes
+
+
+def _write_first_error(path: str, watch, obs: dict[str, Any], recorder: Recorder, status: RunStatus, code: int,
+                       raised_calls: list, started: float) -> None:
+    """The first error as it left the script, beside the observation, before anything
+    slow (the raised calls' arguments, the data objects, the sizes are saved next): a
+    run stopped by its time limit in that work (a first run cut by --max-time) still
+    says which error it reached (``Observation.raised_before_timeout``).  Only for a
+    run whose watch asks for that work (the original's first run): a candidate's report
+    follows its error at once."""
+    if not (watch.keep_raised or watch.save_objects or watch.cut or watch.sizes or watch.written
+            or watch.collect_modules):
+        return
+    try:
+        _write(path + FIRST_ERROR_SUFFIX, ProbeReport.from_json({
+            **obs, "status": status, "exit_code": code, "torch_errors": recorder.errors,
+            "raised_calls": list(raised_calls), "duration": time.perf_counter() - started}))
+    except Exception:
+        pass  # an offer: the run's own report comes at its end as always
+
+
+def _at_the_error(exc: BaseException, watch, roots, recorder: Recorder, elapsed: float,
+                  startup: float | None) -> dict[str, Any]:
     """What the watch asks to be read at the first error, while its frames are alive:
     the library's call into the user's code, the data objects, the sizes the failing
-    frames read.  Each is an offer: its failure must not change the run."""
+    frames read.  Each is an offer: its failure must not change the run.  ``elapsed``:
+    the script's own time so far (after torch's import, which took ``startup``)."""
     out: dict[str, Any] = {}
     if watch.cut:
         try:
@@ -244,7 +273,7 @@ def _at_the_error(exc: BaseException, watch, roots, recorder: Recorder, elapsed:
         try:
             after = watch.save_results_after
             out["saved_objects"] = saved_objects(exc, roots, watch.save_objects,
-                                                 results=after is not None and elapsed >= after)
+                                                 results=after is not None and run_length(elapsed, startup) >= after)
         except Exception:
             out["saved_objects"] = []
     if watch.sizes:
