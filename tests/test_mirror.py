@@ -27,6 +27,7 @@ ALLOWED = {
     "shrinkgpu.syntax": RE_EXPORTS,
     "shrinkgpu.worker": RE_EXPORTS,
     "shrinkgpu.worker.probe": RE_EXPORTS,
+    "shrinkgpu.versions": RE_EXPORTS,
 }
 
 

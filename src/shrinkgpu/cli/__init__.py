@@ -29,6 +29,7 @@ from pathlib import Path
 
 import click
 
+from shrinkgpu.cli.output import emit_json, fail, json_stdout
 from shrinkgpu.core.rates import describe_rate
 from shrinkgpu.families import Family, advice_for, family_by_name
 from shrinkgpu.reducer import NotReproduced, ReduceConfig, ReduceError, reduce, run_observed
@@ -172,40 +173,6 @@ def launch_options(f):
              "`shrinkgpu reduce -k ERR -- torchrun --nproc-per-node=2 train.py` (docs/executors.md).")(f)
 
 
-# With --json, the process's real stdout, kept for the one JSON object (``json_stdout``).
-_JSON_OUT: list = []
-
-
-def json_stdout() -> None:
-    """Under ``--json`` stdout carries one JSON object and nothing else, whatever a library
-    prints: the real stdout is kept aside for it, and file descriptor 1 becomes stderr for
-    the rest of the command, Python's prints, a C library's writes and a background
-    thread's alike (Ray's driver prints a lost node's raylet log on stdout from a thread
-    of its own, `log_to_driver` or not)."""
-    if _JSON_OUT:
-        return
-    sys.stdout.flush()
-    kept = os.dup(1)
-    os.dup2(2, 1)
-    _JSON_OUT.append(os.fdopen(kept, "w", encoding="utf-8", closefd=True))
-
-
-def _emit_json(data: dict) -> None:
-    text = json.dumps(data, indent=2, default=str)
-    if _JSON_OUT:
-        _JSON_OUT[0].write(text + "\n")
-        _JSON_OUT[0].flush()
-    else:
-        click.echo(text)
-
-
-def _fail(message: str, code: int, as_json: bool, **extra) -> None:
-    click.echo(f"shrinkgpu: {message}", err=True)
-    if as_json:
-        _emit_json({"error": message, "exit_code": code, **extra})
-    sys.exit(code)
-
-
 # -- options from pyproject.toml ---------------------------------------------------------------
 def _project_defaults(start: Path) -> dict:
     """``[tool.shrinkgpu]`` of the nearest pyproject.toml at or above ``start``: option
@@ -291,15 +258,15 @@ def run(script, script_args, module, nproc, hang_after, timeout, isolation, root
                          stdin=_stdin_bytes(stdin_file, notes), sync_launches=sync_launches)
         first = run_observed(config, isolation=Isolation(isolation))
     except ReduceError as exc:
-        _fail(str(exc), exc.exit_code, as_json)
+        fail(str(exc), exc.exit_code, as_json)
     except (OSError, click.ClickException) as exc:
-        _fail(str(exc), EXIT_USAGE, as_json)
+        fail(str(exc), EXIT_USAGE, as_json)
     obs, launch = first.observation, first.launch
     if obs.infra_error:
-        _fail(f"could not run the script: {obs.infra_error}", EXIT_ERROR, as_json)
+        fail(f"could not run the script: {obs.infra_error}", EXIT_ERROR, as_json)
     code = EXIT_OK if obs.failed else EXIT_NOT_REPRODUCED
     if as_json:
-        _emit_json({
+        emit_json({
             "failed": obs.failed,
             "status": obs.status,
             "exit_code": obs.exit_code,
@@ -456,9 +423,9 @@ def reduce_cmd(script, script_args, module, nproc, hang_after, keep_error, famil
     try:
         gpu_ids = parse_gpus(gpus) if gpus is not None else None
     except ValueError as exc:
-        _fail(f"--gpus: {exc}", EXIT_USAGE, as_json)
+        fail(f"--gpus: {exc}", EXIT_USAGE, as_json)
     if keep_error is None and family_name is None:
-        _fail("say which error to keep: --keep-error REGEX, --family FAMILY, or both", EXIT_USAGE, as_json)
+        fail("say which error to keep: --keep-error REGEX, --family FAMILY, or both", EXIT_USAGE, as_json)
     notes: list[str] = []
     try:
         config = _config(
@@ -473,7 +440,7 @@ def reduce_cmd(script, script_args, module, nproc, hang_after, keep_error, famil
             propose_with=propose_with,
         )
     except (OSError, click.ClickException) as exc:
-        _fail(str(exc), EXIT_USAGE, as_json)
+        fail(str(exc), EXIT_USAGE, as_json)
     cluster = _ray_cluster(config, executor, address, gpus_per_worker, cpus_per_worker, workers, as_json)
     if cluster is not None:
         count = cluster.workers()
@@ -493,17 +460,17 @@ def reduce_cmd(script, script_args, module, nproc, hang_after, keep_error, famil
                                                                                   executors=cluster)
     except NotReproduced as exc:
         obs = exc.observation
-        _fail(str(exc), EXIT_NOT_REPRODUCED, as_json,
+        fail(str(exc), EXIT_NOT_REPRODUCED, as_json,
               signature=obs.signature.to_json() if obs and obs.signature else None)
     except ReduceError as exc:
-        _fail(str(exc), exc.exit_code, as_json)
+        fail(str(exc), exc.exit_code, as_json)
     except OutputError as exc:
-        _fail(str(exc), EXIT_USAGE, as_json)
+        fail(str(exc), EXIT_USAGE, as_json)
     except RayUnavailable as exc:  # (what the cluster was asked to take, refused)
-        _fail(str(exc), EXIT_USAGE, as_json)
+        fail(str(exc), EXIT_USAGE, as_json)
     except KeyboardInterrupt:
         # Before the search found anything: nothing to write, and the temporary space is gone.
-        _fail(f"interrupted ({signal.Signals(_received[-1]).name if _received else 'SIGINT'}) before any "
+        fail(f"interrupted ({signal.Signals(_received[-1]).name if _received else 'SIGINT'}) before any "
               "smaller program was found; nothing was written", _interrupt_code(), as_json)
     finally:
         if progress is not None:
@@ -517,7 +484,7 @@ def reduce_cmd(script, script_args, module, nproc, hang_after, keep_error, famil
 
         test_file = write_regression_test(result.output, emit_test)
     if as_json:
-        _emit_json({**result.to_json(), "notes": notes + result.notes, "error": None, "exit_code": code,
+        emit_json({**result.to_json(), "notes": notes + result.notes, "error": None, "exit_code": code,
                     "regression_test": str(test_file) if test_file else None})
     else:
         ratio = 100 * result.tokens_after / result.tokens_before if result.tokens_before else 0
@@ -559,11 +526,11 @@ def _ray_cluster(config: ReduceConfig, executor: str, address, gpus_per_worker: 
                  if source(name) is click.core.ParameterSource.COMMANDLINE]
         if given:
             # (said, not ignored: a user who sized Ray workers believes the candidates run there)
-            _fail(f"{' and '.join(given)} {'is' if len(given) == 1 else 'are'} for --executor ray; without it the "
+            fail(f"{' and '.join(given)} {'is' if len(given) == 1 else 'are'} for --executor ray; without it the "
                   "candidates run on this machine", EXIT_USAGE, as_json)
         return None
     if config.launch.ranks:
-        _fail("--executor ray runs one process per candidate; a script launched as torchrun's ranks runs with "
+        fail("--executor ray runs one process per candidate; a script launched as torchrun's ranks runs with "
               "--executor local", EXIT_USAGE, as_json)
     from shrinkgpu.worker import RayCluster, RayOptions
 
@@ -571,11 +538,11 @@ def _ray_cluster(config: ReduceConfig, executor: str, address, gpus_per_worker: 
         cluster = RayCluster(RayOptions(address=address, workers=workers, gpus_per_worker=gpus_per_worker,
                                         cpus_per_worker=cpus_per_worker))
     except RayUnavailable as exc:
-        _fail(str(exc), EXIT_USAGE, as_json)
+        fail(str(exc), EXIT_USAGE, as_json)
     try:
         cluster.connect()
     except RayUnavailable as exc:
-        _fail(str(exc), EXIT_ERROR, as_json)
+        fail(str(exc), EXIT_ERROR, as_json)
     return cluster
 
 
@@ -608,10 +575,10 @@ def extract_cmd(script, script_args, module, nproc, hang_after, output, timeout,
         _first, result = extract_call(config, output)
     except ReduceError as exc:
         obs = exc.observation
-        _fail(str(exc), exc.exit_code, as_json,
+        fail(str(exc), exc.exit_code, as_json,
               **({"signature": obs.signature.to_json()} if obs is not None and obs.signature else {}))
     if as_json:
-        _emit_json({"output": str(result.path), "data": str(result.data) if result.data else None,
+        emit_json({"output": str(result.path), "data": str(result.data) if result.data else None,
                     "level": result.level, "lines": result.lines, "note": result.note,
                     "signature": result.signature.to_json(), "error": None, "exit_code": EXIT_OK})
     else:
@@ -647,13 +614,13 @@ def ablate_cmd(result, timeout, jobs, as_json) -> None:
     try:
         ablated = ablate_case(result, timeout=timeout, jobs=jobs, on_outcome=show)
     except CaseError as exc:
-        _fail(str(exc), EXIT_USAGE, as_json)
+        fail(str(exc), EXIT_USAGE, as_json)
     except NotReproducedHere as exc:
-        _fail(str(exc), EXIT_NOT_REPRODUCED, as_json)
+        fail(str(exc), EXIT_NOT_REPRODUCED, as_json)
     except KeyboardInterrupt:
-        _fail("interrupted", _interrupt_code(), as_json)
+        fail("interrupted", _interrupt_code(), as_json)
     if as_json:
-        _emit_json({"ablation": ablated.to_json(), "error": None, "exit_code": EXIT_OK})
+        emit_json({"ablation": ablated.to_json(), "error": None, "exit_code": EXIT_OK})
     else:
         if not ablated.outcomes:
             click.echo("no change applies to this case")
@@ -703,12 +670,12 @@ def verify_cmd(result, original, command, count, timeout, nproc, emit_test, as_j
                         on_check=show)
         test_file = write_regression_test(result, emit_test) if emit_test is not None else None
     except CaseError as exc:
-        _fail(str(exc), EXIT_USAGE, as_json)
+        fail(str(exc), EXIT_USAGE, as_json)
     except KeyboardInterrupt:
-        _fail("interrupted", _interrupt_code(), as_json)
+        fail("interrupted", _interrupt_code(), as_json)
     code = EXIT_OK if report.ok else EXIT_STILL_FAILING
     if as_json:
-        _emit_json({**report.to_json(), "regression_test": str(test_file) if test_file else None,
+        emit_json({**report.to_json(), "regression_test": str(test_file) if test_file else None,
                     "exit_code": code, "error": None if report.ok else "not every check passed"})
     else:
         for warning in report.warnings:
@@ -766,14 +733,14 @@ def check_cmd(original, candidate, script_args, keep_error, family_name, strictn
         )
         answer = check(config, on_stage=lambda message: click.echo(f"shrinkgpu: {message}", err=True))
     except CheckError as exc:
-        _fail(str(exc), exc.exit_code, as_json)
+        fail(str(exc), exc.exit_code, as_json)
     except OSError as exc:
-        _fail(str(exc), EXIT_USAGE, as_json)
+        fail(str(exc), EXIT_USAGE, as_json)
     except KeyboardInterrupt:
-        _fail("interrupted", _interrupt_code(), as_json)
+        fail("interrupted", _interrupt_code(), as_json)
     code = EXIT_OK if answer.same_bug else EXIT_NOT_REPRODUCED
     if as_json:
-        _emit_json({**answer.to_json(), "notes": notes, "error": None, "exit_code": code})
+        emit_json({**answer.to_json(), "notes": notes, "error": None, "exit_code": code})
     else:
         click.echo(("same bug: " if answer.same_bug else "not the same bug: ") + answer.detail)
     sys.exit(code)
@@ -827,12 +794,12 @@ def versions_cmd(case, script_args, tries, span, keep_error, family_name, strict
     if clear_cache:
         freed = cache.clear()
         if as_json:
-            _emit_json({"cleared": str(cache.root), "freed_bytes": freed, "error": None, "exit_code": EXIT_OK})
+            emit_json({"cleared": str(cache.root), "freed_bytes": freed, "error": None, "exit_code": EXIT_OK})
         else:
             click.echo(f"emptied {cache.root} ({freed / 2**20:.0f} MiB)")
         sys.exit(EXIT_OK)
     if case is None:
-        _fail("give a case file (x.min.json) or a script with -k/--family", EXIT_USAGE, as_json)
+        fail("give a case file (x.min.json) or a script with -k/--family", EXIT_USAGE, as_json)
     path = Path(case)
     as_case = path.suffix == ".json" or (keep_error is None and family_name is None and case_file(path).is_file())
     try:
@@ -843,11 +810,11 @@ def versions_cmd(case, script_args, tries, span, keep_error, family_name, strict
             timeout=timeout, root=root, cache=cache, env=dict(os.environ))
         answer = versions(config, on_stage=lambda message: click.echo(f"shrinkgpu: {message}", err=True))
     except VersionsError as exc:
-        _fail(str(exc), exc.exit_code, as_json)
+        fail(str(exc), exc.exit_code, as_json)
     except KeyboardInterrupt:
-        _fail("interrupted", _interrupt_code(), as_json)
+        fail("interrupted", _interrupt_code(), as_json)
     if as_json:
-        _emit_json({**answer.to_json(), "error": None, "exit_code": EXIT_OK})
+        emit_json({**answer.to_json(), "error": None, "exit_code": EXIT_OK})
     else:
         from shrinkgpu.versions import version_table
 
@@ -874,7 +841,7 @@ def mcp_cmd() -> None:
     except ModuleNotFoundError as exc:
         if (exc.name or "").split(".")[0] not in ("mcp", "anyio", "pydantic"):
             raise
-        _fail(f"the MCP server needs the mcp package ({exc.name} is missing): pip install 'shrinkgpu[agents]'",
+        fail(f"the MCP server needs the mcp package ({exc.name} is missing): pip install 'shrinkgpu[agents]'",
               EXIT_USAGE, False)
     serve()
 
@@ -904,11 +871,11 @@ def main(argv: list[str] | None = None) -> None:
     except click.ClickException as exc:
         exc.show()
         if wants_json:
-            _emit_json({"error": exc.format_message(), "exit_code": exc.exit_code})
+            emit_json({"error": exc.format_message(), "exit_code": exc.exit_code})
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
         if wants_json:
-            _emit_json({"error": "interrupted", "exit_code": _interrupt_code()})
+            emit_json({"error": "interrupted", "exit_code": _interrupt_code()})
         sys.exit(_interrupt_code())
     except KeyboardInterrupt:
         sys.exit(_interrupt_code())
