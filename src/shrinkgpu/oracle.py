@@ -133,8 +133,6 @@ class Oracle:
         self.stats = OracleStats()
         self._cache: dict[tuple, Judgement] = {}
         self._lock = threading.Lock()
-        # Files the latest fresh check of the result read: what it needs beside it.
-        self.verified_reads: tuple[str, ...] = ()
 
     @property
     def timeout(self) -> float:
@@ -289,8 +287,6 @@ class Oracle:
         a rebase counting loops or saving objects, a resume)."""
         obs = self.runner.run(files, timeout=timeout or self.limits.run_limit(), isolation=isolation, env=self._pin(0),
                               watch=watch)
-        if isolation is Isolation.FRESH and self.target.matches(obs.signature):
-            self.verified_reads = obs.reads
         self.stats.runs += 1
         self.stats.run_seconds += obs.wall
         return obs

@@ -80,3 +80,30 @@ def test_an_interrupted_search_is_written_unchecked(script, contexts):
     verified = checked(ctx, [Program({"train.py": SCRIPT}, "train.py").initial()], stopped="interrupted")
     assert verified.counts == (0, 0) and verified.stopped == "interrupted"
     assert "interrupted: the result was not re-checked in fresh interpreters" in ctx.talk.notes
+
+
+def test_what_the_result_reads_is_its_own_never_a_state_the_fallback_tried(script, contexts):
+    # The newest state fails in a fresh run, and the fallback tries the states between:
+    # one reproduces once, then not (flaky, rejected), and an older one is kept.  The
+    # files the report says it needs are what the kept state's own runs read, not the
+    # rejected state's, whose run matched last.
+    import re
+
+    from fakes import bug, passes
+
+    reads = {"v1": ("data.csv", "vocab.txt"), "v2": ("data.csv", "other.bin")}
+    runs: dict[str, int] = {}
+
+    def behaviour(text, job):
+        tag = re.search(r'tag = "(v\d)"', text).group(1)
+        runs[tag] = runs.get(tag, 0) + 1
+        if tag == "v3" or (tag == "v2" and runs[tag] > 1):
+            return passes()
+        return bug(signature(), reads=reads.get(tag, ()))
+
+    ctx = contexts(config(script, verify_runs=2), behaviour)
+    history = [Program({"train.py": f'{SCRIPT}\ntag = "v{i}"\n'}, "train.py").initial() for i in range(4)]
+    verified = checked(ctx, history)
+    assert 'tag = "v1"' in verified.best.files["train.py"] and verified.counts == (2, 2)
+    assert verified.reads == ("data.csv", "vocab.txt")
+    assert runs["v2"] == 2  # it reproduced once, then not

@@ -136,7 +136,7 @@ def result_of(ctx: Context, found: Found) -> ReductionResult:
         },
         surfaced=first_run.surfaced,
         original_rate=(pool.rate.reproduced, pool.rate.runs),
-        needs=tuple(sorted(set(found.oracle.verified_reads) - set(best.files))),
+        needs=tuple(sorted(set(found.verified.reads or ()) - set(best.files))),
         extracted=found.extracted.extraction,
         extract_error=found.extracted.error,
         trace=searched.trace,

@@ -121,7 +121,7 @@ class Reduction:
         finally:
             pool.close()
         launch = without_ranks(ctx, verified, target, inp.main)
-        alone = self_contained(ctx, verified, extracted, target, oracle.verified_reads, launch.ranks)
+        alone = self_contained(ctx, verified, extracted, target, verified.reads or (), launch.ranks)
         found = Found(original.first, target, inp, start, pool, oracle, searched, verified, extracted, ablated,
                       self.stats.to_json(), launch, user_first, alone)
         return finish(ctx, found, self.versions, self.revision)

@@ -29,6 +29,10 @@ class Verified:
     signature: Signature | None  # a reproducing fresh run's first error
     stopped: str | None  # why the reduction ended early, if it did
     wall: float = 0.0  # the slowest of the result's fresh runs (0: none was made)
+    # the files under the run's root the result's own reproducing fresh run read (what
+    # it needs beside it); None when no fresh run of it reproduced (not checked, or the
+    # fallback to the search's start, known to reproduce before the search)
+    reads: tuple[str, ...] | None = None
 
 
 def check_result(ctx: Context, oracle: Oracle, outcome: Outcome, target: Target,
@@ -62,7 +66,7 @@ def check_result(ctx: Context, oracle: Oracle, outcome: Outcome, target: Target,
         # back to the untidied one.
         history = (*history, tidied)
     try:
-        best, counts, signature, wall = verify_history(
+        best, counts, signature, wall, reads = verify_history(
             # Shown as they happen too: a result checked fewer times than --verify asks
             # (--max-time), or a fallback, must not be news only in the report.
             history, oracle, target, runs_asked, talk.note, ctx.limits,
@@ -70,7 +74,7 @@ def check_result(ctx: Context, oracle: Oracle, outcome: Outcome, target: Target,
     except KeyboardInterrupt:
         talk.note("interrupted while the result was re-checked: it was not verified", show=False)
         return Verified(outcome.history[-1], (0, 0), None, "interrupted")
-    return Verified(best, counts, signature, outcome.stopped, wall)
+    return Verified(best, counts, signature, outcome.stopped, wall, reads)
 
 
 def no_larger(ctx: Context, history: tuple, script: Candidate | None = None) -> tuple:
@@ -165,16 +169,18 @@ CHECK = "the check of the result in a fresh interpreter"
 def verify_history(
     history: tuple, oracle: Oracle, target: Target, runs: int, note: Callable[[str], None],
     limits: Limits | None = None,
-) -> tuple[Candidate, tuple[int, int], Signature | None, float]:
-    """The newest accepted state that reproduces in every fresh run, with its record and
-    the slowest of its runs.  Each run asks ``limits`` first: one that could not end
-    within --max-time is not started, and the check is what ran (said)."""
+) -> tuple[Candidate, tuple[int, int], Signature | None, float, tuple[str, ...] | None]:
+    """The newest accepted state that reproduces in every fresh run, with its record, the
+    slowest of its runs and the files its reproducing runs read (its own: never another
+    state's that the fallback tried).  Each run asks ``limits`` first: one that could not
+    end within --max-time is not started, and the check is what ran (said)."""
     if runs <= 0:
-        return history[-1], (0, 0), None, 0.0
+        return history[-1], (0, 0), None, 0.0, None
 
     failures: list[str] = []
     flaky = oracle.rate < 1.0
     walls: dict[int, float] = {}
+    reads: dict[int, set[str]] = {}
     cut_short: list[str] = []
 
     def check(cand: Candidate) -> tuple[int, int, Signature | None]:
@@ -201,6 +207,7 @@ def verify_history(
                 ok += 1
                 sig = obs.signature
                 walls[id(cand)] = max(walls.get(id(cand), 0.0), obs.wall)
+                reads.setdefault(id(cand), set()).update(obs.reads)
             else:
                 failures.append(obs.describe())
                 if test is None:
@@ -208,6 +215,10 @@ def verify_history(
             if test is not None:
                 test.add(target.matches(obs.signature))
         return ok, n, sig
+
+    def read_by(cand: Candidate) -> tuple[str, ...] | None:
+        found = reads.get(id(cand))
+        return tuple(sorted(found)) if found is not None else None
 
     def good(ok: int, n: int) -> bool:
         if not failures and ok == n and n:
@@ -219,10 +230,10 @@ def verify_history(
         if n < runs and not flaky:
             note(f"--max-time cut the check short: the result reproduced in the {n} fresh run(s) made "
                  f"({cut_short[0]})")
-        return history[-1], (ok, n), sig, walls.get(id(history[-1]), 0.0)
+        return history[-1], (ok, n), sig, walls.get(id(history[-1]), 0.0), read_by(history[-1])
     if not n:
         note(f"{cut_short[0]}: the result is written marked partial, not re-checked in fresh interpreters")
-        return history[-1], (0, 0), None, 0.0
+        return history[-1], (0, 0), None, 0.0, None
     note(
         f"the smallest candidate reproduced in {ok} of {n} fresh runs ({failures[0]}); "
         "fell back to the newest larger candidate that reproduces "
@@ -242,4 +253,4 @@ def verify_history(
             lo, sig, counted = mid, mid_sig, (mid_ok, mid_n)
         else:
             hi = mid
-    return history[lo], counted, sig, walls.get(id(history[lo]), 0.0)
+    return history[lo], counted, sig, walls.get(id(history[lo]), 0.0), read_by(history[lo])
