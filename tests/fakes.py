@@ -21,7 +21,7 @@ from typing import Callable
 
 from shrinkgpu.signature import Frame, OpRecord, Signature, TensorMeta
 from shrinkgpu.families import classify_family
-from shrinkgpu.worker import Dropped, Executor, ExecutorSettings, ForkUnavailable, Isolation, Job, Observation, PreloadReport, RunStatus
+from shrinkgpu.worker import Dropped, Executor, Executors, ExecutorSettings, ForkUnavailable, Isolation, Job, Observation, PreloadReport, RunStatus
 
 Behaviour = Callable[[str, Job], Observation]
 
@@ -144,13 +144,17 @@ class FakeExecutor(Executor):
 def executors(behaviour: Behaviour, log: Log | None = None, *, refuse_fork: str | None = None,
               clock: FakeClock | None = None):
     """An ``ExecutorFactory`` of fake executors sharing ``log`` (and ``clock``)."""
-    log = log if log is not None else Log()
+    return FakeExecutors(behaviour, log if log is not None else Log(), refuse_fork, clock)
 
-    def make(isolation: Isolation, settings: ExecutorSettings) -> Executor:
-        return FakeExecutor(isolation, settings, behaviour, log, refuse_fork, clock)
 
-    make.log = log  # type: ignore[attr-defined]
-    return make
+class FakeExecutors(Executors):
+    """The fake executors' factory; ``log`` is every job they ran."""
+
+    def __init__(self, behaviour: Behaviour, log: Log, refuse_fork: str | None, clock: FakeClock | None):
+        self.behaviour, self.log, self.refuse_fork, self.clock = behaviour, log, refuse_fork, clock
+
+    def __call__(self, isolation: Isolation, settings: ExecutorSettings) -> Executor:
+        return FakeExecutor(isolation, settings, self.behaviour, self.log, self.refuse_fork, self.clock)
 
 
 # -- a small script and a reduction's context, for tests of the phases ---------------------------

@@ -78,3 +78,16 @@ def test_the_minimal_case_runs_as_the_case_file_says_from_its_directory(tmp_path
 def test_the_diagnostic_variables_of_the_reduction_are_not_the_users():
     env = clean_env({"PATH": "/bin", "CUDA_LAUNCH_BLOCKING": "1", "AMD_SERIALIZE_KERNEL": "3", "TORCH_USE_CUDA_DSA": "1"})
     assert env == {"PATH": "/bin"}
+
+
+def test_the_runs_go_through_the_executor_it_is_given(tmp_path):
+    from fakes import Log, executors
+
+    from shrinkgpu.verify import verify
+
+    case_beside(tmp_path)
+    (tmp_path / "train.min.py").write_text("explode(3)\n")
+    log = Log()
+    done = verify(tmp_path / "train.min.py", original=False, timeout=60,
+                  executors=executors(lambda text, job: passes(), log))
+    assert log.texts == ["explode(3)\n"] and done.checks[0].outcome == FIXED

@@ -23,7 +23,7 @@ from shrinkgpu.inputs import read_source
 from shrinkgpu.results import Ablation
 from shrinkgpu.signature import Strictness, Target
 from shrinkgpu.verify import DEFAULT_TIMEOUT, case_spec, clean_env, load_case, target_of
-from shrinkgpu.worker import Isolation, Observation, Runner, ScriptSpec
+from shrinkgpu.worker import ExecutorFactory, Isolation, Observation, Runner, ScriptSpec, default_executor
 from shrinkgpu.worker.devices import visible_gpus
 
 __all__ = ["NotReproducedHere", "ablate_case"]
@@ -43,9 +43,11 @@ def _runs(runner: Runner, changes: Sequence[ablation.Change], timeout: float, jo
 
 
 def ablate_case(result_path: Path, *, timeout: float | None = None, jobs: int | None = None,
-                on_outcome: Callable[[ablation.Outcome], None] | None = None) -> Ablation:
-    """Run RESULT's comparisons again; raises CaseError for a missing or unreadable case
-    file, NotReproducedHere when the case itself no longer fails the recorded way."""
+                on_outcome: Callable[[ablation.Outcome], None] | None = None,
+                executors: ExecutorFactory = default_executor) -> Ablation:
+    """Run RESULT's comparisons again (``executors``: where, this machine's by default);
+    raises CaseError for a missing or unreadable case file, NotReproducedHere when the
+    case itself no longer fails the recorded way."""
     started = time.monotonic()
     case = load_case(result_path)
     recorded = target_of(case)
@@ -67,7 +69,7 @@ def ablate_case(result_path: Path, *, timeout: float | None = None, jobs: int | 
             if on_outcome is not None:
                 on_outcome(o)
 
-    with Runner(spec, isolation=Isolation.FRESH) as runner:
+    with Runner(spec, isolation=Isolation.FRESH, executors=executors) as runner:
         runner.start()
         baseline = runner.run(files, timeout=limit)
         if not target.matches(baseline.signature):
@@ -86,7 +88,7 @@ def ablate_case(result_path: Path, *, timeout: float | None = None, jobs: int | 
                                         gpu_visible=bool(gpus))
         ext_spec = ScriptSpec(script=extracted, cwd=extracted.parent, root=extracted.parent, env=env,
                               argv0=extracted.name)
-        with Runner(ext_spec, isolation=Isolation.FRESH) as runner:
+        with Runner(ext_spec, isolation=Isolation.FRESH, executors=executors) as runner:
             runner.start()
             record(ablation.outcomes(changes, lambda cs: _runs(runner, cs, limit, jobs), target))
 

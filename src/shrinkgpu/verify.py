@@ -35,7 +35,7 @@ from shrinkgpu.launch import PLAIN, Launch
 from shrinkgpu.layout import case_file
 from shrinkgpu.signature import Signature, Strictness, Target
 from shrinkgpu.syntax.neighbours import INDEX_OPERATORS, index_neighbours, loader_neighbours
-from shrinkgpu.worker import Isolation, Observation, Runner, ScriptSpec
+from shrinkgpu.worker import ExecutorFactory, Isolation, Observation, Runner, ScriptSpec, default_executor
 
 DIAGNOSTIC_VARIABLES = ("CUDA_LAUNCH_BLOCKING", "AMD_SERIALIZE_KERNEL", "TORCH_USE_CUDA_DSA", "PYTORCH_USE_CUDA_DSA",
                         "TORCH_SHOW_CPP_STACKTRACES", "PYTORCH_NO_CUDA_MEMORY_CACHING")
@@ -185,9 +185,10 @@ def verify(
     timeout: float | None = None,
     nproc: int | None = None,
     on_check: Callable[[Check], None] | None = None,
+    executors: ExecutorFactory = default_executor,
 ) -> Verification:
     """``nproc``: the ranks the minimal case and the original run as (default: what the
-    case file says)."""
+    case file says); ``executors``: where the runs run (this machine's by default)."""
     case = load_case(result_path)
     if nproc is not None:
         case["nproc_per_node"] = nproc
@@ -218,7 +219,7 @@ def verify(
     for n in loader_neighbours(text):
         variants.append((f"neighbour: {n.name}", n.text, True))
     extracted = case.get("extracted")
-    with Runner(spec, isolation=Isolation.FRESH) as runner:
+    with Runner(spec, isolation=Isolation.FRESH, executors=executors) as runner:
         runner.start()
         for name, source, bad in variants:
             obs = runner.run({spec.script_rel: source}, timeout=limit)
@@ -228,7 +229,7 @@ def verify(
             path = base / extracted
             if path.is_file():
                 ext_spec = ScriptSpec(script=path, cwd=path.parent, root=path.parent, env=env, argv0=path.name)
-                with Runner(ext_spec, isolation=Isolation.FRESH) as ext_runner:
+                with Runner(ext_spec, isolation=Isolation.FRESH, executors=executors) as ext_runner:
                     ext_runner.start()
                     obs = ext_runner.run({ext_spec.script_rel: read_source(path)}, timeout=limit)
                 outcome, detail = classify(obs, target)
@@ -249,7 +250,7 @@ def verify(
             ospec = ScriptSpec(script=script, args=tuple(o.get("args", ())), cwd=cwd, root=root, env=env,
                                argv0=o.get("argv0") or script.name, module=o.get("module"),
                                launch=launch_of(o.get("nproc_per_node")))
-            with Runner(ospec, isolation=Isolation.FRESH) as runner:
+            with Runner(ospec, isolation=Isolation.FRESH, executors=executors) as runner:
                 runner.start()
                 obs = runner.run({ospec.script_rel: read_source(script)}, timeout=limit)
             outcome, detail = classify(obs, target)

@@ -12,7 +12,7 @@ from shrinkgpu.families import Family
 from shrinkgpu.reducer import plan_jobs, pool, run_threads
 from shrinkgpu.reducer.pool import FLAKY_LANES, Measured, candidate_timeout, open_pool, pin_variable_for, plan_workers
 from shrinkgpu.signature import Target
-from shrinkgpu.worker import Isolation
+from shrinkgpu.worker import Capacity, Executors, Isolation
 
 from fakes import NEEDLE, SCRIPT, Log, bug, config, fails_with_needle, passes, signature
 
@@ -175,12 +175,12 @@ def test_candidates_that_run_elsewhere_get_threads_from_the_workers_cores(script
     # (a Ray cluster's factory says how many CPUs its workers hold: 8 workers x 1 CPU)
     monkeypatch.setattr(pool, "usable_cpus", lambda: 2)
 
-    class Elsewhere:
+    class Elsewhere(Executors):
         def __call__(self, isolation, settings):
             raise AssertionError("no executor is made while planning")
 
-        def candidate_cores(self):
-            return 8
+        def capacity(self):
+            return Capacity(cores=8, workers=8)
 
     ctx = dataclasses.replace(contexts(config(script, jobs=8)), executors=Elsewhere())
     plan = plan_workers(ctx, bug(environment={"threads": {"torch": 4}}))

@@ -19,7 +19,7 @@ from shrinkgpu.layout import OutputLayout, Scratch
 from shrinkgpu.limits import Limits
 from shrinkgpu.reducer.config import ReduceConfig
 from shrinkgpu.reducer.events import Talk
-from shrinkgpu.worker import ExecutorFactory, Isolation, Runner, Sandbox, ScriptSpec
+from shrinkgpu.worker import ExecutorFactory, Executors, Isolation, Runner, Sandbox, ScriptSpec
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,10 @@ class Context:
     # where the runs' files go when not in the session directory itself (the smaller
     # world a distributed reduction moved to: reducer/world.py)
     scratch_root: Path | None = None
+
+    def __post_init__(self) -> None:
+        # (a plain function is a factory of this machine's capacity)
+        object.__setattr__(self, "executors", Executors.of(self.executors))
 
     @property
     def scratch(self) -> Scratch:

@@ -182,9 +182,9 @@ def plan_workers(ctx: Context, first: Observation) -> WorkerPlan:
     # An executor factory whose candidates run elsewhere says how many cores its workers
     # hold in all (a Ray cluster: workers x the CPUs each asks for): the thread pools are
     # sized to those, not to this machine's
-    elsewhere = getattr(ctx.executors, "candidate_cores", None)
-    cores = elsewhere() if callable(elsewhere) else usable_cpus()
-    where = " of the workers" if callable(elsewhere) else ""
+    elsewhere = ctx.executors.capacity().cores
+    cores = elsewhere if elsewhere is not None else usable_cpus()
+    where = " of the workers" if elsewhere is not None else ""
     # (a script that starts its own ranks runs as many processes per candidate)
     ranks = spec.launch.nproc if spec.launch.ranks else max(1, first.world_size if first.launcher else 1)
     # a candidate of N ranks runs N processes, each with the thread pools one reported

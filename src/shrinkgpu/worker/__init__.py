@@ -11,7 +11,6 @@ Every message between the processes is a type of ``worker/protocol.py``.
 from shrinkgpu.worker.devices import usable_cpus
 from shrinkgpu.worker.executors import (
     Executor,
-    ExecutorFactory,
     ExecutorSettings,
     ForkServer,
     ForkUnavailable,
@@ -21,8 +20,8 @@ from shrinkgpu.worker.executors import (
     Placement,
     Dropped,
     PreloadReport,
-    default_executor,
 )
+from shrinkgpu.worker.factory import Capacity, ExecutorFactory, Executors, LocalExecutors, default_executor
 from shrinkgpu.worker.observation import Observation
 from shrinkgpu.worker.protocol import Capture, ProbeReport, RunRequest, RunStatus, StateAt, Watch
 from shrinkgpu.worker.ray_actors import RayCluster, RayExecutor, RayOptions, RayUnavailable
@@ -30,8 +29,11 @@ from shrinkgpu.worker.runner import Runner, ScriptSpec, cache_bytes, compile_cac
 from shrinkgpu.worker.sandbox import Sandbox, SandboxError, sweep_stale_sessions
 
 __all__ = [
+    "Capacity",
     "Capture",
     "Executor",
+    "Executors",
+    "LocalExecutors",
     "ExecutorFactory",
     "ExecutorSettings",
     "ForkServer",

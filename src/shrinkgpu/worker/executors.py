@@ -171,9 +171,6 @@ class Executor(abc.ABC):
         return local_placement()
 
 
-ExecutorFactory = Callable[[Isolation, ExecutorSettings], Executor]
-
-
 class SupervisedExecutor(Executor):
     """Jobs run by supervisor processes, one or several (lanes) taken in turn."""
 
@@ -410,14 +407,3 @@ class ForkServer(SupervisedExecutor):
                 self._clients.append(other)
             return PreloadReport(tuple(modules), tuple(dropped), time.perf_counter() - started, Isolation.FORK)
         raise ForkUnavailable(reason, tuple(dropped))
-
-
-def default_executor(isolation: Isolation, settings: ExecutorSettings) -> Executor:
-    """This machine's executor for ``isolation``: for a script launched as torchrun's
-    ranks, each job's ranks through it (worker/ranks.py)."""
-    if not settings.launch.ranks:
-        return ForkServer(settings) if isolation is Isolation.FORK else FreshInterpreters(settings)
-    from shrinkgpu.worker.ranks import Ranks, Torchrun  # (ranks imports this module)
-
-    # forked ranks for the candidates; a fresh run is what the user runs: torchrun itself
-    return Ranks(ForkServer(settings), settings.launch) if isolation is Isolation.FORK else Torchrun(settings)

@@ -47,8 +47,8 @@ from shrinkgpu.worker.executors import (
     Job,
     Placement,
     PreloadReport,
-    default_executor,
 )
+from shrinkgpu.worker.factory import Capacity, Executors, default_executor
 from shrinkgpu.worker.observation import Observation
 from shrinkgpu.worker.protocol import RunRequest, RunStatus
 from shrinkgpu.worker.sandbox import Sandbox, sweep_stale_sessions
@@ -677,7 +677,7 @@ class RayExecutor(Executor):
         self._tmp.clear()
 
 
-class RayCluster:
+class RayCluster(Executors):
     """The executor factory for ``--executor ray``: one connection to the cluster for the
     whole reduction, a ``RayExecutor`` for each runner's candidates.  Runs that must be
     fresh (the original's, the checks of the result) stay on this machine.  ``close()``
@@ -724,10 +724,11 @@ class RayCluster:
             return max(1, int(resources["GPU"] / self.options.gpus_per_worker))
         return max(1, int(resources.get("CPU", 1) / max(self.options.cpus_per_worker, 0.01)))
 
-    def candidate_cores(self) -> int:
+    def capacity(self) -> Capacity:
         """The CPUs the workers ask for in all: what the candidates' thread pools are
-        sized to (``reducer/pool.py``), not the driver's cores."""
-        return max(1, int(self.workers() * self.options.cpus_per_worker))
+        sized to (``reducer/pool.py``), not the driver's cores; and the workers."""
+        workers = self.workers()
+        return Capacity(cores=max(1, int(workers * self.options.cpus_per_worker)), workers=workers)
 
     def __call__(self, isolation: Isolation, settings: ExecutorSettings) -> Executor:
         if isolation is not Isolation.FORK or settings.launch.ranks:

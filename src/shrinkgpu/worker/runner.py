@@ -26,16 +26,15 @@ from typing import Iterable, Mapping, Sequence
 from shrinkgpu.launch import PLAIN, Launch
 from shrinkgpu.worker.executors import (
     Executor,
-    ExecutorFactory,
     ExecutorSettings,
     ForkUnavailable,
     Isolation,
     Job,
     Placement,
     PreloadReport,
-    default_executor,
     local_placement,
 )
+from shrinkgpu.worker.factory import ExecutorFactory, Executors, default_executor
 from shrinkgpu.worker.observation import Observation
 from shrinkgpu.worker.protocol import RunRequest, Watch
 from shrinkgpu.worker.sandbox import Sandbox
@@ -178,7 +177,7 @@ class Runner:
             sandbox = Sandbox(spec.root_dir, stdin=spec.stdin, keep=keep_temp)
         self.sandbox = sandbox
         self._lanes = 1 if "PYTHONHASHSEED" in self.env else max(1, lanes)
-        self.executors = executors
+        self.executors = Executors.of(executors)
         self._executor: Executor | None = None  # the candidates' executor
         self._fresh: Executor | None = None  # fresh interpreters beside a fork server, made when first asked
         self._lock = threading.Lock()

@@ -244,6 +244,51 @@ def _finish(request, recorder, obs: dict[str, Any], status: RunStatus, code: int
         pass  # the parent's report still stands for the run
 
 
+# This process's recorder once its run is watched (``watched_here``): a child the script
+# forks inherits it (and the mode that feeds it) and records its own run in it.
+ACTIVE: list = []
+
+
+def watched_here(recorder) -> None:
+    ACTIVE[:] = [recorder]
+
+
+def child_setup(request, index: int) -> tuple[Any, list[dict[str, Any]]]:
+    """A process the script started itself, watched as a run of its own (``request``:
+    its own paths): its recorder, fed by a torch function mode, and the records of the
+    calls that raised whose arguments it kept; its crash log, its collectives' file."""
+    from shrinkgpu.worker.probe.collectives import watch_collectives
+    from shrinkgpu.worker.probe.ops import watch_torch_calls
+    from shrinkgpu.worker.probe.process import dump_stack_on_crash
+    from shrinkgpu.worker.probe.recorder import Recorder
+
+    roots = tuple(os.path.abspath(r) for r in request.roots)
+    raised_calls: list[dict[str, Any]] = []
+    if ACTIVE:  # forked from the watched parent: its mode feeds this recorder
+        recorder = ACTIVE[0]
+        recorder.errors.clear()
+        recorder.by_id.clear()
+    else:
+        recorder = Recorder(roots)
+        if request.capture_ops:
+            import torch  # noqa: F401  (the mode needs it; the child imports it anyway)
+
+            watch = request.watch
+            raised = (watch.keep_raised, raised_calls) if watch.keep_raised else None
+            # entered for good: the process ends with the child's run
+            watch_torch_calls(recorder.note, watch.capture, None, raised).__enter__()
+    if request.crash_log:
+        dump_stack_on_crash(request.crash_log)
+    path = request.watch.collectives
+    if path and "torch.distributed" in sys.modules:  # (never imported for the watch's sake)
+        watch_collectives(path, roots, recorder.rel)
+        # "started, in no collective": the hang rule counts this child among the running
+        # ones before its first collective
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump({"out": "start", "seq": 0, "since": time.time()}, fh)
+    return recorder, raised_calls
+
+
 def install_child(request, setup: Callable[[Any, int], Any]) -> None:
     """Make this process (or the children it forks) record watched children with ``setup``."""
     global CHILD
@@ -257,8 +302,6 @@ def exec_child(request_path: str, index: int) -> None:
 
     with open(request_path, encoding="utf-8") as fh:
         request = RunRequest.from_json(json.load(fh))
-    from shrinkgpu.worker.probe.run import child_setup
-
     install_child(request, child_setup)
     watch_children(Children(request, tuple(os.path.abspath(r) for r in request.roots), str, None))
 

@@ -254,7 +254,12 @@ def _module_call(frame):
     return name, config, module, tuple(frame.f_locals.get("args", ())), dict(frame.f_locals.get("kwargs", {}))
 
 
-def keep_torch_check(tb, roots: tuple[str, ...], raised: tuple[str, list]) -> None:
+# How a module was built, as source (``compiled.module_source``): handed in by the probe's
+# run, so that this module never imports the one that imports it.
+Describe = Callable[[Any, tuple[str, ...]], "str | None"]
+
+
+def keep_torch_check(tb, roots: tuple[str, ...], raised: tuple[str, list], describe: Describe) -> None:
     """With ``Watch.keep_raised``: for a module whose own check raised before any
     operator ran, its call saved like an operator's, named as the module is built
     (``torch.nn.LSTM(8, 16, batch_first=True)``), so that the extraction writes
@@ -270,12 +275,13 @@ def keep_torch_check(tb, roots: tuple[str, ...], raised: tuple[str, list]) -> No
             called = innermost_module_call(rest) if rest else None
             if record is None or called is None or record["name"] != called[0]:
                 return
-            _keep_module_call(called, roots, raised)
+            _keep_module_call(called, roots, raised, describe)
     except Exception:  # an offer: the script's own error must stay what it was
         return
 
 
-def keep_module_check(tb, roots: tuple[str, ...], raised: tuple[str, list], op: str, call: int | None) -> None:
+def keep_module_check(tb, roots: tuple[str, ...], raised: tuple[str, list], op: str, call: int | None,
+                      describe: Describe) -> None:
     """With ``Watch.keep_raised``: for an error a torch function raised (the call ``op``,
     the ``call``-th, which the mode kept) by a check in torch's Python code (a ``raise``
     or an ``assert``, not an operator's kernel) while a module of torch ran it
@@ -289,21 +295,20 @@ def keep_module_check(tb, roots: tuple[str, ...], raised: tuple[str, list], op: 
             rest = _torch_frames(tb, roots, through_probe=True)
             if not rest or _module_call(rest[0]) is None or not _raised_by_a_check(tb):
                 return
-            _keep_module_call(innermost_module_call(rest), roots, raised, within=[op, call])
+            _keep_module_call(innermost_module_call(rest), roots, raised, describe, within=[op, call])
     except Exception:  # an offer: the script's own error must stay what it was
         return
 
 
-def _keep_module_call(called, roots: tuple[str, ...], raised: tuple[str, list], within=None) -> None:
+def _keep_module_call(called, roots: tuple[str, ...], raised: tuple[str, list], describe: Describe,
+                      within=None) -> None:
     """A module's call saved like an operator's, the stand-in named as the module is
-    built: the arguments its construction was seen with (``module_source``), else its
+    built: the arguments its construction was seen with (``describe``), else its
     ``extra_repr``; ``within``: [the operator, its call number] whose error it is."""
-    from shrinkgpu.worker.probe.compiled import module_source
-
     name, config, module, args, kwargs = called
     if not name.startswith("torch.nn."):
         return  # a class of the user's or of another library: its definition is not at hand
-    built = module_source(module, roots) or f"{name}({config})" + ("" if module.training else ".eval()")
+    built = describe(module, roots) or f"{name}({config})" + ("" if module.training else ".eval()")
     head, paren, tail = built.partition("(")
     owner, _, cls = head.rpartition(".")
 

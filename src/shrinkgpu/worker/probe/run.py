@@ -10,9 +10,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from shrinkgpu.worker.probe.children import Children, Zygote, install_child, watch_children
+from shrinkgpu.worker.probe.children import Children, Zygote, child_setup, install_child, watch_children, watched_here
 from shrinkgpu.worker.probe.collectives import watch_collectives
-from shrinkgpu.worker.probe.compiled import keep_compiled_call, stay_eager, watch_compile_options, watch_module_construction
+from shrinkgpu.worker.probe.compiled import keep_compiled_call, module_source, stay_eager, watch_compile_options, watch_module_construction
 from shrinkgpu.worker.probe.library_cut import library_cut
 from shrinkgpu.worker.probe.loading import keep_loading_call
 from shrinkgpu.worker.probe.loops import LoopClock, LoopCounter
@@ -49,7 +49,6 @@ def run(request: RunRequest, *, forked: bool) -> int:
     raised_calls: list[dict[str, Any]] = []
     state_saved: dict[str, Any] = {}
     outputs: list[str] = []
-    global ACTIVE
     try:
         # (before anything of the run: the zygote is what the server handed this process)
         zygote = Zygote.start(fresh_process) if watch.zygote and forked else None
@@ -69,7 +68,7 @@ def run(request: RunRequest, *, forked: bool) -> int:
         children = Children(request, roots, recorder.rel, zygote)
         watch_children(children)
         install_child(request, child_setup)
-        ACTIVE = recorder
+        watched_here(recorder)
         parses: list[dict[str, Any]] = []
         seed_sites: list[list[Any]] = []
         loads: list[dict[str, Any]] = []
@@ -160,42 +159,6 @@ def run(request: RunRequest, *, forked: bool) -> int:
     return code
 
 
-# This process's recorder once its run is watched: a child the script forks inherits it
-# (and the mode that feeds it) and records its own run in it (``child_setup``).
-ACTIVE: Recorder | None = None
-
-
-def child_setup(request: RunRequest, index: int) -> tuple[Recorder, list[dict[str, Any]]]:
-    """A process the script started itself, watched as a run of its own (``request``:
-    its own paths): its recorder, fed by a torch function mode, and the records of the
-    calls that raised whose arguments it kept; its crash log, its collectives' file."""
-    roots = tuple(os.path.abspath(r) for r in request.roots)
-    recorder = ACTIVE
-    raised_calls: list[dict[str, Any]] = []
-    if recorder is not None:  # forked from the watched parent: its mode feeds this recorder
-        recorder.errors.clear()
-        recorder.by_id.clear()
-    else:
-        recorder = Recorder(roots)
-        if request.capture_ops:
-            import torch  # noqa: F401  (the mode needs it; the child imports it anyway)
-
-            watch = request.watch
-            raised = (watch.keep_raised, raised_calls) if watch.keep_raised else None
-            # entered for good: the process ends with the child's run
-            watch_torch_calls(recorder.note, watch.capture, None, raised).__enter__()
-    if request.crash_log:
-        dump_stack_on_crash(request.crash_log)
-    path = request.watch.collectives
-    if path and "torch.distributed" in sys.modules:  # (never imported for the watch's sake)
-        watch_collectives(path, roots, recorder.rel)
-        # "started, in no collective": the hang rule counts this child among the running
-        # ones before its first collective
-        with open(path, "w", encoding="utf-8") as fh:
-            json.dump({"out": "start", "seq": 0, "since": time.time()}, fh)
-    return recorder, raised_calls
-
-
 def _keep_raised_calls(exc: BaseException, roots, recorder: Recorder, raised: tuple[str, list]) -> None:
     """What the mode could not keep as the error was raised: a module's own check that
     raised before any operator ran, the module of torch around a torch function whose
@@ -203,9 +166,9 @@ def _keep_raised_calls(exc: BaseException, roots, recorder: Recorder, raised: tu
     for member in exception_chain(exc):
         seen = recorder.by_id.get(id(member))
         if seen is None:
-            keep_torch_check(member.__traceback__, roots, raised)
+            keep_torch_check(member.__traceback__, roots, raised, module_source)
         elif (seen.get("op") or {}).get("name"):
-            keep_module_check(member.__traceback__, roots, raised, seen["op"]["name"], seen.get("call"))
+            keep_module_check(member.__traceback__, roots, raised, seen["op"]["name"], seen.get("call"), module_source)
     keep_compiled_call(exc.__traceback__, roots, raised)
     for member in exception_chain(exc):
         before = len(raised[1])
