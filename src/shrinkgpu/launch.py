@@ -45,11 +45,11 @@ class Launch:
     notes: tuple[str, ...] = ()  # what was accepted but changes nothing, for the report
     hang_after: float = HANG_AFTER  # (ours, not torchrun's: --hang-after)
     # a script that starts its own ranks (its first run said so): how ("mp.spawn",
-    # "start_processes", "multiprocessing.Process"), and whether they start as new
-    # interpreters (the spawn and forkserver methods), which a forked candidate forks
-    # from a copy of itself made before the script ran (worker/probe/children.py)
+    # "start_processes", "multiprocessing.Process"), and how many it starts as new
+    # interpreters (the spawn and forkserver methods; 0: none), which a forked candidate
+    # forks from a copy of itself made before the script ran (worker/probe/children.py)
     starter: str | None = None
-    fresh_children: bool = False
+    fresh_children: int = 0
 
     @property
     def distributed(self) -> bool:

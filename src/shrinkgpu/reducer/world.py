@@ -32,8 +32,8 @@ def own_ranks(ctx: Context, original: Original) -> Context:
     if first.launcher is None or ctx.spec.launch.ranks:
         return ctx
     methods = {child.get("method") for child in first.children}
-    launch = dataclasses.replace(ctx.spec.launch, starter=first.launcher,
-                                 fresh_children=bool(methods & {"spawn", "forkserver"}))
+    fresh = sum(1 for child in first.children if child.get("method") in ("spawn", "forkserver"))
+    launch = dataclasses.replace(ctx.spec.launch, starter=first.launcher, fresh_children=fresh)
     which = f"rank {first.rank} of {first.world_size}" if first.rank is not None else f"{first.world_size} ranks"
     ctx.talk.note(f"the script starts its own ranks ({first.launcher}, {', '.join(sorted(m for m in methods if m))}): "
                   f"the first error is {which}'s; each candidate's ranks are "

@@ -367,7 +367,7 @@ class ForkServer(SupervisedExecutor):
         if self.settings.launch.fresh_children and not job.request.watch.zygote:
             # The ranks the script spawns are forked from a copy of the candidate made
             # before the script ran, not started as new interpreters (probe/children.py).
-            watch = dataclasses.replace(job.request.watch, zygote=True)
+            watch = dataclasses.replace(job.request.watch, zygote=self.settings.launch.fresh_children)
             job = dataclasses.replace(job, request=dataclasses.replace(job.request, watch=watch))
         return super()._command(job, run_id)
 

@@ -131,8 +131,9 @@ class Watch:
     written: str | None = None
     # the script starts its own ranks with the spawn method (``torch.multiprocessing.spawn``):
     # a forked candidate forks them from a copy of itself made before the script ran
-    # (probe/children.py), instead of a new interpreter each
-    zygote: bool = False
+    # (probe/children.py), instead of a new interpreter each; this many wait forked in
+    # advance (0: no such copy)
+    zygote: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -186,7 +187,7 @@ class Watch:
             output_of=tuple(data["output_of"]) if data.get("output_of") else None,  # type: ignore[arg-type]
             collectives=data.get("collectives"),
             written=data.get("written"),
-            zygote=bool(data.get("zygote")),
+            zygote=int(data.get("zygote") or 0),
         )
 
 

@@ -138,7 +138,7 @@ def test_a_spawned_ranks_error_is_the_first_error_fresh_and_forked_from_the_zygo
     # the arguments of the call that raised, kept by the rank as it raised (the extracted call)
     assert [r["op"] for r in fresh.raised_calls] == ["torch.nn.functional.cross_entropy"]
     assert Path(fresh.raised_calls[0]["path"]).is_file()
-    forked = observe(reduce_spec(tmp_path, SPAWN, Launch(starter="mp.spawn", fresh_children=True)), Isolation.FORK)
+    forked = observe(reduce_spec(tmp_path, SPAWN, Launch(starter="mp.spawn", fresh_children=2)), Isolation.FORK)
     assert forked.signature.same_bug(sig) and (forked.rank, forked.world_size) == (1, 2)
     no_process_left()
 
@@ -161,7 +161,7 @@ def test_process_targets_of_the_users_own_are_ranks(tmp_path):
 
 
 def test_spawned_ranks_that_hang_are_stopped_by_the_one_rule(tmp_path):
-    spec = reduce_spec(tmp_path, HANG, Launch(starter="mp.spawn", fresh_children=True, hang_after=2.0))
+    spec = reduce_spec(tmp_path, HANG, Launch(starter="mp.spawn", fresh_children=2, hang_after=2.0))
     started = time.monotonic()
     obs = observe(spec, Isolation.FORK)
     assert obs.signature.type == "Hang"

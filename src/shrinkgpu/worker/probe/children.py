@@ -31,6 +31,7 @@ Standard library only until the script imports torch.
 
 from __future__ import annotations
 
+import collections
 import fcntl
 import itertools
 import json
@@ -233,7 +234,8 @@ def _finish(request, recorder, obs: dict[str, Any], status: RunStatus, code: int
     obs["duration"] = seconds
     if request.watch.collect_modules:
         obs["modules"] = loaded_modules(tuple(os.path.abspath(r) for r in request.roots))
-    obs["environment"] = environment_facts()
+    if request.watch.collect_env:  # (threadpoolctl's scan of the libraries: ~50 ms a child)
+        obs["environment"] = environment_facts()
     flush_streams()
     tmp = f"{request.observation}.tmp"
     try:
@@ -309,17 +311,22 @@ def exec_child(request_path: str, index: int) -> None:
 # -- the zygote -----------------------------------------------------------------------------
 class Zygote:
     """A copy of the candidate made before the script ran, which forks spawned children on
-    request (see the module's docstring)."""
+    request (see the module's docstring); and the children the script's first run
+    spawned, forked as direct children of the candidate before the script ran, each
+    waiting for its spawn: a spawn then costs a message, not two forks of a large process
+    while the script waits."""
 
-    def __init__(self, pid: int, sock: socket.socket):
+    def __init__(self, pid: int, sock: socket.socket, standbys: list[tuple[int, socket.socket]]):
         self.pid = pid
         self.sock = sock
+        self.standbys = collections.deque(standbys)
 
     @classmethod
-    def start(cls, prepare_child: Callable[[], None]) -> "Zygote | None":
-        """Fork the zygote now; ``prepare_child``: what a child forked from it does first
-        (the fresh random state a new interpreter has, its thread pools).  None where this
-        process cannot become its children's subreaper (not Linux)."""
+    def start(cls, prepare_child: Callable[[], None], ready: int = 1) -> "Zygote | None":
+        """Fork the zygote now, and ``ready`` children in advance; ``prepare_child``: what
+        a child forked from either does first (the fresh random state a new interpreter
+        has, its thread pools).  None where this process cannot become its children's
+        subreaper (not Linux)."""
         if not _subreaper():
             return None
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -333,11 +340,26 @@ class Zygote:
                 code = 1
             os._exit(code)
         theirs.close()
-        return cls(pid, mine)
+        standbys = []
+        for _ in range(ready):
+            channel, other = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            child = os.fork()
+            if child == 0:
+                channel.close()
+                mine.close()
+                _waiting(other, prepare_child)  # never returns
+            other.close()
+            standbys.append((child, channel))
+        return cls(pid, mine, standbys)
 
     def spawn(self, index: int, passfds: list[int], handles: tuple[int, int], request_file: str) -> int:
         message = json.dumps({"numbers": passfds, "env": dict(os.environ), "cwd": os.getcwd(), "index": index,
                               "tracker_fd": handles[0], "pipe_handle": handles[1], "request": request_file})
+        if self.standbys:
+            pid, channel = self.standbys.popleft()
+            socket.send_fds(channel, [message.encode()], passfds)
+            channel.close()
+            return pid
         socket.send_fds(self.sock, [message.encode()], passfds)
         answer = b""
         # (a fork answers in milliseconds; a zygote stuck for a minute is a failure the
@@ -372,7 +394,6 @@ def _serve(sock: socket.socket, prepare_child: Callable[[], None]) -> None:
         data, fds, _flags, _addr = socket.recv_fds(sock, MAX_MESSAGE, MAX_FDS)
         if not data:
             return
-        message = json.loads(data)
         r, w = os.pipe()
         middle = os.fork()
         if middle == 0:
@@ -382,7 +403,11 @@ def _serve(sock: socket.socket, prepare_child: Callable[[], None]) -> None:
             child = os.fork()
             if child == 0:
                 os.close(w)
-                _child(message, fds, sock, prepare_child)  # never returns
+                sock.close()
+                waited = time.monotonic()
+                while os.getppid() == middle and time.monotonic() - waited < ANSWER_WITHIN:
+                    time.sleep(0.0005)  # (re-parented first: a pdeathsig the script sets is the candidate's)
+                _child(json.loads(data), fds, prepare_child)  # never returns
             os.write(w, f"{child}\n".encode())
             os._exit(0)
         os.close(w)
@@ -394,14 +419,24 @@ def _serve(sock: socket.socket, prepare_child: Callable[[], None]) -> None:
         sock.sendall(pid + b"\n")
 
 
-def _child(message: dict[str, Any], fds: list[int], sock: socket.socket, prepare_child: Callable[[], None]) -> None:
+def _waiting(channel: socket.socket, prepare_child: Callable[[], None]) -> None:
+    """A child forked in advance: waits for its spawn's message (the candidate's
+    descriptors with it), then becomes that spawned child; leaves when none comes."""
+    try:
+        data, fds, _flags, _addr = socket.recv_fds(channel, MAX_MESSAGE, MAX_FDS)
+        channel.close()
+        if data:
+            _child(json.loads(data), fds, prepare_child)  # never returns
+    finally:
+        os._exit(0)
+
+
+def _child(message: dict[str, Any], fds: list[int], prepare_child: Callable[[], None]) -> None:
     """A spawned child forked from the zygote: the descriptors at the numbers the parent's
     multiprocessing gave them, the parent's environment and directory as it spawned, then
     spawn's own loop (which runs the main module as ``__mp_main__``)."""
     code = 1
     try:
-        middle = os.getppid()
-        sock.close()
         numbers = [int(n) for n in message["numbers"]]
         # Each received descriptor to the number the parent's multiprocessing gave it
         # (a pickled tensor's shared memory is a descriptor the child opens by number):
@@ -424,10 +459,6 @@ def _child(message: dict[str, Any], fds: list[int], sock: socket.socket, prepare
         os.environ.clear()
         os.environ.update(message["env"])
         os.chdir(message["cwd"])
-        waited = time.monotonic()
-        # re-parented to the candidate first: a pdeathsig the script sets is then the candidate's
-        while os.getppid() == middle and time.monotonic() - waited < ANSWER_WITHIN:
-            time.sleep(0.0005)
         prepare_child()
         exec_child(message["request"], int(message["index"]))
         from multiprocessing import spawn

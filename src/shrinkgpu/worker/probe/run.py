@@ -51,7 +51,7 @@ def run(request: RunRequest, *, forked: bool) -> int:
     outputs: list[str] = []
     try:
         # (before anything of the run: the zygote is what the server handed this process)
-        zygote = Zygote.start(fresh_process) if watch.zygote and forked else None
+        zygote = Zygote.start(fresh_process, watch.zygote) if watch.zygote and forked else None
         prepare_process(request, forked=forked)
         if request.crash_log:
             dump_stack_on_crash(request.crash_log)
