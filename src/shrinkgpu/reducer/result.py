@@ -200,44 +200,30 @@ def start_fact(found: Found) -> dict:
 
 def distributed_fact(ctx: Context, found: Found) -> dict | None:
     """What the report says of a distributed script's ranks: the user's world, the rank
-    that failed first, the backend and the collective, how the result runs."""
+    that failed first, the backend and the collective, how the result runs.  A script
+    that starts its own ranks (``mp.spawn``, ``start_processes``, ``multiprocessing.Process``)
+    says how it started them; its result runs as ``python``, as the script did, with the
+    ranks its own code starts."""
     user = ctx.config.launch
     first = found.user_first
-    if not user.ranks and first.launcher is not None:
-        return own_ranks_fact(found)
-    if not user.ranks:
+    own = not user.ranks and first.launcher is not None
+    if not (user.ranks or own):
         return None
     backend = (first.environment.get("distributed") or {}).get("backend") or (
         found.first.observation.environment.get("distributed") or {}).get("backend")
     op = first.signature.op.name if first.signature is not None and first.signature.op is not None else None
-    return {
-        "world_size": user.nproc,
+    fact = {
+        "world_size": first.world_size if own else user.nproc,
         "rank": first.rank,
         "backend": backend,
         "collective": op if op and op.startswith("torch.distributed.") else None,
-        "reduced_world_size": ctx.spec.launch.nproc,
-        "result": "python" if not found.launch.ranks else f"torchrun --nproc-per-node={found.launch.nproc}",
-        "launch_notes": list(user.notes),
+        "reduced_world_size": None if own else ctx.spec.launch.nproc,
+        "result": "python" if own or not found.launch.ranks else f"torchrun --nproc-per-node={found.launch.nproc}",
+        "launch_notes": [] if own else list(user.notes),
     }
-
-
-def own_ranks_fact(found: Found) -> dict:
-    """The same for a script that starts its own ranks (``mp.spawn``, ``start_processes``,
-    ``multiprocessing.Process``): how many it started and how, which failed first, and how
-    many the result starts (it runs as ``python``, as the script did)."""
-    first = found.user_first
-    backend = (first.environment.get("distributed") or {}).get("backend")
-    op = first.signature.op.name if first.signature is not None and first.signature.op is not None else None
-    return {
-        "world_size": first.world_size,
-        "rank": first.rank,
-        "backend": backend,
-        "collective": op if op and op.startswith("torch.distributed.") else None,
-        "started_by": first.launcher,
-        "reduced_world_size": None,  # (the result's own launch says it: nprocs in its code)
-        "result": "python",
-        "launch_notes": [],
-    }
+    if own:
+        fact["started_by"] = first.launcher
+    return fact
 
 
 def state_fact(ctx: Context, record: StateRecord | None, best: Candidate, data_files: dict[str, str]) -> dict | None:
