@@ -86,3 +86,22 @@ def test_a_request_survives_its_trip_as_json():
         watch=Watch(count_loops=True, capture=Capture("torch.gather", 3, "/r/call.pt"), save_objects="/r/objects"),
     )
     assert RunRequest.from_json(json.loads(json.dumps(request.to_json()))) == request
+
+
+def test_one_list_of_the_paths_a_watch_writes_and_one_way_to_move_them():
+    from shrinkgpu.worker.protocol import Capture, StateAt, Watch
+
+    watch = Watch(cut="/s/call.pt", keep_raised="/s/raised", collectives="/s/coll.json",
+                  capture=Capture(op="torch.gather", call=2, path="/s/capture.pt"),
+                  state=StateAt(file="train.py", header=3, iterations=((3, 1),), path="/s/state.pt",
+                                progress="/s/progress.json"))
+    assert watch.paths() == {"cut": "/s/call.pt", "keep_raised": "/s/raised", "collectives": "/s/coll.json",
+                             "capture.path": "/s/capture.pt", "state.path": "/s/state.pt",
+                             "state.progress": "/s/progress.json"}
+    rank = watch.for_rank(1)
+    assert set(rank.paths().values()) == {p + ".rank1" for p in watch.paths().values()}
+    assert (rank.capture.op, rank.state.iterations) == ("torch.gather", ((3, 1),))  # only the paths move
+    child = watch.for_child(2, "/s/obs.json.collectives.child2")
+    assert child.paths() == {"keep_raised": "/s/raised.child2", "collectives": "/s/obs.json.collectives.child2",
+                             "capture.path": "/s/capture.pt.child2"}
+    assert Watch().paths() == {} and Watch().with_paths(str.upper) == Watch()

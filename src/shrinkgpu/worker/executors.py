@@ -27,7 +27,6 @@ import dataclasses
 import enum
 import itertools
 import json
-import os
 import random
 import socket
 import threading
@@ -39,7 +38,14 @@ from typing import Callable, Mapping, Sequence
 
 from shrinkgpu.launch import PLAIN, Launch
 from shrinkgpu.worker.client import PreloadRefused, SupervisorClient, SupervisorGone
-from shrinkgpu.worker.group import HangRule, Waiting, child_observations, children_waiting, with_children
+from shrinkgpu.worker.group import (
+    HangRule,
+    Waiting,
+    bring_back_capture,
+    child_observations,
+    children_waiting,
+    with_children,
+)
 from shrinkgpu.worker.observation import Observation
 from shrinkgpu.worker.protocol import Finished, RunCommand, RunRequest
 from shrinkgpu.worker.sandbox import RunDir
@@ -256,13 +262,9 @@ class SupervisedExecutor(Executor):
             return obs
         children = child_observations(obs, run.observation, run.crash_log, run.stdout, run.stderr, run.root)
         obs = with_children(obs, children, hang, self.settings.launch.starter)
-        capture = job.request.watch.capture
-        if capture is not None and obs.launcher is not None and obs.rank is not None:
-            # the call the failing child captured, where the run's watch asked for it
-            for suffix in ("", ".json"):
-                source = Path(f"{capture.path}.child{obs.rank}{suffix}")
-                if source.exists():
-                    os.replace(source, capture.path + suffix)
+        if obs.launcher is not None and obs.rank is not None:
+            watch = job.request.watch
+            bring_back_capture(watch, job.request.for_child(obs.rank).watch)
         return obs
 
     @property

@@ -13,6 +13,7 @@ is (a rank that left a collective early and exited cleanly).
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import signal as _signal
 import time
@@ -23,7 +24,7 @@ from shrinkgpu.families import Family, is_peer_consequence
 from shrinkgpu.signature import Frame, OpRecord, Signature, normalize_message
 from shrinkgpu.worker.observation import Observation
 from shrinkgpu.worker.probe.collectives import read_waiting
-from shrinkgpu.worker.protocol import Finished, RunStatus
+from shrinkgpu.worker.protocol import Finished, RunStatus, Watch
 
 # The parent's side of a child that failed: never the first error while a child's is known.
 WRAPPERS = ("torch.multiprocessing.spawn.ProcessRaisedException",
@@ -32,6 +33,17 @@ _EXITED = re.compile(r"process (\d+) terminated with signal (SIG\w+)")
 
 # (rank, where it waits: the collectives file's record)
 Waiting = list[tuple[int, dict[str, Any]]]
+
+
+def bring_back_capture(watch: Watch, own: Watch) -> None:
+    """The call one process of the group captured (at ``own``'s path: a rank's, a
+    child's), where the run's ``watch`` asked for it."""
+    if watch.capture is None or own.capture is None or own.capture.path == watch.capture.path:
+        return
+    for suffix in ("", ".json"):
+        source = Path(own.capture.path + suffix)
+        if source.exists():
+            os.replace(source, watch.capture.path + suffix)
 
 
 def failed(obs: Observation) -> bool:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 # Seconds a fresh interpreter of the development machine took to import torch: the unit
 # of a run that could not measure its own (torch was loaded before the probe ran).
@@ -85,6 +85,10 @@ class StateAt:
         )
 
 
+# The fields of a ``Watch`` that hold a path it writes to (besides ``capture`` and ``state``).
+PATH_FIELDS = ("cut", "save_objects", "keep_raised", "collectives", "written")
+
+
 @dataclass(frozen=True)
 class Watch:
     """What a run records besides its first error and the facts every run records
@@ -145,28 +149,35 @@ class Watch:
         capture), each path its own; what only the whole program's run can give (the
         loops, the library's cut, the state) is the parent's."""
 
-        def own(path: str | None) -> str | None:
-            return None if path is None else f"{path}.child{index}"
+        own = Watch(keep_raised=self.keep_raised, capture=self.capture).with_paths(lambda path: f"{path}.child{index}")
+        return replace(own, collect_modules=self.collect_modules, collect_env=self.collect_env, collectives=collectives)
 
-        capture = self.capture
-        return Watch(collect_modules=self.collect_modules, collect_env=self.collect_env, collectives=collectives,
-                     keep_raised=own(self.keep_raised),
-                     capture=replace(capture, path=own(capture.path)) if capture is not None else None)
+    def paths(self) -> dict[str, str]:
+        """Every path this watch writes to, by the field that holds it (``capture.path``,
+        ``state.progress``): the one list a run's copies (a rank's, a child's, a Ray
+        node's) move."""
+        out = {name: getattr(self, name) for name in PATH_FIELDS}
+        if self.capture is not None:
+            out["capture.path"] = self.capture.path
+        if self.state is not None:
+            out["state.path"], out["state.progress"] = self.state.path, self.state.progress
+        return {name: path for name, path in out.items() if path}
+
+    def with_paths(self, move: Callable[[str], str]) -> "Watch":
+        """This watch with every path it writes to moved by ``move``."""
+        moved = {name: move(path) for name, path in self.paths().items()}
+        capture, state = self.capture, self.state
+        return replace(
+            self, **{name: moved[name] for name in PATH_FIELDS if name in moved},
+            capture=replace(capture, path=moved["capture.path"]) if capture is not None else None,
+            state=(replace(state, path=moved.get("state.path", state.path),
+                           progress=moved.get("state.progress", state.progress)) if state is not None else None),
+        )
 
     def for_rank(self, rank: int) -> "Watch":
         """This watch for one of several ranks: each path a rank writes to made its own
         (``<path>.rank<k>``)."""
-
-        def own(path: str | None) -> str | None:
-            return None if path is None else f"{path}.rank{rank}"
-
-        capture, state = self.capture, self.state
-        return replace(
-            self, cut=own(self.cut), save_objects=own(self.save_objects), keep_raised=own(self.keep_raised),
-            collectives=own(self.collectives), written=own(self.written),
-            capture=replace(capture, path=own(capture.path)) if capture is not None else None,
-            state=replace(state, path=own(state.path), progress=own(state.progress)) if state is not None else None,
-        )
+        return self.with_paths(lambda path: f"{path}.rank{rank}")
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "Watch":

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import re
 import socket
 import threading
@@ -29,10 +28,10 @@ from typing import Sequence
 from shrinkgpu.launch import Launch, rank_environment
 from shrinkgpu.signature import Frame, OpRecord
 from shrinkgpu.worker.executors import Executor, ExecutorSettings, FreshInterpreters, Job, PreloadReport
-from shrinkgpu.worker.group import HangRule, combine, failed, watch_group
+from shrinkgpu.worker.group import HangRule, bring_back_capture, combine, failed, watch_group
 from shrinkgpu.worker.observation import Observation
 from shrinkgpu.worker.probe.collectives import read_waiting
-from shrinkgpu.worker.protocol import Capture, Finished, RunCommand, RunStatus, Watch
+from shrinkgpu.worker.protocol import Finished, RunCommand, RunStatus, Watch
 
 PEER_GRACE = 3.0  # seconds the other ranks get to end on their own after one failed
 POLL = 0.2
@@ -197,14 +196,8 @@ def rank_job(job: Job, rank: int, world: int, env: dict[str, str]) -> Job:
 
 def relocate_capture(watch: Watch, jobs: list[Job], rank: int | None) -> None:
     """The call the first failing rank captured, where the job's watch asked for it."""
-    capture: Capture | None = watch.capture
-    if capture is None or rank is None or len(jobs) == 1:
-        return
-    mine = jobs[rank].request.watch.capture
-    for suffix in ("", ".json"):
-        source = Path(mine.path + suffix)
-        if source.exists():
-            os.replace(source, capture.path + suffix)
+    if rank is not None and len(jobs) > 1:
+        bring_back_capture(watch, jobs[rank].request.watch)
 
 
 _TORCHRUN_FAILED = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+)")

@@ -50,7 +50,7 @@ from shrinkgpu.worker.executors import (
 )
 from shrinkgpu.worker.factory import Capacity, Executors, default_executor
 from shrinkgpu.worker.observation import Observation
-from shrinkgpu.worker.protocol import RunRequest, RunStatus
+from shrinkgpu.worker.protocol import RunRequest, RunStatus, Watch
 from shrinkgpu.worker.sandbox import Sandbox, sweep_stale_sessions
 
 RAY_MISSING = "--executor ray needs Ray, which is not installed here: pip install 'shrinkgpu[ray]'"
@@ -222,11 +222,7 @@ def differences(run_root: Path, ids: dict[str, tuple[int, int, int]]) -> tuple[d
 
 def _watch_paths(request: dict[str, Any]) -> list[str]:
     """Every path the run's watch writes to (outside the run directory)."""
-    watch = request.get("watch") or {}
-    paths = [watch.get(k) for k in ("cut", "save_objects", "keep_raised", "collectives", "written")]
-    for nested, keys in (("capture", ("path",)), ("state", ("path", "progress"))):
-        paths += [(watch.get(nested) or {}).get(k) for k in keys]
-    return [p for p in paths if isinstance(p, str) and p]
+    return list(Watch.from_json(request.get("watch") or {}).paths().values())
 
 
 def swap(value: Any, pairs: Sequence[tuple[str, str]]) -> Any:
