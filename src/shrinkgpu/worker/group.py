@@ -46,6 +46,26 @@ def bring_back_capture(watch: Watch, own: Watch) -> None:
             os.replace(source, watch.capture.path + suffix)
 
 
+def in_collective(obs: Observation, path: str | None, root: Path) -> Observation:
+    """A rank killed by a signal in a collective (gloo's abort comes from a thread of its
+    own, with no Python frame in the crash dump): its first error at the user's frame
+    that called the collective, named as the operator."""
+    sig = obs.signature
+    if sig is None or obs.status is not RunStatus.SIGNAL or sig.frame is not None or not path:
+        return obs
+    waiting = read_waiting(path)
+    if not waiting or not waiting.get("frames"):
+        return obs
+    file, line, function = waiting["frames"][0]
+    try:
+        source = (root / file).read_text(encoding="utf-8", errors="replace").splitlines()[int(line) - 1].strip()
+    except (OSError, IndexError, ValueError):
+        source = ""
+    sig = dataclasses.replace(sig, frame=Frame(file, int(line), function, source), op=OpRecord(waiting["in"], ()),
+                              stack=tuple((f, int(n)) for f, n, _fn in waiting["frames"]))
+    return dataclasses.replace(obs, signature=sig)
+
+
 def failed(obs: Observation) -> bool:
     """Whether a rank ended with an error (an infrastructure loss is no failure of its own)."""
     if obs.infra_error:
@@ -173,8 +193,9 @@ def child_observations(parent: Observation, observation: Path, crash_log: Path, 
             if number is None:
                 continue  # still running when the parent ended, or stopped by it: nothing of its own
             event = Finished(id=0, signal=int(number), wall=parent.wall)
-        out[k] = Observation.from_run(event, path, stdout, stderr, crash_log=Path(f"{crash_log}.child{k}"),
-                                      root=root)
+        obs = Observation.from_run(event, path, stdout, stderr, crash_log=Path(f"{crash_log}.child{k}"), root=root)
+        # (gloo's abort comes from a thread of its own: the frame is where the rank waited)
+        out[k] = in_collective(obs, f"{observation}.collectives.child{k}", root) if root is not None else obs
     return out
 
 

@@ -26,9 +26,8 @@ from pathlib import Path
 from typing import Sequence
 
 from shrinkgpu.launch import Launch, rank_environment
-from shrinkgpu.signature import Frame, OpRecord
 from shrinkgpu.worker.executors import Executor, ExecutorSettings, FreshInterpreters, Job, PreloadReport
-from shrinkgpu.worker.group import HangRule, bring_back_capture, combine, failed, watch_group
+from shrinkgpu.worker.group import HangRule, bring_back_capture, combine, failed, in_collective, watch_group
 from shrinkgpu.worker.observation import Observation
 from shrinkgpu.worker.probe.collectives import read_waiting
 from shrinkgpu.worker.protocol import Finished, RunCommand, RunStatus, Watch
@@ -156,26 +155,6 @@ class Ranks(Executor):
             path = j.request.watch.collectives
             waits.append((k, read_waiting(path) if path else None))
         return waits, ended
-
-
-def in_collective(obs: Observation, path: str | None, root: Path) -> Observation:
-    """A rank killed by a signal in a collective (gloo's abort comes from a thread of its
-    own, with no Python frame in the crash dump): its first error at the user's frame
-    that called the collective, named as the operator."""
-    sig = obs.signature
-    if sig is None or obs.status is not RunStatus.SIGNAL or sig.frame is not None or not path:
-        return obs
-    waiting = read_waiting(path)
-    if not waiting or not waiting.get("frames"):
-        return obs
-    file, line, function = waiting["frames"][0]
-    try:
-        source = (root / file).read_text(encoding="utf-8", errors="replace").splitlines()[int(line) - 1].strip()
-    except (OSError, IndexError, ValueError):
-        source = ""
-    sig = dataclasses.replace(sig, frame=Frame(file, int(line), function, source), op=OpRecord(waiting["in"], ()),
-                              stack=tuple((f, int(n)) for f, n, _fn in waiting["frames"]))
-    return dataclasses.replace(obs, signature=sig)
 
 
 def rank_job(job: Job, rank: int, world: int, env: dict[str, str]) -> Job:
