@@ -65,3 +65,16 @@ def test_every_way_the_starter_is_imported():
                           ("from torch import multiprocessing as tmp", "tmp.spawn")):
         src = f"{imports}\ndef run(i):\n    pass\n{call}(run, nprocs=2)\n"
         assert each(FewestRanks(), start(src), 0) == [src.replace(f"{call}(run, nprocs=2)", "run(0)")]
+
+
+def test_a_process_started_of_the_users_own_becomes_its_call():
+    # what the deletions leave of the dist_tuto loop: one Process, started
+    src = ("from torch.multiprocessing import Process\n"
+           "def run(rank, size, fn):\n    pass\n"
+           "Process(target=run, args=(0, 2, print)).start()\n")
+    assert each(FewestRanks(), start(src), 0) == [src.replace("Process(target=run, args=(0, 2, print)).start()",
+                                                              "run(0, 2, print)")]
+    import_mp = "import multiprocessing as mp\ndef run():\n    pass\nmp.Process(target=run).start()\n"
+    assert each(FewestRanks(), start(import_mp), 0) == [import_mp.replace("mp.Process(target=run).start()", "run()")]
+    # a process of a library's target, or one not started there, is left
+    assert not FewestRanks().units(start("import threading\nthreading.Thread(target=f).start()\n"), 0)

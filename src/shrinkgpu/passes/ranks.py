@@ -9,7 +9,9 @@ what the rank did to join one is gone the result runs as one plain ``python`` pr
 Levels 1 and 2: ``nprocs`` becomes 1, then 2, and every argument that passed the same
 expression (the world size the function reads) with it: a bug in a collective keeps the
 fewest ranks that fail the same way.  The test decides; a world that no longer fails the
-same way is not taken.
+same way is not taken.  A ``Process(target=run, args=(0, 2)).start()`` of the user's own
+(what the deletions leave of a ``Process`` launcher loop) becomes ``run(0, 2)`` at level 0
+too.
 """
 
 from __future__ import annotations
@@ -29,47 +31,69 @@ STARTERS = ("spawn", "start_processes")
 FEWEST = (1, 2)  # the world sizes offered, one per level after the direct call
 
 
-MODULE = "torch.multiprocessing"
+MODULES = ("torch.multiprocessing", "multiprocessing")
 
 
 class _Imports(cst.CSTVisitor):
-    """How a file names torch.multiprocessing's starters: ``mp.spawn`` after ``import
-    torch.multiprocessing as mp``, ``spawn`` after ``from torch.multiprocessing import
-    spawn``, ``torch.multiprocessing.spawn`` after ``import torch``."""
+    """How a file names the starters: ``mp.spawn`` after ``import torch.multiprocessing as
+    mp``, ``spawn`` after ``from torch.multiprocessing import spawn``,
+    ``torch.multiprocessing.spawn`` after ``import torch``; and ``Process`` (of
+    ``multiprocessing`` or ``torch.multiprocessing``) by the same rules."""
 
     def __init__(self):
-        self.names: set[str] = set()
+        self.names: set[str] = set()  # the starters (spawn, start_processes)
+        self.processes: set[str] = set()  # the Process class
+
+    def _module(self, prefix: str, module: str) -> None:
+        if module == "torch.multiprocessing":
+            self.names.update(f"{prefix}.{s}" for s in STARTERS)
+        self.processes.add(f"{prefix}.Process")
 
     def visit_Import(self, node: cst.Import) -> None:
         for alias in node.names:
             name = code_of(alias.name)
-            if name in (MODULE, "torch"):
-                local = code_of(alias.asname.name) if alias.asname else name
-                prefix = local if name == MODULE else f"{local}.multiprocessing"
-                self.names.update(f"{prefix}.{s}" for s in STARTERS)
+            local = code_of(alias.asname.name) if alias.asname else name
+            if name in MODULES:
+                self._module(local, name)
+            elif name == "torch":
+                self._module(f"{local}.multiprocessing", "torch.multiprocessing")
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         module = code_of(node.module) if node.module is not None else ""
         if isinstance(node.names, cst.ImportStar):
-            if module == MODULE:
-                self.names.update(STARTERS)
+            if module in MODULES:
+                self.processes.add("Process")
+                if module == "torch.multiprocessing":
+                    self.names.update(STARTERS)
             return
         for alias in node.names:
-            local = code_of(alias.asname.name) if alias.asname else code_of(alias.name)
-            if module == MODULE and code_of(alias.name) in STARTERS:
+            name = code_of(alias.name)
+            local = code_of(alias.asname.name) if alias.asname else name
+            if module == "torch.multiprocessing" and name in STARTERS:
                 self.names.add(local)
-            elif module == "torch" and code_of(alias.name) == "multiprocessing":
-                self.names.update(f"{local}.{s}" for s in STARTERS)
+            elif module in MODULES and name == "Process":
+                self.processes.add(local)
+            elif module == "torch" and name == "multiprocessing":
+                self._module(local, "torch.multiprocessing")
 
 
 class _Starts(cst.CSTVisitor):
-    def __init__(self, names: set[str]):
-        self.names = names
+    """The starters' calls, and ``Process(target=f, args=a).start()`` calls."""
+
+    def __init__(self, imports: _Imports):
+        self.imports = imports
         self.calls: list[cst.Call] = []
+        self.started: list[tuple[cst.Call, cst.Call]] = []  # (the ``.start()`` call, the ``Process(...)`` call)
 
     def visit_Call(self, node: cst.Call) -> None:
-        if code_of(node.func) in self.names and _function(node) is not None:
+        if code_of(node.func) in self.imports.names and _function(node) is not None:
             self.calls.append(node)
+        func = node.func
+        if (isinstance(func, cst.Attribute) and func.attr.value == "start" and not node.args
+                and isinstance(func.value, cst.Call) and code_of(func.value.func) in self.imports.processes):
+            target = _argument(func.value, "target", 1)
+            if target is not None and isinstance(target.value, cst.Name):
+                self.started.append((node, func.value))
 
 
 def _argument(call: cst.Call, keyword: str, position: int) -> cst.Arg | None:
@@ -97,18 +121,22 @@ class FewestRanks(EditPass):
         program = cand.program
         rank = program.facts.rank if program.facts.rank is not None else 0
         out: list[Unit] = []
-        starters: dict[str, set[str]] = {}
+        starters: dict[str, _Imports] = {}
         for path, module in program.modules.items():
             imports = _Imports()
             module.visit(imports)
-            starters[path] = imports.names
+            starters[path] = imports
         for s in statements_of(cand, ["simple"]):
-            if not starters.get(s.file):
+            imports = starters.get(s.file)
+            if imports is None or not (imports.names or imports.processes):
                 continue
-            finder = _Starts(starters[s.file])
+            finder = _Starts(imports)
             s.node.visit(finder)
-            for call in finder.calls:
-                unit = (self._direct(call, rank) if level == 0 else self._fewer(call, FEWEST[level - 1]))
+            units = [self._direct(call, rank) if level == 0 else self._fewer(call, FEWEST[level - 1])
+                     for call in finder.calls]
+            if level == 0:
+                units += [self._process(start, process) for start, process in finder.started]
+            for unit in units:
                 if unit is not None:
                     out.append(tuple(Edit("expr", node=program.node_index(n), text=t) for n, t in unit))
         return out
@@ -128,6 +156,22 @@ class FewestRanks(EditPass):
         else:
             rest = f", *{code_of(args.value)}"
         return [(call, f"{fn.value}({rank}{rest})")]
+
+    @staticmethod
+    def _process(start: cst.Call, process: cst.Call) -> list[tuple[cst.CSTNode, str]] | None:
+        """``Process(target=f, args=(0, 2)).start()`` as ``f(0, 2)``, in this process."""
+        target = _argument(process, "target", 1)
+        args = _argument(process, "args", 2)
+        if target is None or not isinstance(target.value, cst.Name):
+            return None
+        if args is None:
+            rest = ""
+        elif isinstance(args.value, cst.Tuple):
+            rest = ", ".join(code_of(e.value) if not isinstance(e, cst.StarredElement) else f"*{code_of(e.value)}"
+                             for e in args.value.elements)
+        else:
+            rest = f"*{code_of(args.value)}"
+        return [(start, f"{target.value.value}({rest})")]
 
     @staticmethod
     def _fewer(call: cst.Call, n: int) -> list[tuple[cst.CSTNode, str]] | None:
