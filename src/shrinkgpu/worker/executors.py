@@ -44,6 +44,7 @@ from shrinkgpu.worker.group import (
     bring_back_capture,
     child_observations,
     children_waiting,
+    said_started,
     with_children,
 )
 from shrinkgpu.worker.observation import Observation
@@ -256,8 +257,8 @@ class SupervisedExecutor(Executor):
         hang = self._children.hang_of(job)
         if hang is not None:
             event = dataclasses.replace(event, cancelled=False)  # stopped because it hangs: the reports stand
-        obs = Observation.from_run(event, run.observation, run.stdout, run.stderr, crash_log=run.crash_log,
-                                   root=run.root)
+        obs = said_started(Observation.from_run(event, run.observation, run.stdout, run.stderr,
+                                                crash_log=run.crash_log, root=run.root), run.observation)
         if not obs.children and hang is None:
             return obs
         children = child_observations(obs, run.observation, run.crash_log, run.stdout, run.stderr, run.root)

@@ -13,6 +13,7 @@ is (a rank that left a collective early and exited cleanly).
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import signal as _signal
@@ -197,6 +198,20 @@ def child_observations(parent: Observation, observation: Path, crash_log: Path, 
         # (gloo's abort comes from a thread of its own: the frame is where the rank waited)
         out[k] = in_collective(obs, f"{observation}.collectives.child{k}", root) if root is not None else obs
     return out
+
+
+def said_started(parent: Observation, observation: Path) -> Observation:
+    """A parent that wrote no report (stopped with ranks that hang): the processes it said
+    it started (``<observation>.started``, probe/children.py), and the modules it had
+    imported then."""
+    if parent.children:
+        return parent
+    try:
+        said = json.loads(Path(f"{observation}.started").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return parent
+    modules = parent.modules or tuple((m[0], m[1], m[2]) for m in said.get("modules") or ())
+    return dataclasses.replace(parent, children=tuple(said.get("children") or ()), modules=modules)
 
 
 def with_children(parent: Observation, children: dict[int, Observation],

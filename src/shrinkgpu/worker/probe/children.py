@@ -70,6 +70,7 @@ class Children:
         self.zygote = zygote
         self.started: list[dict[str, Any]] = []  # what the parent's report says of each
         self._order = itertools.count()
+        self._modules: list = []
 
     # -- which processes are ranks -------------------------------------------------------
     def mark(self, process) -> None:
@@ -88,6 +89,24 @@ class Children:
         method = process._start_method or _default_method()
         setattr(process, MARK, index)
         self.started.append({"index": index, "launcher": launcher, "method": method})
+        self._say_started()
+
+    def _say_started(self) -> None:
+        """What the parent started so far, and the modules it had imported when it started
+        the first, beside its report (``<observation>.started``): a parent stopped with
+        ranks that hang writes no report, and these are what a fork server preloads and
+        what the hang names."""
+        from shrinkgpu.worker.probe.process import loaded_modules
+
+        if len(self.started) == 1:
+            self._modules = loaded_modules(self.roots)
+        path = f"{self.request.observation}.started"
+        try:
+            with open(f"{path}.tmp", "w", encoding="utf-8") as fh:
+                json.dump({"children": self.started, "modules": self._modules}, fh)
+            os.replace(f"{path}.tmp", path)
+        except OSError:
+            pass  # an aid for a run that will not report; never a reason to fail one
 
     def _users(self, target) -> bool:
         module = getattr(target, "__module__", None)
