@@ -78,3 +78,14 @@ def test_a_process_started_of_the_users_own_becomes_its_call():
     assert each(FewestRanks(), start(import_mp), 0) == [import_mp.replace("mp.Process(target=run).start()", "run()")]
     # a process of a library's target, or one not started there, is left
     assert not FewestRanks().units(start("import threading\nthreading.Thread(target=f).start()\n"), 0)
+
+
+def test_a_process_bound_to_a_name_and_started_becomes_its_call():
+    src = ("from torch.multiprocessing import Process\n"
+           "def init_process(rank, size):\n    pass\n"
+           "p = Process(target=init_process, args=(0, 2))\n"
+           "p.start()\n")
+    assert each(FewestRanks(), start(src), 0) == [
+        "from torch.multiprocessing import Process\n"
+        "def init_process(rank, size):\n    pass\n"
+        "p = init_process(0, 2)\n"]

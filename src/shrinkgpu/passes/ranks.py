@@ -126,7 +126,8 @@ class FewestRanks(EditPass):
             imports = _Imports()
             module.visit(imports)
             starters[path] = imports
-        for s in statements_of(cand, ["simple"]):
+        simple = statements_of(cand, ["simple"])
+        for i, s in enumerate(simple):
             imports = starters.get(s.file)
             if imports is None or not (imports.names or imports.processes):
                 continue
@@ -139,7 +140,26 @@ class FewestRanks(EditPass):
             for unit in units:
                 if unit is not None:
                     out.append(tuple(Edit("expr", node=program.node_index(n), text=t) for n, t in unit))
+            if level == 0:
+                out += self._bound_process(cand, s, simple[i + 1:], imports)
         return out
+
+    def _bound_process(self, cand: Candidate, s, later, imports: _Imports) -> list[Unit]:
+        """``p = Process(target=run, args=(0, 2))`` and, after it in its block,
+        ``p.start()``: ``p = run(0, 2)``, the start deleted (a ``p.join()`` left after it
+        would fail: the test says whether one is)."""
+        body = s.node.body[0] if isinstance(s.node, cst.SimpleStatementLine) and len(s.node.body) == 1 else None
+        if not (isinstance(body, cst.Assign) and len(body.targets) == 1 and isinstance(body.targets[0].target, cst.Name)
+                and isinstance(body.value, cst.Call) and code_of(body.value.func) in imports.processes):
+            return []
+        name = body.targets[0].target.value
+        start = next((t for t in later if t.parent == s.parent and t.branch == s.branch
+                      and code_of(t.node).strip() == f"{name}.start()"), None)
+        direct = self._process(body.value, body.value)
+        if start is None or direct is None:
+            return []
+        program = cand.program
+        return [(Edit("expr", node=program.node_index(body.value), text=direct[0][1]), Edit("delete", start.id))]
 
     @staticmethod
     def _direct(call: cst.Call, rank: int) -> list[tuple[cst.CSTNode, str]] | None:
