@@ -134,27 +134,30 @@ def test_what_a_child_leaves_in_its_group_goes_with_it(tmp_path):
     assert gone([grandchild])
 
 
+# The server's pid is handed down as the server's variable is (not read by the child with
+# getppid: under load the server can be killed before the child asks, and a child that
+# took its new parent for the server would wait out its sleep).
 PARENT = """\
-import subprocess, sys
-child = subprocess.Popen([sys.executable, "-c", sys.argv[1]])
+import os, subprocess, sys
+child = subprocess.Popen([sys.executable, "-c", sys.argv[1], str(os.getpid())])
 print(child.pid, flush=True)
 child.wait()
 """
 STOPPING = """\
-import os, sys, time
-from shrinkgpu.agents.calls import stop_with_parent
-stop_with_parent(str(os.getppid()))
+import sys, time
 try:
+    from shrinkgpu.agents.calls import stop_with_parent
+    stop_with_parent(sys.argv[1])
     time.sleep(120)
 except KeyboardInterrupt:
-    open(sys.argv[1], "w").write("interrupted")
+    open(MARKER, "w").write("interrupted")
 """
 
 
 def test_a_child_stops_as_ctrl_c_when_its_server_is_killed(tmp_path):
     """SIGKILL leaves the server no time to stop its jobs: each stops itself."""
     marker = tmp_path / "marker"
-    code = STOPPING.replace("sys.argv[1]", repr(str(marker)))
+    code = STOPPING.replace("MARKER", repr(str(marker)))
     server = subprocess.Popen([sys.executable, "-c", PARENT, code], stdout=subprocess.PIPE, text=True, cwd=ROOT)
     child = int(server.stdout.readline())
     time.sleep(1.0)  # (its imports, and the prctl)
