@@ -8,10 +8,9 @@ import json
 
 import pytest
 
+from fakes import signature
 from shrinkgpu.ablate_case import NotReproducedHere, ablate_case
 from shrinkgpu.verify import CaseError
-
-from fakes import signature
 
 
 def test_without_a_case_file_nothing_runs(tmp_path):

@@ -27,7 +27,6 @@ from shrinkgpu.signature import (
     normalize_message,
     parse_kernel_assertion,
 )
-
 from signatures import (
     CE,
     DEVICE_ASSERT,
@@ -45,7 +44,6 @@ from signatures import (
     rec,
     tm,
 )
-
 
 # ======================================================================================
 # normalize_message

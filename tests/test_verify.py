@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from fakes import bug, passes, signature
 from shrinkgpu.signature import Strictness
 from shrinkgpu.verify import (
     DIFFERENT,
@@ -22,8 +23,6 @@ from shrinkgpu.verify import (
     target_of,
 )
 from shrinkgpu.worker import Observation
-
-from fakes import bug, passes, signature
 
 
 def case_beside(tmp_path, **fields) -> dict:
@@ -82,7 +81,6 @@ def test_the_diagnostic_variables_of_the_reduction_are_not_the_users():
 
 def test_the_runs_go_through_the_executor_it_is_given(tmp_path):
     from fakes import Log, executors
-
     from shrinkgpu.verify import verify
 
     case_beside(tmp_path)

@@ -19,10 +19,10 @@ valid boundary values, the original script and ``--command`` pass only when fixe
 
 from __future__ import annotations
 
+import enum
 import json
 import os
 import re
-import enum
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from shrinkgpu.readability import orphaned_comments, placeholders
 from conftest import FIXTURE_NAMES, load_fixture, tree_digest
+from shrinkgpu.readability import orphaned_comments, placeholders
 from shrinkgpu.reducer import ReduceConfig, reduce, run_once
 from shrinkgpu.reducer.resume import PAYLOAD
 from shrinkgpu.signature import normalize_message

@@ -100,7 +100,8 @@ def test_a_trainers_compute_loss_override_is_called_directly_as_the_trainer_call
     # run saw, and the attributes this test is about are no longer read.
     pytest.importorskip("transformers")
     pytest.importorskip("accelerate")
-    from shrinkgpu.reducer import start, state as state_rules
+    from shrinkgpu.reducer import start
+    from shrinkgpu.reducer import state as state_rules
 
     monkeypatch.setattr(state_rules, "LONG_RUN", 0.0)
     monkeypatch.setattr(start, "SLOWER_REPLAY", 10.0)

@@ -8,8 +8,8 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import first_error
 
+from conftest import first_error
 from shrinkgpu.families import Family, advice_for, compile_identity, compile_stage, is_compile_error
 from shrinkgpu.signature import normalize_message
 

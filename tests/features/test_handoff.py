@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from shrinkgpu.reducer import ReduceConfig, reduce
-
 from conftest import load_fixture
+from shrinkgpu.reducer import ReduceConfig, reduce
 
 EXE = [sys.executable, "-m", "shrinkgpu"]
 

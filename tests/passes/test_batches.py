@@ -10,7 +10,6 @@ from shrinkgpu.syntax.code import parse_expression
 
 from .helpers import after, dedent, each, start
 
-
 FIRST_BATCH_SRC = """\
 import torch
 from torch.utils.data import DataLoader, Dataset

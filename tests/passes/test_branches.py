@@ -9,7 +9,6 @@ from shrinkgpu.syntax import Facts
 
 from .helpers import after, each, line_of, start
 
-
 BRANCHES = """\
 import torch
 if args.cuda:

@@ -11,7 +11,6 @@ from shrinkgpu.syntax import Facts, ParseRecord
 
 from .helpers import after, dedent, each, line_of, start
 
-
 # --------------------------------------------------------------------------------------
 # ArgparseToNamespace
 # --------------------------------------------------------------------------------------

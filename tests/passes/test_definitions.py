@@ -8,7 +8,6 @@ from shrinkgpu.passes import DeleteDefinitions, PruneImports
 
 from .helpers import DEFS, after, dedent, each, start
 
-
 # --------------------------------------------------------------------------------------
 # DeleteDefinitions
 # --------------------------------------------------------------------------------------

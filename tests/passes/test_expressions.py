@@ -12,7 +12,6 @@ from shrinkgpu.syntax import Edit, Facts
 
 from .helpers import after, dedent, each, each_over, line_of, start
 
-
 # --------------------------------------------------------------------------------------
 # SimplifyExpressions
 # --------------------------------------------------------------------------------------

@@ -10,7 +10,6 @@ from shrinkgpu.passes import AppendLoopToList, DropEnumerate, SplitRecords
 
 from .helpers import after, dedent, each, start
 
-
 # --------------------------------------------------------------------------------------
 # DropEnumerate
 # --------------------------------------------------------------------------------------

@@ -318,8 +318,9 @@ def test_targets_the_state_could_not_carry_are_taken_again_from_a_registry_that_
 
 
 def test_a_loader_s_items_are_never_taken_again_and_a_literal_s_are():
-    from shrinkgpu.passes.replay import rebind_text
     import libcst as cst
+
+    from shrinkgpu.passes.replay import rebind_text
 
     state = record(header="", iteration=2, entries=(), rng=())
     loop = lambda src: cst.parse_statement(src)  # noqa: E731

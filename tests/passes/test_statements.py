@@ -9,7 +9,6 @@ from shrinkgpu.syntax import Edit, Facts
 
 from .helpers import DEFS, after, dedent, each, line_of, start
 
-
 # --------------------------------------------------------------------------------------
 # SliceToFailure
 # --------------------------------------------------------------------------------------

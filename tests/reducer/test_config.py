@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from fakes import config
 from shrinkgpu.reducer.config import (
     NotReproduced,
     ReduceError,
@@ -14,8 +15,6 @@ from shrinkgpu.reducer.config import (
     compile_pattern,
     with_hash_seed,
 )
-
-from fakes import config
 
 
 def test_the_error_to_keep_is_a_regular_expression_or_a_usage_error():

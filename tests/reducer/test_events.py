@@ -6,9 +6,8 @@ from __future__ import annotations
 import concurrent.futures
 import threading
 
-from shrinkgpu.reducer.events import Stage, Talk
-
 from fakes import passes
+from shrinkgpu.reducer.events import Stage, Talk
 
 
 def test_a_note_is_kept_for_the_report_and_shown_unless_asked_not_to():

@@ -8,12 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from fakes import NEEDLE, bug, config, executors, fails_with_needle, passes, signature
 from shrinkgpu.families import Family
 from shrinkgpu.reducer import NotReproduced, ReduceError, reduce
 from shrinkgpu.reducer.original import observe_original, target_of
 from shrinkgpu.worker import Isolation, Observation, RunStatus
-
-from fakes import NEEDLE, bug, config, executors, fails_with_needle, passes, signature
 
 
 def test_the_first_run_is_the_users_run_watched_for_everything_the_passes_need(script, contexts):

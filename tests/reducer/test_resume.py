@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from shrinkgpu.reducer import FirstRun, ReduceConfig, resume as kept_first, spec_for
+from shrinkgpu.reducer import FirstRun, ReduceConfig, spec_for
+from shrinkgpu.reducer import resume as kept_first
 from shrinkgpu.reducer.original import Original
 from shrinkgpu.worker import Observation
 

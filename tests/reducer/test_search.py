@@ -3,6 +3,7 @@ a fake executor."""
 
 from __future__ import annotations
 
+from fakes import NEEDLE, SCRIPT, bug, config, passes, signature
 from shrinkgpu.core import Verdict
 from shrinkgpu.limits import Limits
 from shrinkgpu.oracle import Oracle
@@ -11,8 +12,6 @@ from shrinkgpu.reducer.search import Adapter
 from shrinkgpu.signature import Target
 from shrinkgpu.syntax import Edit, SavedObject
 from shrinkgpu.worker import Isolation
-
-from fakes import NEEDLE, SCRIPT, bug, config, passes, signature
 
 
 def saves_objects(tmp_path):

@@ -9,12 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from fakes import NEEDLE, SCRIPT, Log, NoCollectEnv, bug, config, executors, fails_with_needle, passes, signature
 from shrinkgpu.reducer import ReduceError, reduce
 from shrinkgpu.reducer import search as search_module
 from shrinkgpu.reducer import session as session_module
 from shrinkgpu.worker import Dropped, Isolation
-
-from fakes import NEEDLE, SCRIPT, Log, NoCollectEnv, bug, config, executors, fails_with_needle, passes, signature
 
 
 # -- the whole run ---------------------------------------------------------------------------

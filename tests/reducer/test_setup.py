@@ -7,12 +7,11 @@ import json
 
 import pytest
 
+from fakes import signature
 from shrinkgpu.layout import OutputLayout
 from shrinkgpu.reducer import ReduceConfig
 from shrinkgpu.reducer.config import ReduceError
 from shrinkgpu.reducer.setup import check_output, imported_files, main_source, missing_file_hint, spec_for
-
-from fakes import signature
 
 
 def config(script, **kw) -> ReduceConfig:

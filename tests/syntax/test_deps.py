@@ -10,7 +10,6 @@ from shrinkgpu.syntax import Edit
 
 from .helpers import program, sid
 
-
 DEPS = """\
 import torch
 

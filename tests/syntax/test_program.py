@@ -15,7 +15,6 @@ from shrinkgpu.syntax.tokens import measure
 
 from .helpers import DATA, HELPERS, IF_CHAIN, MAIN, call_in, edited, program, sid, text
 
-
 # --------------------------------------------------------------------------------------
 # The original: its statement table, protected statements, node indices
 # --------------------------------------------------------------------------------------

@@ -20,7 +20,6 @@ from shrinkgpu.syntax import Edit, Program
 
 from .helpers import DATA, HELPERS, IF_CHAIN, MAIN, call_in, editable_ids, edited, own_text, program, sid, text
 
-
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 

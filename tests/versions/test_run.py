@@ -11,10 +11,9 @@ import sys
 
 import pytest
 
-from shrinkgpu.versions import Cache, Verdict, VersionsConfig, VersionsError, versions
-from shrinkgpu.versions import envs
-from shrinkgpu.versions.run import also_changed, requests_for
+from shrinkgpu.versions import Cache, Verdict, VersionsConfig, VersionsError, envs, versions
 from shrinkgpu.versions.index import Indexes
+from shrinkgpu.versions.run import also_changed, requests_for
 
 from .wheels import lib_source, make_wheel
 

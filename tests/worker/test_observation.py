@@ -13,9 +13,7 @@ import pytest
 from shrinkgpu.signature import Family, OpRecord, Signature
 from shrinkgpu.worker.observation import Observation
 from shrinkgpu.worker.protocol import Finished
-
 from signatures import CE, DEVICE_ASSERT, FRAME, LOSS_ASSERT, LOSS_ASSERT_VALUE
-
 
 # ======================================================================================
 # Observation.from_run: the worker's JSON report -> Signature

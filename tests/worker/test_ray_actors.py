@@ -10,10 +10,10 @@ writing what the local executor writes though a worker is killed in the middle.
 
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
 import sys
-import importlib
 import textwrap
 import threading
 import time
@@ -23,8 +23,17 @@ import pytest
 
 from conftest import interruptible, load_fixture
 from shrinkgpu.reducer import ReduceConfig, reduce
-from shrinkgpu.worker import (Isolation, RayCluster, RayExecutor, RayOptions, RayUnavailable, Runner, Sandbox,
-                              ScriptSpec, Watch)
+from shrinkgpu.worker import (
+    Isolation,
+    RayCluster,
+    RayExecutor,
+    RayOptions,
+    RayUnavailable,
+    Runner,
+    Sandbox,
+    ScriptSpec,
+    Watch,
+)
 from shrinkgpu.worker.protocol import RunStatus
 from shrinkgpu.worker.ray_actors import RAY_MISSING, check_shipment, differences, snapshot_of, swap
 

@@ -13,9 +13,7 @@ import psutil
 import pytest
 
 from shrinkgpu.worker import Sandbox
-
 from worker.helpers import run, snapshot
-
 
 # -- the user's files are never modified -----------------------------------------------
 VANDAL = """\

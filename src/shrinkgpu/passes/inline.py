@@ -24,10 +24,15 @@ from shrinkgpu.syntax.edits import Edit
 from shrinkgpu.syntax.placeholders import instance_free_constructor
 from shrinkgpu.syntax.program import Candidate
 from shrinkgpu.syntax.queries import (
-    Substitute, assigned_names, bound_names, class_method_of, first_param, instance_class, method_of, module_names,
+    Substitute,
+    assigned_names,
+    bound_names,
+    class_method_of,
+    first_param,
+    instance_class,
+    method_of,
+    module_names,
 )
-
-
 
 
 class _Returns(cst.CSTVisitor):

@@ -21,7 +21,6 @@ from shrinkgpu.signature import Signature
 from shrinkgpu.syntax.code import calls_named
 from shrinkgpu.worker import ScriptSpec
 
-
 _RUN_DIR = re.compile(r"(?:/[^\s'\"`]*?)?/shrinkgpu-[\w-]+/run-\d+/root/?")
 
 

@@ -443,6 +443,7 @@ class _Definitions:
         """An argument of a module's construction as source: a literal, a module, a
         dataclass of the script's, a list or tuple of those."""
         import dataclasses
+
         import torch
 
         text = code_literal(value)

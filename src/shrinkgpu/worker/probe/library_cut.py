@@ -10,7 +10,6 @@ from typing import Any
 from shrinkgpu.worker.probe.loops import entry_arguments
 from shrinkgpu.worker.probe.paths import is_user_file, of_users_class
 
-
 _CALL_METHODS = ("__call__", "_call_impl", "_wrapped_call_impl")
 # What the receiver's attributes may take in the saved call, all together.
 ATTRIBUTES_MAX_BYTES = 64 << 20

@@ -13,7 +13,6 @@ from typing import Any, Callable
 from shrinkgpu.worker.probe.literals import literal
 from shrinkgpu.worker.protocol import Capture
 
-
 MAX_FLAT_ARGS = 64
 
 
