@@ -242,7 +242,7 @@ def ablation_table(rows_in: list[dict]) -> str | None:
 def cost_table(rows_in: list[dict]) -> str:
     rows = []
     for r in rows_in:
-        ms = lambda k: f"{r[k] * 1000:.0f}" if r.get(k) is not None else "-"  # noqa: E731
+        ms = lambda k, r=r: f"{r[k] * 1000:.0f}" if r.get(k) is not None else "-"  # noqa: E731
         rows.append([
             r["case"], r["candidate"], str(r["tokens"]), ms("fork_median"), ms("fork_script_median"),
             ms("fresh_median"), _s(r.get("ratio")) + "x", "met" if (r.get("ratio") or 0) >= COST_TARGET else "missed",
@@ -397,7 +397,7 @@ def render(records: dict[str, dict], *, against: dict[str, dict] | None = None, 
     scaling = [r for _, rec in parts for r in rec.get("scaling") or ()]
     if scaling:
         out += ["## Scaling: generated scripts with one buried failing call", "", scaling_table(scaling), ""]
-    for suite, rec in parts:
+    for _suite, rec in parts:
         if rec.get("search"):
             out += ["## Search strategies side by side (`--search`)", "", search_table(rec["search"], rec.get("cases", {})),
                     ""]

@@ -156,7 +156,9 @@ def test_first_batch_of_a_record_dataset_collates_each_part_one_guess_per_level(
 
 
 def test_first_batch_guesses_follow_what_the_source_says_about_a_part():
-    first = lambda item: _collated(parse_expression(item), "i", "2")[0]
+    def first(item):
+        return _collated(parse_expression(item), "i", "2")[0]
+
     assert first("(self.x[i], int(self.y[i]))") == (
         "(torch.stack([self.x[i] for i in range(2)]), torch.tensor([int(self.y[i]) for i in range(2)]))"
     )

@@ -112,10 +112,7 @@ def test_a_live_session_is_not_swept_when_the_clock_is_stepped(tmp_path, monkeyp
     # psutil's create_time is the boot's wall-clock time plus the process's ticks: a
     # stepped clock (NTP, a resumed virtual machine) moves it, and a live reduction's
     # session was swept by another's start (its files vanished mid-run)
-    import sys
     import tempfile
-
-    import psutil
 
     from shrinkgpu.worker import Sandbox, sweep_stale_sessions
 

@@ -19,7 +19,6 @@ there is one.  Options may also come from ``[tool.shrinkgpu]`` in the nearest
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import select
 import signal

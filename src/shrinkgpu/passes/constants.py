@@ -525,7 +525,7 @@ class PropagateConstants(LevelZeroPass):
                     values = _constructor_fields(cand, value)
                 if values is None or name in deps.stored_attribute_bases.get(s.file, ()):
                     continue
-                for n, attribute in readers:
+                for _n, attribute in readers:
                     if attribute is None or attribute.attr.value not in values:
                         complete = False  # passed on whole, or a field we cannot write
                         continue

@@ -174,10 +174,9 @@ class Program:
         behind the script's back would make candidates flaky, which confirmation runs
         catch; torch's own seeding always stays (every torch op may draw from it)."""
         code = self.stmt_code(sid).strip()
-        for prefix, module in (("random.seed(", "random"), ("np.random.seed(", "np"), ("numpy.random.seed(", "numpy")):
-            if code.startswith(prefix):
-                break
-        else:
+        seedings = (("random.seed(", "random"), ("np.random.seed(", "np"), ("numpy.random.seed(", "numpy"))
+        module = next((module for prefix, module in seedings if code.startswith(prefix)), None)
+        if module is None:
             return False
         uses = self._bare_name_uses.get(module)
         if uses is None:

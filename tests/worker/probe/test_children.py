@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import psutil
-import pytest
 
 from shrinkgpu.launch import Launch
 from shrinkgpu.worker import Isolation, Runner, ScriptSpec, Watch

@@ -159,7 +159,7 @@ def _noted(fn) -> tuple[dict[str, Any], list[str]]:
 def _noted_module(module):
     """What torch.compile was given for ``module``: the module, or its bound ``_call_impl``
     (``module.compile()``)."""
-    for obj, _options, _settings_ in _OPTIONS.values():
+    for obj, _options, _settings in _OPTIONS.values():
         if obj is module or getattr(obj, "__self__", None) is module:
             return obj
     return None

@@ -211,7 +211,9 @@ def library_cut(exc: BaseException, roots: tuple[str, ...], path: str, autocast=
             continue
         if first is entered and not (callback and frame is not entry and is_user_file(code.co_filename, roots)):
             continue
-        bound = getattr(type(first), "__call__", None) if code.co_name in _CALL_METHODS else getattr(type(first), code.co_name, None)
+        # the method itself, whose code is compared (callable() would only say there is one)
+        attr = "__call__" if code.co_name in _CALL_METHODS else code.co_name
+        bound = getattr(type(first), attr, None)
         bound = getattr(bound, "__func__", bound)
         if getattr(bound, "__code__", None) is not code:
             continue  # not the method the object has under that name (a hook, a wrapper)

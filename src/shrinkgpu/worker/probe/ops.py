@@ -767,7 +767,7 @@ def _compiled_code_outside(mode) -> None:
         from torch._dynamo import eval_frame
 
         context = getattr(eval_frame, "OptimizeContext", None)
-        original = getattr(context, "__call__", None)
+        original = getattr(context, "__call__", None)  # noqa: B004 - the method, to wrap, not a callable check
         if original is None or getattr(original, "_shrinkgpu_outside", False):
             return
 
