@@ -35,6 +35,6 @@ from shrinkgpu.ablation.kinds import CONTRACT, ENVIRONMENT, INVALID_DATA, KINDS,
 from shrinkgpu.ablation.program import extension_changes, program_changes
 
 __all__ = ["BACKEND", "BACKENDS", "CALL", "CASE", "CATEGORIES", "CONTRACT", "DATA", "DEVICE", "DIFFERENT",
-           "ENVIRONMENT", "EXTENSION", "INVALID_DATA", "KINDS", "LAYOUT", "PASSES", "PRECISION", "SAME", "SIZE", "SYNC", "UNDECIDED",
-           "Change", "Kind", "Outcome", "call_changes", "compile_backend", "compile_changes", "diff_of", "extension_changes", "kind_of",
-           "outcome_of", "outcomes", "program_changes", "summary", "with_edit"]
+           "ENVIRONMENT", "EXTENSION", "INVALID_DATA", "KINDS", "LAYOUT", "PASSES", "PRECISION", "SAME", "SIZE", "SYNC",
+           "UNDECIDED", "Change", "Kind", "Outcome", "call_changes", "compile_backend", "compile_changes", "diff_of",
+           "extension_changes", "kind_of", "outcome_of", "outcomes", "program_changes", "summary", "with_edit"]

@@ -30,7 +30,8 @@ from shrinkgpu.syntax.tokens import count_tokens, measure
 # showed (facts) and source text (code) have modules of their own, re-exported for
 # callers.
 __all__ = [
-    "BODY_BRANCHES", "Candidate", "CutRecord", "Edit", "Facts", "LoadRecord", "ParseRecord", "Program", "STRUCTURAL", "SavedObject", "Stmt",
+    "BODY_BRANCHES", "Candidate", "CutRecord", "Edit", "Facts", "LoadRecord", "ParseRecord", "Program", "STRUCTURAL",
+    "SavedObject", "Stmt",
     "code_of", "import_targets", "inline_candidates", "loop_facts", "loop_header", "parse_expression",
     "statements_of",
 ]
@@ -281,7 +282,8 @@ class _Indexer(cst.CSTVisitor):
     def on_leave(self, original_node: cst.CSTNode) -> None:
         if isinstance(original_node, cst.BaseStatement):
             self.stack.pop()
-        elif isinstance(original_node, (cst.Else, cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally, cst.MatchCase)):
+        elif isinstance(original_node,
+                        (cst.Else, cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally, cst.MatchCase)):
             self.stack[-1][2] = "body"
 
 

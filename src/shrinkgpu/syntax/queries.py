@@ -16,7 +16,9 @@ from shrinkgpu.syntax.code import code_of, parse_expression
 from shrinkgpu.syntax.program import Candidate
 
 __all__ = [
-    "Substitute", "assigned_attributes", "assigned_names", "binds_an_item_of", "bound_names", "encloses", "failing_statements", "free_names", "param_names", "qualname_of", "bound_sequence", "class_method_of", "first_item", "first_param", "header_parts", "instance_class", "method_of",
+    "Substitute", "assigned_attributes", "assigned_names", "binds_an_item_of", "bound_names", "encloses",
+    "failing_statements", "free_names", "param_names", "qualname_of", "bound_sequence", "class_method_of", "first_item",
+    "first_param", "header_parts", "instance_class", "method_of",
     "module_names", "nth_item", "needed_by_callers", "one_iteration", "runs_once", "variable_names",
 ]
 
@@ -607,7 +609,8 @@ class _Callers:
                 continue
             for name in deps.reads(s.id, s.node.name.value):
                 call = deps.call_of(name)
-                if call is not None and self.off_stack(name) and not _value_unused(stmts[deps.enclosing(name)].node, call):
+                if (call is not None and self.off_stack(name)
+                        and not _value_unused(stmts[deps.enclosing(name)].node, call)):
                     needed.add(last[0])
                     break
         return needed
@@ -648,7 +651,8 @@ class _Callers:
                         continue
                     for k, arg in enumerate(call.args):
                         cls = None if arg.star else instance_of.get(id(arg.value))
-                        param = arg.keyword.value if arg.keyword is not None else (params[k] if k < len(params) else None)
+                        param = (arg.keyword.value if arg.keyword is not None
+                                 else (params[k] if k < len(params) else None))
                         if cls is not None and param is not None:
                             receivers[cls] += deps.reads(s.id, param)
         return calls_of, receivers

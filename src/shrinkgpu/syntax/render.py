@@ -202,9 +202,12 @@ class _Renderer(cst.CSTTransformer):
             return updated_node.with_changes(body=[PASS_LINE])
         if isinstance(updated_node, cst.IndentedBlock) and len(updated_node.body) < len(original_node.body):
             updated_node = _block_starts_as_before(original_node, updated_node)
-        if self.expr_of and isinstance(updated_node, (cst.Assign, cst.Expr, cst.Return, cst.Arg, cst.Element, cst.DictElement)):
+        if (self.expr_of
+                and isinstance(updated_node,
+                               (cst.Assign, cst.Expr, cst.Return, cst.Arg, cst.Element, cst.DictElement))):
             updated_node = _unparenthesised_value(self, original_node, updated_node)
-        if isinstance(updated_node, cst.Call) and updated_node.args and len(updated_node.args) < len(original_node.args):
+        if (isinstance(updated_node, cst.Call) and updated_node.args
+                and len(updated_node.args) < len(original_node.args)):
             # An argument was removed: the last one left ends as the original's last did
             # (no comma it did not have; one element per line keeps its line break).
             last = updated_node.args[-1].with_changes(comma=original_node.args[-1].comma)
@@ -215,13 +218,16 @@ class _Renderer(cst.CSTTransformer):
             # but a tuple of one keeps its comma (``(a,)``, not ``(a)``).
             comma = original_node.elements[-1].comma
             if isinstance(updated_node, cst.Tuple) and len(updated_node.elements) == 1:
-                comma = cst.Comma(whitespace_after=cst.SimpleWhitespace("")) if isinstance(comma, cst.MaybeSentinel) else comma
+                if isinstance(comma, cst.MaybeSentinel):
+                    comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(""))
             last = updated_node.elements[-1].with_changes(comma=comma)
             return updated_node.with_changes(elements=[*updated_node.elements[:-1], last])
-        if isinstance(updated_node, cst.Param) and original_node.annotation is not None and updated_node.annotation is None:
+        if (isinstance(updated_node, cst.Param) and original_node.annotation is not None
+                and updated_node.annotation is None):
             # ``y: int = 0`` without its annotation is written ``y=0``, not ``y = 0``.
             if isinstance(updated_node.equal, cst.AssignEqual):
-                tight = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+                tight = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
+                                        whitespace_after=cst.SimpleWhitespace(""))
                 return updated_node.with_changes(equal=tight)
             return updated_node
         if isinstance(updated_node, cst.Parameters):
@@ -368,7 +374,8 @@ def _is_main_guard(stmt: cst.CSTNode) -> bool:
 def _is_future_import(stmt: cst.CSTNode) -> bool:
     return (
         isinstance(stmt, cst.SimpleStatementLine)
-        and any(isinstance(s, cst.ImportFrom) and isinstance(s.module, cst.Name) and s.module.value == "__future__" for s in stmt.body)
+        and any(isinstance(s, cst.ImportFrom) and isinstance(s.module, cst.Name) and s.module.value == "__future__"
+                for s in stmt.body)
     )
 
 

@@ -342,7 +342,8 @@ def _compile_frame(tb):
     through one."""
     while tb is not None:
         code = tb.tb_frame.f_code
-        if code.co_name == "compile_wrapper" and code.co_filename.replace(os.sep, "/").endswith("_dynamo/eval_frame.py"):
+        if (code.co_name == "compile_wrapper"
+                and code.co_filename.replace(os.sep, "/").endswith("_dynamo/eval_frame.py")):
             return tb.tb_frame
         tb = tb.tb_next
     return None
@@ -432,7 +433,8 @@ class _Definitions:
             text = self.value_expr(value, f"{cls.__name__}'s argument {key}")
             kind = params[key].kind if key in params else inspect.Parameter.POSITIONAL_OR_KEYWORD
             # (a flag reads better by its name: ``bias=False``; every later one must follow)
-            by_keyword = by_keyword or kind is inspect.Parameter.KEYWORD_ONLY or isinstance(value, bool) or value is None
+            by_keyword = (by_keyword or kind is inspect.Parameter.KEYWORD_ONLY or isinstance(value, bool)
+                          or value is None)
             parts.append(f"{key}={text}" if by_keyword else text)
         if extra:  # (after *args, nothing was left out by its default)
             parts += [self.value_expr(v, f"{cls.__name__}'s argument") for v in extra]

@@ -113,7 +113,8 @@ def _library_entry(frames: list[tuple[Any, int]], roots: tuple[str, ...]) -> int
     while i < len(frames) - 1:
         here = is_user_file(frames[i][0].f_code.co_filename, roots)
         if here and not is_user_file(frames[i + 1][0].f_code.co_filename, roots):
-            back = next((j for j in range(i + 1, len(frames)) if is_user_file(frames[j][0].f_code.co_filename, roots)), None)
+            back = next((j for j in range(i + 1, len(frames)) if is_user_file(frames[j][0].f_code.co_filename, roots)),
+                        None)
             if back is None:
                 return i
             line = linecache.getline(frames[i][0].f_code.co_filename, frames[i][1])

@@ -558,7 +558,8 @@ def _short_repr(value) -> str:
         text = repr(value)
     else:
         cls = type(value)
-        if cls.__module__.startswith("torch") and cls.__name__ in ("dtype", "device", "Size", "layout", "memory_format"):
+        if (cls.__module__.startswith("torch")
+                and cls.__name__ in ("dtype", "device", "Size", "layout", "memory_format")):
             text = str(value)
         else:
             text = f"<{cls.__name__}>"
