@@ -70,7 +70,8 @@ def test_programs_that_render_alike_run_once(judged_by):
 
 
 def test_a_programs_identity_is_its_files_in_path_order():
-    assert files_key({"b.py": "2", "a.py": "1"}) == (("a.py", "1"), ("b.py", "2")) == files_key({"a.py": "1", "b.py": "2"})
+    assert (files_key({"b.py": "2", "a.py": "1"}) == (("a.py", "1"), ("b.py", "2"))
+            == files_key({"a.py": "1", "b.py": "2"}))
 
 
 def test_a_run_that_timed_out_or_lost_its_worker_is_never_a_reproduction():

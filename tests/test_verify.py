@@ -75,7 +75,8 @@ def test_the_minimal_case_runs_as_the_case_file_says_from_its_directory(tmp_path
 
 
 def test_the_diagnostic_variables_of_the_reduction_are_not_the_users():
-    env = clean_env({"PATH": "/bin", "CUDA_LAUNCH_BLOCKING": "1", "AMD_SERIALIZE_KERNEL": "3", "TORCH_USE_CUDA_DSA": "1"})
+    env = clean_env({"PATH": "/bin", "CUDA_LAUNCH_BLOCKING": "1", "AMD_SERIALIZE_KERNEL": "3",
+                     "TORCH_USE_CUDA_DSA": "1"})
     assert env == {"PATH": "/bin"}
 
 

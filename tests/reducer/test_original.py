@@ -46,7 +46,8 @@ def test_a_flaky_original_that_passed_first_is_run_again(script, contexts):
         (lambda t, j: passes(), {}, "the script did not fail"),
         (lambda t, j: bug(signature("RuntimeError", "mat1 and mat2 shapes cannot be multiplied")), {},
          "does not match --keep-error 'out of bounds'"),
-        (lambda t, j: bug(), {"keep_error": None, "family": Family.OUT_OF_MEMORY}, "is not of the family 'out-of-memory'"),
+        (lambda t, j: bug(), {"keep_error": None, "family": Family.OUT_OF_MEMORY},
+         "is not of the family 'out-of-memory'"),
     ],
 )
 def test_an_original_that_does_not_fail_as_asked_is_not_reproduced(script, contexts, behaviour, kw, message):

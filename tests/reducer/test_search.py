@@ -21,7 +21,8 @@ def saves_objects(tmp_path):
     def behaviour(text, job):
         if NEEDLE not in text:
             return passes()
-        saved = ({"name": "data", "class": "Data", "path": str(pickle), "bytes": 5},) if job.request.watch.save_objects else ()
+        saved = (({"name": "data", "class": "Data", "path": str(pickle), "bytes": 5},)
+                 if job.request.watch.save_objects else ())
         return bug(saved_objects=saved)
 
     return behaviour

@@ -463,7 +463,8 @@ def test_the_driver_interrupted_writes_the_best_result_and_leaves_nothing_in_the
     import signal
 
     script = tmp_path / "slow.py"
-    script.write_text("import torch\nprint('noise')\na0 = 5\n" + "".join(f"a{i} = a{i - 1} + 1\n" for i in range(1, 120))
+    script.write_text("import torch\nprint('noise')\na0 = 5\n"
+                      + "".join(f"a{i} = a{i - 1} + 1\n" for i in range(1, 120))
                       + "torch.gather(torch.zeros(2, 3), 1, torch.tensor([[a119], [0]]))\n")
     proc, lines = interruptible([sys.executable, "-m", "shrinkgpu", "reduce", "--executor", "ray", "--address",
                                  ray_nodes.address, "--workers", "2", "-k", "index 124 is out of bounds", "--json",

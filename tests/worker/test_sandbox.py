@@ -65,7 +65,8 @@ def test_each_run_starts_from_the_users_files_whatever_the_run_before_left(fork_
         """
     first, second = (run(fork_runner, text) for _ in range(2))
     assert first.status == second.status == "ok", second.describe()
-    assert first.stdout == second.stdout == "['data.txt', 'keep.bin', 'old.txt'] ['helper.py', 'mypkg', 's.py', 'work'] []\n"
+    assert first.stdout == second.stdout == ("['data.txt', 'keep.bin', 'old.txt'] ['helper.py', 'mypkg', 's.py', "
+                                             "'work'] []\n")
     assert run(fork_runner, "print(open('data.txt').read(), end='')").stdout == "original data\n"
     assert not (project / "work" / "mine.txt").exists() and not (project / "work" / "outputs").exists()
 
