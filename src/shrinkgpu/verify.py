@@ -50,7 +50,9 @@ class Outcome(str, enum.Enum):
     DIFFERENT = "failing differently"
 
     __str__ = str.__str__
-    __format__ = str.__format__
+
+    def __format__(self, format_spec: str) -> str:
+        return str.__format__(self, format_spec)
 
 
 FIXED, REJECTED, STILL, DIFFERENT = Outcome.FIXED, Outcome.REJECTED, Outcome.STILL, Outcome.DIFFERENT

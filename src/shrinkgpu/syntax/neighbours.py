@@ -77,6 +77,7 @@ class _Sites(cst.CSTVisitor):
         position, keyword, classes, module_position = INDEX_OPERATORS[self.op]
         func = node.func
         called = _callee_name(func)
+        where: int | None
         if called == self.op:
             functional = isinstance(func, cst.Name) or (
                 isinstance(func, cst.Attribute) and _root(func.value) in ("torch", "F", "functional", "nn")

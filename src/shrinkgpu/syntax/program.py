@@ -387,7 +387,8 @@ class Candidate:
             if stmts[cur].kind == "elif":
                 # An elif is written at its chain's level, not inside it -- unless its
                 # chain was replaced by its else branch and it became an ``if`` itself.
-                head = edit_of.get(stmts[cur].parent)
+                parent = stmts[cur].parent
+                head = edit_of.get(parent) if parent is not None else None
                 nests = nests and head is not None and head.op == "else"
             if nests:
                 d += 1
@@ -407,7 +408,7 @@ class Candidate:
         for text in self.files.values():
             for k, value in enumerate(measure(text)):
                 totals[k] += value
-        return tuple(totals)
+        return totals[0], totals[1], totals[2], totals[3]
 
     @cached_property
     def size(self) -> int:

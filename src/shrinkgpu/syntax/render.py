@@ -122,7 +122,7 @@ def _module_code(program: Original, original: cst.Module, tree: cst.Module) -> s
     return text
 
 
-def _replacement(text: str, updated: cst.BaseStatement):
+def _replacement(text: str, updated: cst.SimpleStatementLine | cst.BaseCompoundStatement):
     """The statements of ``text`` in place of ``updated``, keeping its comment lines."""
     stmts = list(cst.parse_module(text).body)
     if not stmts:
@@ -319,7 +319,7 @@ class _Renderer(cst.CSTTransformer):
         tree = self.trees.get(edit.file)
         if tree is None:
             return updated
-        body = [s for s in tree.body if not _is_main_guard(s) and not _is_future_import(s)]
+        body: list[cst.BaseStatement] = [s for s in tree.body if not _is_main_guard(s) and not _is_future_import(s)]
         stmt = self.program.stmts[edit.stmt]
         body += _alias_assignments(stmt.node, stmt.file)
         return cst.FlattenSentinel(body) if body else cst.RemoveFromParent()
@@ -394,7 +394,7 @@ def _alias_assignments(node: cst.CSTNode, file: str | None = None) -> list[cst.B
     target = import_targets(node, file)
     if target is None:
         return []
-    out = []
+    out: list[cst.BaseStatement] = []
     for name, asname in target[1]:
         if asname is not None and asname != name:
             out.append(cst.parse_statement(f"{asname} = {name}\n"))
