@@ -61,7 +61,7 @@ Where the rules behind the options are explained:
 | `--search` | docs/architecture.md (the search core) |
 | `check`, `mcp`, `--propose-with`, `--progress-json` | docs/agents.md (for coding agents), docs/outputs.md (their JSON) |
 | `versions` (`--try`, `--range`, the cache) | docs/versions.md |
-"""
+"""  # noqa: E501 - the table's rows as docs/cli.md shows them
 
 def click_version() -> str:
     """click's major.minor: its help layout may change between versions."""

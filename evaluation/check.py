@@ -115,7 +115,8 @@ def compare(case: Case, which: str, data: dict | None, seconds: float, tail: str
     sig = (data or {}).get("signature")
     if not sig:
         why = (data or {}).get("error") or tail.strip().splitlines()[-1:] or ["no output"]
-        return Checked(case.name, which, False, seconds, problems=(f"no first error: {why if isinstance(why, str) else why[0]}",))
+        return Checked(case.name, which, False, seconds,
+                       problems=(f"no first error: {why if isinstance(why, str) else why[0]}",))
     s = Signature.from_json(sig)
     op = s.op.name if s.op else None
     problems = []

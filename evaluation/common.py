@@ -351,8 +351,10 @@ def machine_info() -> dict:
             continue
     info["packages"] = packages
     try:
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "src"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+        rev = subprocess.run(["git", "rev-parse", "--short",
+                              "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--",
+                                "src"], cwd=REPO, capture_output=True, text=True).stdout.strip()
         info["revision"] = rev + (" (src/ has uncommitted changes)" if dirty else "")
     except OSError:
         info["revision"] = None

@@ -78,7 +78,8 @@ def main(argv: list[str] | None = None) -> None:
                                                                          args.cuda_python, cuda_env)):
             data = reduce_with(python, args.script.resolve(), args.keep_error, args.max_tests, env)
             rows.append((name, data))
-            print(f"{name}: {data['candidates_tested']} candidates, {data['candidates_per_second']} /s", file=sys.stderr)
+            print(f"{name}: {data['candidates_tested']} candidates, {data['candidates_per_second']} /s",
+                  file=sys.stderr)
     print("| torch | isolation | torch preloaded | modules preloaded | candidates | search s | candidates/s |")
     print("|---|---|---|---|---|---|---|")
     for name, d in rows:

@@ -57,17 +57,20 @@ def survey(code: str) -> dict:
 
 
 def main() -> None:
-    print("| import | modules | threads after import | threads after a fork for nothing | CUDA driver loaded | fork_hazard |")
+    print("| import | modules | threads after import | threads after a fork for nothing | CUDA driver loaded "
+          "| fork_hazard |")
     print("|---|---|---|---|---|---|")
     for name, code in LIBRARIES:
         row = survey(code)
         if "missing" in row or "error" in row:
-            print(f"| {name} | not installed | | | | |" if "missing" in row else f"| {name} | failed: {row['error']} | | | | |")
+            print(f"| {name} | not installed | | | | |" if "missing" in row
+                  else f"| {name} | failed: {row['error']} | | | | |")
             continue
         before = f"{len(row['before'])} ({', '.join(row['before'][1:]) or 'main only'})"
         after = f"{len(row['after'])}"
         print(
-            f"| {name} | {row['modules']} | {before} | {after} | {row['driver'] or 'no'} | {row['hazard'] or 'none: forks'} |"
+            f"| {name} | {row['modules']} | {before} | {after} | {row['driver'] or 'no'} "
+            f"| {row['hazard'] or 'none: forks'} |"
         )
 
 

@@ -82,7 +82,8 @@ class _Gen:
         if kind == "config":
             name = f"cfg_{i}"
             self.nums.append(f'{name}["width"]')
-            return f'{name} = {{"width": {self.rng.randint(2, 64)}, "lr": {self.rng.random():.3f}, "name": "block{i}"}}\n'
+            return (f'{name} = {{"width": {self.rng.randint(2, 64)}, "lr": {self.rng.random():.3f}, '
+                    f'"name": "block{i}"}}\n')
         if kind == "tensor":
             name = f"feat_{i}"
             self.tensors.append(name)

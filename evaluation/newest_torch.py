@@ -23,8 +23,7 @@ import sys
 
 from packaging.version import Version
 
-from shrinkgpu.versions import Cache, default_cache_dir
-from shrinkgpu.versions import envs
+from shrinkgpu.versions import Cache, default_cache_dir, envs
 from shrinkgpu.versions.index import offers, pip_indexes, releases_between
 
 DEFAULT_PART = ["tests", "--ignore=tests/e2e"]

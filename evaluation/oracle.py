@@ -142,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", required=True, type=Path)
     ap.add_argument("--no-record", action="store_true", help="do not count this call or keep a best")
     ap.add_argument("--overlay", type=Path, default=None, help="files copied over the case folder's copy")
-    ap.add_argument("--free", default="", help="ARGUMENT:DIM,... the original varied (a reduction's varying_dimensions)")
+    ap.add_argument("--free", default="",
+                    help="ARGUMENT:DIM,... the original varied (a reduction's varying_dimensions)")
     ap.add_argument("candidate", type=Path)
     ns = ap.parse_args(argv)
     cfg = json.loads(ns.config.read_text())

@@ -204,7 +204,8 @@ def cases_table(record: dict) -> str:
     rows = []
     for name, f in sorted(record.get("cases", {}).items()):
         if "skipped" in f or "error" in f:
-            rows.append([name, "-", "-", "-", "-", f.get("skipped") or ("error: " + _oneline(portable(f["error"]), 200))])
+            rows.append([name, "-", "-", "-", "-",
+                         f.get("skipped") or ("error: " + _oneline(portable(f["error"]), 200))])
             continue
         if "script" not in f:
             continue
@@ -231,7 +232,8 @@ def ablation_table(rows_in: list[dict]) -> str | None:
         passing = [name for name, outcome in a["changes"].items() if outcome == "passes"]
         rows.append([r["case"], str(a["kind"]), str(len(a["changes"])), ", ".join(passing) or "none",
                      f"{a['seconds']:.2f}", f"{r['seconds']:.1f}",
-                     "-" if share is None else f"{100 * share:.1f}% ({'met' if share <= ABLATION_TARGET else 'missed'})"])
+                     "-" if share is None
+                     else f"{100 * share:.1f}% ({'met' if share <= ABLATION_TARGET else 'missed'})"])
     if not rows:
         return None
     return _table(["case", "kind", "changes", "passing", "ablation s", "reduction s (all)",
@@ -242,7 +244,7 @@ def ablation_table(rows_in: list[dict]) -> str | None:
 def cost_table(rows_in: list[dict]) -> str:
     rows = []
     for r in rows_in:
-        ms = lambda k: f"{r[k] * 1000:.0f}" if r.get(k) is not None else "-"  # noqa: E731
+        ms = lambda k, r=r: f"{r[k] * 1000:.0f}" if r.get(k) is not None else "-"  # noqa: E731
         rows.append([
             r["case"], r["candidate"], str(r["tokens"]), ms("fork_median"), ms("fork_script_median"),
             ms("fresh_median"), _s(r.get("ratio")) + "x", "met" if (r.get("ratio") or 0) >= COST_TARGET else "missed",
@@ -370,7 +372,8 @@ def render(records: dict[str, dict], *, against: dict[str, dict] | None = None, 
         cases = rec.get("cases", {})
         held = sum(1 for c in cases.values() if c.get("held_out"))
         where = "tests/fixtures" if suite == "fixtures" else "evaluation/cases"
-        label = f"{len(cases)} case{'s' if len(cases) != 1 else ''} in {where}" + (", held out from tuning" if held == len(cases) and held else "")
+        label = (f"{len(cases)} case{'s' if len(cases) != 1 else ''} in {where}"
+                 + (", held out from tuning" if held == len(cases) and held else ""))
         out += [f"## {'Fixtures' if suite == 'fixtures' else 'Suite `' + suite + '`'} ({label})", ""]
         if rec.get("note"):
             out += [rec["note"], ""]
@@ -397,10 +400,10 @@ def render(records: dict[str, dict], *, against: dict[str, dict] | None = None, 
     scaling = [r for _, rec in parts for r in rec.get("scaling") or ()]
     if scaling:
         out += ["## Scaling: generated scripts with one buried failing call", "", scaling_table(scaling), ""]
-    for suite, rec in parts:
+    for _suite, rec in parts:
         if rec.get("search"):
-            out += ["## Search strategies side by side (`--search`)", "", search_table(rec["search"], rec.get("cases", {})),
-                    ""]
+            out += ["## Search strategies side by side (`--search`)", "",
+                    search_table(rec["search"], rec.get("cases", {})), ""]
     return "\n".join(out).rstrip() + "\n"
 
 

@@ -104,7 +104,7 @@ def measure_cost(fx: Case, fresh_runs: int, fork_runs: int) -> list[dict]:
         t0 = time.perf_counter()
         rep = fork.start(modules)
         start_seconds = time.perf_counter() - t0
-        for name, c in candidates.items():
+        for c in candidates.values():
             fork.run(c, timeout=120)  # warm-up, not counted
         samples = {name: [] for name in candidates}
         for _ in range(fork_runs):

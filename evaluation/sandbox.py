@@ -48,7 +48,7 @@ def main() -> None:
     root = args.root.resolve()
     fresh, files = per_run(root, args.runs, reuse=False)
     reset, _ = per_run(root, args.runs, reuse=True)
-    print(f"| root | entries in the copy | made and removed | reset | ratio |")
+    print("| root | entries in the copy | made and removed | reset | ratio |")
     print("|---|---|---|---|---|")
     print(f"| {root} | {files} | {fresh:.1f} ms | {reset:.1f} ms | {fresh / reset:.1f}x |")
 

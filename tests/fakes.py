@@ -19,9 +19,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from shrinkgpu.signature import Frame, OpRecord, Signature, TensorMeta
 from shrinkgpu.families import classify_family
-from shrinkgpu.worker import Dropped, Executor, Executors, ExecutorSettings, ForkUnavailable, Isolation, Job, Observation, PreloadReport, RunStatus
+from shrinkgpu.signature import Frame, OpRecord, Signature, TensorMeta
+from shrinkgpu.worker import (
+    Dropped,
+    Executor,
+    Executors,
+    ExecutorSettings,
+    ForkUnavailable,
+    Isolation,
+    Job,
+    Observation,
+    PreloadReport,
+    RunStatus,
+)
 
 Behaviour = Callable[[str, Job], Observation]
 

@@ -8,10 +8,9 @@ import json
 
 import pytest
 
+from fakes import signature
 from shrinkgpu.ablate_case import NotReproducedHere, ablate_case
 from shrinkgpu.verify import CaseError
-
-from fakes import signature
 
 
 def test_without_a_case_file_nothing_runs(tmp_path):
@@ -24,7 +23,8 @@ def test_a_minimal_case_that_no_longer_fails_is_not_compared(tmp_path):
     case = {"signature": json.loads(json.dumps(signature().to_json())), "keep_error": "out of bounds",
             "case": "train.min.py", "main": "train.min.py"}
     (tmp_path / "train.min.json").write_text(json.dumps(case))
-    with pytest.raises(NotReproducedHere, match="the minimal case does not fail with the recorded bug here: ") as caught:
+    with pytest.raises(NotReproducedHere,
+                       match="the minimal case does not fail with the recorded bug here: ") as caught:
         ablate_case(tmp_path / "train.min.py", timeout=60)
     assert caught.value.observation.signature is None and caught.value.observation.stdout == "fixed\n"
 

@@ -86,7 +86,8 @@ def test_an_index_check_rejects_what_the_operators_reject_and_nothing_else():
                  lambda: x.index_select(1, index.flatten()), lambda: x.index_add(1, index.flatten(), torch.ones(2, 2))):
         with pytest.raises((RuntimeError, IndexError)):
             call()
-    with pytest.raises(ValueError, match=r"1 index value\(s\) outside \[0, 3\) for dimension 1 of size 3: -1 at \(1, 0\)"):
+    with pytest.raises(ValueError,
+                       match=r"1 index value\(s\) outside \[0, 3\) for dimension 1 of size 3: -1 at \(1, 0\)"):
         validate_index(x, 1, index)
     ok = torch.tensor([[2], [0]])
     x.gather(1, ok)

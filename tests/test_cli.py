@@ -344,5 +344,6 @@ def test_isolation_fork_given_explicitly_and_impossible_is_an_error(tmp_path):
         cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env,
     )
     assert result.returncode == 1
-    assert "--isolation fork is not possible here: 1 other thread(s) keep running across fork ('site-watcher')" in result.stderr
+    assert ("--isolation fork is not possible here: 1 other thread(s) keep running across fork ('site-watcher')"
+            in result.stderr)
     assert not (tmp_path / "repro.min.py").exists()

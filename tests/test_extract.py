@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-
 EXE = [sys.executable, "-m", "shrinkgpu"]
 
 

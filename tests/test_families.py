@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from shrinkgpu.signature import Family, classify_family, parse_kernel_assertion
-
 from signatures import (
     DEVICE_ASSERT,
     DEVICE_ASSERT_HIP,
@@ -17,7 +16,6 @@ from signatures import (
     cuda_assert_line,
     oom,
 )
-
 
 # ======================================================================================
 # parse_kernel_assertion

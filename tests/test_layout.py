@@ -19,7 +19,8 @@ def test_every_companion_is_named_from_the_result_without_py():
 
 def test_an_output_without_py_is_its_own_base():
     layout = OutputLayout(Path("/w/repro"))
-    assert (layout.directory, layout.report, layout.case) == (Path("/w/repro"), Path("/w/repro.md"), Path("/w/repro.json"))
+    assert (layout.directory, layout.report, layout.case) == (Path("/w/repro"), Path("/w/repro.md"),
+                                                              Path("/w/repro.json"))
     assert layout.extracted_stem == Path("/w/repro")
 
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from fakes import Log, bug, executors, passes, signature
 from shrinkgpu.core import Verdict
 from shrinkgpu.limits import Limits
 from shrinkgpu.oracle import Oracle, classify, files_key
 from shrinkgpu.signature import Signature, Target
 from shrinkgpu.worker import Observation, Runner, ScriptSpec
-
-from fakes import Log, bug, executors, passes, signature
 
 TARGET = Target(signature())
 
@@ -71,7 +70,8 @@ def test_programs_that_render_alike_run_once(judged_by):
 
 
 def test_a_programs_identity_is_its_files_in_path_order():
-    assert files_key({"b.py": "2", "a.py": "1"}) == (("a.py", "1"), ("b.py", "2")) == files_key({"a.py": "1", "b.py": "2"})
+    assert (files_key({"b.py": "2", "a.py": "1"}) == (("a.py", "1"), ("b.py", "2"))
+            == files_key({"a.py": "1", "b.py": "2"}))
 
 
 def test_a_run_that_timed_out_or_lost_its_worker_is_never_a_reproduction():
@@ -86,7 +86,6 @@ def test_a_retry_after_a_lost_supervisor_keeps_the_candidates_device(tmp_path):
     """The runner retries a run its executor died under, on a new executor, with the same
     variables: a candidate never moves to another GPU."""
     from fakes import FakeExecutor, Log, passes
-
     from shrinkgpu.limits import Limits
     from shrinkgpu.worker import Runner, ScriptSpec
 

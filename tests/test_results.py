@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from fakes import signature
 from shrinkgpu.results import Ablation, Extraction, OracleStats, ReductionResult
 from shrinkgpu.worker import Isolation
-
-from fakes import signature
 
 
 def result(**kw) -> ReductionResult:

@@ -27,7 +27,6 @@ from shrinkgpu.signature import (
     normalize_message,
     parse_kernel_assertion,
 )
-
 from signatures import (
     CE,
     DEVICE_ASSERT,
@@ -45,7 +44,6 @@ from signatures import (
     rec,
     tm,
 )
-
 
 # ======================================================================================
 # normalize_message
@@ -122,7 +120,8 @@ def test_the_operator_name_newer_releases_put_ahead_of_a_message_is_not_the_bug(
     # case reduced on one release verified on the other is not "failing differently".
     old = "mat1 and mat2 shapes cannot be multiplied (2x4 and 5x3)"
     new = "addmm: mat1 and mat2 shapes cannot be multiplied (2x4 and 5x3)"
-    assert normalize_message(new) == normalize_message(old) == "mat1 and mat2 shapes cannot be multiplied (<n>x<n> and <n>x<n>)"
+    assert (normalize_message(new) == normalize_message(old)
+            == "mat1 and mat2 shapes cannot be multiplied (<n>x<n> and <n>x<n>)")
     assert make_sig("RuntimeError", old).same_bug(make_sig("RuntimeError", new))
     # only a lower-case name right at the start: a message's own words stay
     for kept in ("CUDA error: device-side assert triggered", "index_select(): Index is supposed to be a vector",
@@ -304,7 +303,8 @@ def test_from_record_fills_the_derived_fields():
 
 def test_for_signal():
     sig = Signature.for_signal(11, "SIGSEGV")
-    assert (sig.type, sig.message, sig.normalized) == ("signal.SIGSEGV", "killed by signal 11 (SIGSEGV)", "killed by signal SIGSEGV")
+    assert (sig.type, sig.message, sig.normalized) == ("signal.SIGSEGV", "killed by signal 11 (SIGSEGV)",
+                                                       "killed by signal SIGSEGV")
     assert sig.crash_tail == ()
     assert sig.op is None and sig.frame is None and sig.kernel_assertion is None
     assert sig.family is Family.CRASH
@@ -646,14 +646,19 @@ def test_batch_strictness_lets_a_shared_first_dimension_shrink_and_nothing_else(
     orig = (meta("args[0]", "float32", (256, 5), (5, 1)), meta("args[1]", "int64", (256,), (1,)))
     assert batch_compatible(orig, (meta("args[0]", "float32", (4, 5), (5, 1)), meta("args[1]", "int64", (4,), (1,))))
     # input and target must still agree on the rows
-    assert not batch_compatible(orig, (meta("args[0]", "float32", (4, 5), (5, 1)), meta("args[1]", "int64", (8,), (1,))))
+    assert not batch_compatible(orig,
+                                (meta("args[0]", "float32", (4, 5), (5, 1)), meta("args[1]", "int64", (8,), (1,))))
     # the classes are not a batch dimension; nor is the dtype or the layout free
-    assert not batch_compatible(orig, (meta("args[0]", "float32", (4, 6), (6, 1)), meta("args[1]", "int64", (4,), (1,))))
-    assert not batch_compatible(orig, (meta("args[0]", "float64", (4, 5), (5, 1)), meta("args[1]", "int64", (4,), (1,))))
-    assert not batch_compatible(orig, (meta("args[0]", "float32", (4, 5), (1, 4)), meta("args[1]", "int64", (4,), (1,))))
+    assert not batch_compatible(orig,
+                                (meta("args[0]", "float32", (4, 6), (6, 1)), meta("args[1]", "int64", (4,), (1,))))
+    assert not batch_compatible(orig,
+                                (meta("args[0]", "float64", (4, 5), (5, 1)), meta("args[1]", "int64", (4,), (1,))))
+    assert not batch_compatible(orig,
+                                (meta("args[0]", "float32", (4, 5), (1, 4)), meta("args[1]", "int64", (4,), (1,))))
     # an embedding's table shares no first dimension with the indices: it stays
     emb = (meta("args[0]", "int64", (33,), (1,)), meta("args[1]", "float32", (32, 48), (48, 1)))
-    assert not batch_compatible(emb, (meta("args[0]", "int64", (33,), (1,)), meta("args[1]", "float32", (40, 48), (48, 1))))
+    assert not batch_compatible(emb,
+                                (meta("args[0]", "int64", (33,), (1,)), meta("args[1]", "float32", (40, 48), (48, 1))))
     # a lone tensor (a view of a transposed batch) keeps its layout as it shrinks
     view = (meta("self", "float32", (64, 3, 8), (24, 1, 3)),)
     assert batch_compatible(view, (meta("self", "float32", (2, 3, 8), (24, 1, 3)),))
@@ -670,12 +675,15 @@ def test_keep_error_matches_the_shown_error_its_continuation_lines_and_what_from
     shown = Signature.from_record(
         ExceptionRecord("_pickle.UnpicklingError", "Weights only load failed. This file can still be loaded.\n"
                         "\tWeightsUnpickler error: Unsupported global: GLOBAL numpy._core.multiarray._reconstruct"),
-        suppressed=ExceptionRecord("_pickle.UnpicklingError", "Unsupported global: GLOBAL numpy._core.multiarray._reconstruct"),
+        suppressed=ExceptionRecord("_pickle.UnpicklingError",
+                                   "Unsupported global: GLOBAL numpy._core.multiarray._reconstruct"),
     )
-    for pattern in ("Weights only load failed", "WeightsUnpickler error", "^_pickle.UnpicklingError: Unsupported global"):
+    for pattern in ("Weights only load failed", "WeightsUnpickler error",
+                    "^_pickle.UnpicklingError: Unsupported global"):
         assert Target(shown, _re.compile(pattern, _re.M)).matches(shown), pattern
     assert shown.headline == "_pickle.UnpicklingError: Weights only load failed. This file can still be loaded."
-    assert "raised while handling (hidden by `raise ... from None`): _pickle.UnpicklingError: Unsupported" in shown.describe()
+    assert ("raised while handling (hidden by `raise ... from None`): _pickle.UnpicklingError: Unsupported"
+            in shown.describe())
     assert Signature.from_json(shown.to_json()).suppressed == shown.suppressed
     # A candidate that lost what was hidden no longer matches a pattern only the hidden text had.
     bare = Signature.from_record(ExceptionRecord("_pickle.UnpicklingError", shown.message.splitlines()[0]))

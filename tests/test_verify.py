@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from fakes import bug, passes, signature
 from shrinkgpu.signature import Strictness
 from shrinkgpu.verify import (
     DIFFERENT,
@@ -22,8 +23,6 @@ from shrinkgpu.verify import (
     target_of,
 )
 from shrinkgpu.worker import Observation
-
-from fakes import bug, passes, signature
 
 
 def case_beside(tmp_path, **fields) -> dict:
@@ -76,13 +75,13 @@ def test_the_minimal_case_runs_as_the_case_file_says_from_its_directory(tmp_path
 
 
 def test_the_diagnostic_variables_of_the_reduction_are_not_the_users():
-    env = clean_env({"PATH": "/bin", "CUDA_LAUNCH_BLOCKING": "1", "AMD_SERIALIZE_KERNEL": "3", "TORCH_USE_CUDA_DSA": "1"})
+    env = clean_env({"PATH": "/bin", "CUDA_LAUNCH_BLOCKING": "1", "AMD_SERIALIZE_KERNEL": "3",
+                     "TORCH_USE_CUDA_DSA": "1"})
     assert env == {"PATH": "/bin"}
 
 
 def test_the_runs_go_through_the_executor_it_is_given(tmp_path):
     from fakes import Log, executors
-
     from shrinkgpu.verify import verify
 
     case_beside(tmp_path)

@@ -35,8 +35,8 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Union
 
-from shrinkgpu.results import Extraction
 from shrinkgpu.families import Family
+from shrinkgpu.results import Extraction
 from shrinkgpu.signature import Signature, Target, contiguous_strides, is_compiled_callable
 from shrinkgpu.syntax.values import EXACT, is_floating, tensor_source, value_source
 from shrinkgpu.worker import Capture, ExecutorFactory, Isolation, Observation, Runner, ScriptSpec, Watch

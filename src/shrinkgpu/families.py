@@ -211,8 +211,10 @@ _DEVICES = re.compile(
     r"|Input type \(\S+\) and weight type \(\S+\) should be the same",
     re.I,
 )
-_INPLACE = re.compile(r"modified by an inplace operation|a leaf Variable that requires grad is being used in an in-place", re.I)
-_VIEW = re.compile(r"view size is not compatible|not contiguous|non-contiguous|is not compatible with input tensor's size and stride", re.I)
+_INPLACE = re.compile(r"modified by an inplace operation"
+                      r"|a leaf Variable that requires grad is being used in an in-place", re.I)
+_VIEW = re.compile(r"view size is not compatible|not contiguous|non-contiguous"
+                   r"|is not compatible with input tensor's size and stride", re.I)
 _DTYPE = re.compile(
     r"dtype|expected scalar type|Double and Float|Float and Double|BFloat16|Half and Float"
     r"|found dtype|type \S+ but got \S+",
@@ -306,7 +308,8 @@ _STAGES = (
      r"^backend='inductor' raised:|LoweringException|InductorError"),
     ("the backend", r"BackendCompilerFailed", r"^backend='[\w.]+' raised:"),
     ("AOT autograd", r"torch\._functorch\.", r"aot_autograd|AOTAutograd|aot_eager"),
-    ("guards and recompilation", r"RecompileLimitExceeded|CacheLimitExceeded|FailOnRecompileLimitHit|ConstraintViolationError",
+    ("guards and recompilation",
+     r"RecompileLimitExceeded|CacheLimitExceeded|FailOnRecompileLimitHit|ConstraintViolationError",
      r"recompile limit|Detected recompile|fail_on_recompile|Constraints violated"),
     ("Dynamo tracing", r"torch\._dynamo\.|GuardOnDataDependentSymNode", r"^from user code:$|compile-graph-break-site"),
 )
@@ -470,7 +473,8 @@ def assertion_checks_an_index(assertion: str | None) -> bool:
 # -- native errors: the process died without a Python exception ------------------------------
 _TERMINATE = re.compile(r"terminate called after throwing an instance of '(?P<type>[^']+)'")
 _WHAT = re.compile(r"what\(\):\s*(?P<what>.*)$")
-_NOT_THE_MESSAGE = ("CUDA kernel errors", "HIP kernel errors", "For debugging consider", "Exception raised from", "frame #")
+_NOT_THE_MESSAGE = ("CUDA kernel errors", "HIP kernel errors", "For debugging consider", "Exception raised from",
+                    "frame #")
 _HSA = re.compile(r"(?P<what>HSA_STATUS_ERROR_\w+: [^\n]*)")
 _FATAL = re.compile(r"Fatal Python error: (?P<what>[^\n]+)")
 

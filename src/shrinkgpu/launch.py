@@ -19,6 +19,7 @@ import dataclasses
 import os
 import shlex
 from dataclasses import dataclass
+from typing import Mapping
 
 MASTER_ADDR = "127.0.0.1"
 # Seconds every running rank must wait in a collective (not all in the same one) before
@@ -69,7 +70,7 @@ class Launch:
 PLAIN = Launch()
 
 
-def rank_environment(launch: Launch, rank: int, port: int, env: dict[str, str] | None = None) -> dict[str, str]:
+def rank_environment(launch: Launch, rank: int, port: int, env: Mapping[str, str] | None = None) -> dict[str, str]:
     """The variables torchrun gives rank ``rank`` of ``launch`` on one node, the store on
     ``port`` (rank 0 hosts it: the agent's store is not used)."""
     env = os.environ if env is None else env

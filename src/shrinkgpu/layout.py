@@ -112,7 +112,8 @@ class OutputLayout:
         """Beside the result: the state, the record of what it holds and where it is from
         (``--resume`` reads it), and the directory of the files the run wrote before it."""
         base = self.data_dir / f"{self.data_stem}.state"
-        return base.with_name(base.name + ".pt"), base.with_name(base.name + ".json"), base.with_name(base.name + ".files")
+        return (base.with_name(base.name + ".pt"), base.with_name(base.name + ".json"),
+                base.with_name(base.name + ".files"))
 
     def placed(self, files: Mapping[str, str], main: str) -> tuple[Path, dict[Path, str]]:
         """Where each of a result's files goes: one file at the output, or a directory."""

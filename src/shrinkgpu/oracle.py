@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 import warnings
 from dataclasses import dataclass, replace
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence, cast
 
 from shrinkgpu.core import Verdict
 from shrinkgpu.core.rates import RateTest
@@ -151,7 +151,7 @@ class Oracle:
         out: list[Judgement | None] = [None] * len(batch)
         todo: dict[tuple, int] = {}  # key -> index of its first occurrence
         for i, (files, key) in enumerate(zip(batch, keys)):
-            if key is None:
+            if files is None or key is None:  # (the one without the other never)
                 self.stats.invalid += 1
                 out[i] = Judgement(Verdict.INVALID)
                 continue
@@ -168,11 +168,11 @@ class Oracle:
                 todo[key] = i
         order = list(todo.values())
         judged = self._judge_flaky(batch, order) if self.rate < 1.0 else self._judge(batch, order)
-        for i in order:
-            out[i] = self._store(keys[i], judged[i])
+        for key, i in todo.items():
+            out[i] = self._store(key, judged[i])
         for i, key in enumerate(keys):
-            if out[i] is None:
-                out[i] = replace(self._cache[key], runs=0)
+            if out[i] is None:  # (a program judged once before in this batch: it has a key)
+                out[i] = replace(self._cache[cast("tuple[Any, ...]", key)], runs=0)
         return out  # type: ignore[return-value]
 
     def _judge(self, batch, order: list[int]) -> dict[int, Judgement]:

@@ -201,12 +201,13 @@ def contiguous_strides(shape: Sequence[int]) -> list[int]:
 def _layout(t: "TensorMeta") -> tuple | None:
     """What of a tensor's strides does not depend on its sizes: the order of its
     dimensions in memory and whether they are packed without gaps."""
-    if t.stride is None:
+    stride = t.stride
+    if stride is None:
         return None
-    order = tuple(sorted(range(len(t.stride)), key=lambda d: (t.stride[d], -d)))
+    order = tuple(sorted(range(len(stride)), key=lambda d: (stride[d], -d)))
     packed, expected = True, 1
     for d in order:
-        if t.shape[d] != 1 and t.stride[d] != expected:
+        if t.shape[d] != 1 and stride[d] != expected:
             packed = False
         expected *= max(t.shape[d], 1)
     return order, packed

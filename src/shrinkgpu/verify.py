@@ -19,10 +19,10 @@ valid boundary values, the original script and ``--command`` pass only when fixe
 
 from __future__ import annotations
 
+import enum
 import json
 import os
 import re
-import enum
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,7 +50,9 @@ class Outcome(str, enum.Enum):
     DIFFERENT = "failing differently"
 
     __str__ = str.__str__
-    __format__ = str.__format__
+
+    def __format__(self, format_spec: str) -> str:
+        return str.__format__(self, format_spec)
 
 
 FIXED, REJECTED, STILL, DIFFERENT = Outcome.FIXED, Outcome.REJECTED, Outcome.STILL, Outcome.DIFFERENT

@@ -19,7 +19,8 @@ def _meta(dtype, shape, stride=None, device="cpu", **more):
     return {"dtype": dtype, "shape": list(shape), "stride": list(stride), "offset": 0, "device": device, **more}
 
 
-CROSS_ENTROPY = ("import torch\n\nx0 = torch.randn(8, 4)\nx1 = torch.tensor([0, 1, 2, 3, 4, 0, 1, 2], dtype=torch.int64)\n"
+CROSS_ENTROPY = ("import torch\n\nx0 = torch.randn(8, 4)\n"
+                 "x1 = torch.tensor([0, 1, 2, 3, 4, 0, 1, 2], dtype=torch.int64)\n"
                  "torch.nn.functional.cross_entropy(x0, x1)\n")
 CE_ARGS = (("args[0]", "x0", _meta("float32", [8, 4])),
            ("args[1]", "x1", _meta("int64", [8], values=[0, 1, 2, 3, 4, 0, 1, 2])))
@@ -64,7 +65,8 @@ def test_ignored_targets_take_the_ignore_index_the_call_names():
     # only a loss's class targets: an embedding's indices have no value it skips
     emb = (("args[0]", "x0", _meta("int64", [3], values=[0, 9, 1])), ("args[1]", "x1", _meta("float32", [5, 2])))
     assert "ignored targets" not in _edits(call_changes(
-        "import torch\n\nx0 = torch.tensor([0, 9, 1])\nx1 = torch.randn(5, 2)\ntorch.nn.functional.embedding(x0, x1)\n",
+        "import torch\n\nx0 = torch.tensor([0, 9, 1])\nx1 = torch.randn(5, 2)\n"
+        "torch.nn.functional.embedding(x0, x1)\n",
         "torch.nn.functional.embedding", emb))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from fakes import bug, passes, signature
 from shrinkgpu.ablation.changes import (
     CALL,
     DATA,
@@ -19,8 +20,6 @@ from shrinkgpu.ablation.changes import (
 )
 from shrinkgpu.signature import Target
 from shrinkgpu.worker import Observation
-
-from fakes import bug, passes, signature
 
 TARGET = Target(signature())
 CLAMPED = Change("target.clamp(0, 3)", "valid targets", {"c.py": "..."}, category=DATA, subject=CALL,

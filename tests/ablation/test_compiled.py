@@ -44,7 +44,8 @@ def test_each_compile_setting_is_changed_alone_in_every_compile_call():
     assert "torch.compile off" not in named  # a partial cannot be switched off by a rewrite
     assert named['backend="inductor"'] == (
         'import functools, torch\nc = functools.partial(torch.compile, backend="inductor")\n'
-        '@torch.compile(backend="inductor")\ndef k(x):\n    return x\ng = torch.compile(k, dynamic=True, backend="inductor")\n'
+        '@torch.compile(backend="inductor")\ndef k(x):\n    return x\n'
+        'g = torch.compile(k, dynamic=True, backend="inductor")\n'
     )
     assert compile_changes({"a.py": "import torch\nprint(torch.ones(1))\n"}) == []
 
@@ -56,7 +57,8 @@ def _sig(type_name: str, message: str) -> Signature:
 def test_an_outcome_is_the_same_bug_a_pass_or_another_error_and_the_summary_names_the_stage():
     target = Target(_sig("torch._dynamo.exc.Unsupported", "Data-dependent branching"))
     change = Change('backend="eager"', "Dynamo alone", {})
-    ran = Observation(1, None, False, 1.0, "exception", _sig("torch._dynamo.exc.Unsupported", "Data-dependent branching"))
+    ran = Observation(1, None, False, 1.0, "exception",
+                      _sig("torch._dynamo.exc.Unsupported", "Data-dependent branching"))
     assert outcome_of(change, ran, target).result == "same bug"
     assert outcome_of(change, Observation(0, None, False, 1.0, "ok", None), target).result == "passes"
     other = outcome_of(change, Observation(1, None, False, 1.0, "exception", _sig("ValueError", "no")), target)
@@ -97,7 +99,8 @@ def test_a_reduced_graph_break_is_compared_across_backends_in_fresh_interpreters
         """)
     found = {o.change: o.result for o in result.ablation.outcomes}
     assert found == {
-        "batch 1": "same bug", "torch.compile off": "passes", 'backend="eager"': "same bug", 'backend="aot_eager"': "same bug",
+        "batch 1": "same bug", "torch.compile off": "passes", 'backend="eager"': "same bug",
+        'backend="aot_eager"': "same bug",
         "fullgraph=False": "passes", "dynamic=False": "same bug", "dynamic=True": "same bug",
     }, [(o.change, o.result, o.error) for o in result.ablation.outcomes]
     assert "Dynamo" in result.ablation.stage

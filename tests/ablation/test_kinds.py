@@ -3,8 +3,25 @@ to claim."""
 
 from __future__ import annotations
 
-from shrinkgpu.ablation import (BACKEND, CALL, CASE, CONTRACT, DATA, DEVICE, DIFFERENT, ENVIRONMENT, INVALID_DATA,
-                                LAYOUT, PASSES, PRECISION, SAME, SIZE, UNDECIDED, Outcome, kind_of)
+from shrinkgpu.ablation import (
+    BACKEND,
+    CALL,
+    CASE,
+    CONTRACT,
+    DATA,
+    DEVICE,
+    DIFFERENT,
+    ENVIRONMENT,
+    INVALID_DATA,
+    LAYOUT,
+    PASSES,
+    PRECISION,
+    SAME,
+    SIZE,
+    UNDECIDED,
+    Outcome,
+    kind_of,
+)
 
 
 def o(change, result, category, subject=CALL, edit="", output=None, error=None):

@@ -7,7 +7,16 @@ import textwrap
 
 import pytest
 
-from shrinkgpu.ablation import BACKEND, DEVICE, ENVIRONMENT, SYNC, UNDECIDED, extension_changes, kind_of, program_changes
+from shrinkgpu.ablation import (
+    BACKEND,
+    DEVICE,
+    ENVIRONMENT,
+    SYNC,
+    UNDECIDED,
+    extension_changes,
+    kind_of,
+    program_changes,
+)
 
 from .helpers import run_changes
 

@@ -17,8 +17,19 @@ import psutil
 import pytest
 
 from conftest import ROOT
-from shrinkgpu.agents.calls import PARENT_VAR, Answer, Child, Refused, answered, command, environment, event_of, \
-    options, parse_answer, progress_message
+from shrinkgpu.agents.calls import (
+    PARENT_VAR,
+    Answer,
+    Child,
+    Refused,
+    answered,
+    command,
+    environment,
+    event_of,
+    options,
+    parse_answer,
+    progress_message,
+)
 
 from .helpers import FAKE_SAID, alive, fake, gone
 

@@ -10,5 +10,6 @@ def test_only_a_reproduction_is_interesting():
 
 
 def test_a_verdict_is_its_word():
-    assert [v.value for v in Verdict] == ["reproduced", "flaky", "other-error", "passed", "timeout", "crashed", "invalid"]
+    assert [v.value for v in Verdict] == ["reproduced", "flaky", "other-error", "passed", "timeout", "crashed",
+                                          "invalid"]
     assert Verdict("other-error") is Verdict.OTHER_ERROR and Verdict.FLAKY == "flaky"

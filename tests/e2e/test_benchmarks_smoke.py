@@ -111,7 +111,8 @@ def test_the_sandbox_benchmark_prints_both_costs_and_their_ratio(tmp_path):
     temp = tmp_path / "tmp"
     temp.mkdir()
     proc = subprocess.run([sys.executable, "-m", "evaluation.sandbox", str(measured), "--runs", "3"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120, env={**os.environ, "TMPDIR": str(temp)})
+                          cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "TMPDIR": str(temp)})
     assert proc.returncode == 0, proc.stderr
     row = proc.stdout.splitlines()[-1]
     assert re.fullmatch(rf"\| {re.escape(str(measured))} \| 4 \| [\d.]+ ms \| [\d.]+ ms \| [\d.]+x \|", row), row

@@ -81,7 +81,8 @@ def test_reduce_keeps_the_device_side_assert(tmp_path):
     assert result.launch_env == {"CUDA_LAUNCH_BLOCKING": "1"}  # localised by default
     first = run_observed(ReduceConfig(script=out, cwd=tmp_path))
     obs = first.observation
-    assert obs.signature is not None and result.signature.same_bug(obs.signature, free=frozenset(result.varying)), result.signature.differences(obs.signature)
+    assert obs.signature is not None and result.signature.same_bug(obs.signature, free=frozenset(result.varying)), (
+        result.signature.differences(obs.signature))
     assert "cuda" in Path(out).read_text()
     # One change at a time on the GPU: the valid targets pass (a device-side assert of an
     # index is invalid data); the CPU's answer is a hint, shown, never the kind.

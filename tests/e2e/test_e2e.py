@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from shrinkgpu.readability import orphaned_comments, placeholders
 from conftest import FIXTURE_NAMES, load_fixture, tree_digest
+from shrinkgpu.readability import orphaned_comments, placeholders
 from shrinkgpu.reducer import ReduceConfig, reduce, run_once
 from shrinkgpu.reducer.resume import PAYLOAD
 from shrinkgpu.signature import normalize_message
@@ -99,14 +99,16 @@ def test_fixture_reduces_to_a_faithful_small_script(name, tmp_path, record_prope
     # ... and the same bug by the signature's rule, seen by a fresh worker
     obs, _ = run_once(ReduceConfig(script=out, cwd=out.parent), isolation=Isolation.FRESH)
     assert obs.signature is not None
-    assert result.signature.same_bug(obs.signature, free=frozenset(result.varying)), result.signature.differences(obs.signature)
+    assert result.signature.same_bug(obs.signature,
+                                     free=frozenset(result.varying)), result.signature.differences(obs.signature)
 
     # (d) the failing call alone, checked here again in a fresh worker of its own
     assert result.extracted is not None, result.notes
     extracted = result.extracted.path
     assert result.extracted.lines <= MAX_EXTRACTED_LINES, extracted.read_text()
     obs, _ = run_once(ReduceConfig(script=extracted, cwd=extracted.parent), isolation=Isolation.FRESH)
-    assert obs.signature is not None and result.signature.same_bug(obs.signature, free=frozenset(result.varying)), extracted.read_text()
+    assert obs.signature is not None and result.signature.same_bug(obs.signature, free=frozenset(result.varying)), (
+        extracted.read_text())
 
     # (e) it reads like a hand-written cut (issue 24): no comment left without its code,
     # no placeholder the original did not have

@@ -49,7 +49,8 @@ def test_a_lightning_training_step_reduces_in_the_fork_server_without_the_traine
     text = result.output.read_text()
     assert "Trainer" not in text and ".fit(" not in text
     assert ".training_step(" in text
-    assert result.final_signature is not None and result.signature.same_bug(result.final_signature, free=frozenset(result.varying))
+    assert result.final_signature is not None
+    assert result.signature.same_bug(result.final_signature, free=frozenset(result.varying))
     assert (tmp_path / "pl_train.call.pt").is_file()  # the saved call, beside the result
     assert "pl_train.call.pt" in result.needs
 
@@ -76,7 +77,8 @@ def test_a_transformers_trainer_is_cut_out_and_the_model_called_directly(tmp_pat
     assert result.signature.message == "Target 3 is out of bounds."
     text = result.output.read_text()
     assert "Trainer" not in text and "TrainingArguments" not in text
-    assert result.final_signature is not None and result.signature.same_bug(result.final_signature, free=frozenset(result.varying))
+    assert result.final_signature is not None
+    assert result.signature.same_bug(result.final_signature, free=frozenset(result.varying))
 
 
 @pytest.mark.slow
@@ -100,7 +102,8 @@ def test_a_trainers_compute_loss_override_is_called_directly_as_the_trainer_call
     # run saw, and the attributes this test is about are no longer read.
     pytest.importorskip("transformers")
     pytest.importorskip("accelerate")
-    from shrinkgpu.reducer import start, state as state_rules
+    from shrinkgpu.reducer import start
+    from shrinkgpu.reducer import state as state_rules
 
     monkeypatch.setattr(state_rules, "LONG_RUN", 0.0)
     monkeypatch.setattr(start, "SLOWER_REPLAY", 10.0)
@@ -111,4 +114,5 @@ def test_a_trainers_compute_loss_override_is_called_directly_as_the_trainer_call
     text = result.output.read_text()
     assert ".compute_loss(" in text and ".train(" not in text, text
     assert "class_weights = _call['attributes']['class_weights']" in text, text
-    assert result.final_signature is not None and result.signature.same_bug(result.final_signature, free=frozenset(result.varying))
+    assert result.final_signature is not None
+    assert result.signature.same_bug(result.final_signature, free=frozenset(result.varying))

@@ -8,8 +8,8 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import first_error
 
+from conftest import first_error
 from shrinkgpu.families import Family, advice_for, compile_identity, compile_stage, is_compile_error
 from shrinkgpu.signature import normalize_message
 
@@ -68,7 +68,8 @@ def test_the_identity_of_a_compile_message_is_its_head_and_its_graph_break_id():
         "Set TORCHDYNAMO_VERBOSE=1 for the internal stack trace (please do this especially if you're reporting a bug)"
     )
     assert normalize_message(backend) == (
-        "backend='inductor' raised:\nRuntimeError: Failed to find C compiler. Please specify via CC environment variable."
+        "backend='inductor' raised:\nRuntimeError: Failed to find C compiler. Please specify via CC environment "
+        "variable."
     )
     # a message without torch.compile's lines is left as it was
     assert normalize_message("index 3 is out of bounds for dimension 0 with size 3") == (
@@ -85,7 +86,8 @@ def test_the_compile_family_says_which_stage_to_check_first():
 @pytest.mark.parametrize(
     "type_name, message, stage",
     [
-        ("torch._dynamo.exc.Unsupported", "Data-dependent branching\n\nfrom user code:\n  File \"a.py\"", "Dynamo tracing"),
+        ("torch._dynamo.exc.Unsupported", "Data-dependent branching\n\nfrom user code:\n  File \"a.py\"",
+         "Dynamo tracing"),
         ("torch._dynamo.exc.TorchRuntimeError", "RuntimeError when making fake tensor call", "Dynamo tracing"),
         ("torch._dynamo.exc.Unsupported", "Dynamo recompile limit exceeded", "guards and recompilation"),
         ("RuntimeError", "Detected recompile when torch.compile stance is 'fail_on_recompile'. filename: 'a.py'",
@@ -93,7 +95,8 @@ def test_the_compile_family_says_which_stage_to_check_first():
         ("RuntimeError", "torch.compile with aot_autograd does not currently support double backward", "AOT autograd"),
         ("torch._inductor.exc.InductorError", "LoweringException: NoValidChoicesError: No choices to select.",
          "Inductor (lowering and code generation)"),
-        ("torch._dynamo.exc.BackendCompilerFailed", "backend='my_backend' raised:\nValueError: no", "the backend (my_backend)"),
+        ("torch._dynamo.exc.BackendCompilerFailed", "backend='my_backend' raised:\nValueError: no",
+         "the backend (my_backend)"),
         ("IndexError", "index out of range in self", None),
         # a RuntimeError that merely mentions compilation is not torch.compile's
         ("RuntimeError", "expected the model to be compiled first", None),
@@ -137,7 +140,8 @@ def test_an_error_raised_in_a_compiled_graphs_backward_is_a_compile_error_and_th
     assert compiled.normalized == eager.normalized
     assert compiled.raised_by.startswith("torch._functorch._aot_autograd.")
     assert compiled.family is Family.COMPILE
-    assert compile_stage(compiled.type, compiled.message, compiled.raised_by) == "AOT autograd (running the compiled graph)"
+    assert (compile_stage(compiled.type, compiled.message, compiled.raised_by)
+            == "AOT autograd (running the compiled graph)")
     assert eager.raised_by == "torch.autograd.graph"
     assert eager.family is not Family.COMPILE
     assert compile_stage(eager.type, eager.message, eager.raised_by) is None
@@ -158,7 +162,8 @@ def test_an_inductor_lowering_error_is_named_by_its_head_and_target_not_by_the_b
         "least one choice.\ntarget: aten.mm.default"
     )
     assert compile_stage("torch._inductor.exc.InductorError", message) == "Inductor (lowering and code generation)"
-    dumped_otherwise = message.replace("arg0_1", "primals_3").replace("origins=OrderedSet([view])", "origins=OrderedSet([])")
+    dumped_otherwise = message.replace("arg0_1", "primals_3").replace("origins=OrderedSet([view])",
+                                                                      "origins=OrderedSet([])")
     assert normalize_message(dumped_otherwise) == normalize_message(message)
 
 
@@ -167,7 +172,8 @@ def test_a_compile_error_is_the_same_bug_whatever_line_calls_the_compiled_callab
     sig = first_error(tmp_path, "a.py", BRANCH)
     # the compiled call wrapped in a loss, on a line of another shape
     wrapped = BRANCH.replace("torch.compile(block, fullgraph=True)(torch.ones(4))",
-                             "f = torch.compile(block, fullgraph=True)\nloss = torch.nn.functional.mse_loss(f(torch.ones(4)), torch.zeros(4))")
+                             "f = torch.compile(block, fullgraph=True)\n"
+                             "loss = torch.nn.functional.mse_loss(f(torch.ones(4)), torch.zeros(4))")
     assert "loss = torch.nn.functional.mse_loss" in wrapped
     other = first_error(tmp_path, "b.py", wrapped)
     assert other.frame.source != sig.frame.source

@@ -4,7 +4,6 @@ the fewest ranks, nothing left behind."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess

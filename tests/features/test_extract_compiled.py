@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from shrinkgpu.extract import render
-
 from features.test_compile_errors import RECOMPILES
+from shrinkgpu.extract import render
 
 EXE = [sys.executable, "-m", "shrinkgpu"]
 

@@ -224,10 +224,9 @@ def test_a_reduction_reports_the_failing_load_alone(tmp_path):
 
 
 def test_resume_keeps_an_extracted_load_while_the_file_it_reads_is_beside_it(tmp_path):
+    from conftest import first_error
     from shrinkgpu.extract import check_extracted
     from shrinkgpu.worker import default_executor
-
-    from conftest import first_error
 
     target = Target(first_error(tmp_path, "train.py", HISTORY_WRITTEN_TWICE))
     out = tmp_path / "out"

@@ -181,7 +181,8 @@ def test_each_fork_server_lane_has_its_own_hash_seed_and_hides_the_variable(tmp_
         runner.start()
         seen = []
         for _ in range(4):
-            obs = runner.run({"s.py": "import os; print(hash('shrinkgpu'), 'PYTHONHASHSEED' in os.environ)"}, timeout=30)
+            obs = runner.run({"s.py": "import os; print(hash('shrinkgpu'), 'PYTHONHASHSEED' in os.environ)"},
+                             timeout=30)
             seen.append(obs.stdout.split())
     assert len({h for h, _ in seen}) == 4
     assert {flag for _, flag in seen} == {"False"}

@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from shrinkgpu.reducer import ReduceConfig, reduce
-
 from conftest import load_fixture
+from shrinkgpu.reducer import ReduceConfig, reduce
 
 EXE = [sys.executable, "-m", "shrinkgpu"]
 
@@ -207,12 +206,14 @@ def test_verify_warns_when_the_fixed_original_processes_fewer_items(tmp_path):
         "for i, y in enumerate(labels):\n"
         "    F.cross_entropy(torch.randn(1, 4), torch.tensor([y]))\n"
     )
-    done = subprocess.run([*EXE, "reduce", "count.py", "-k", "out of bounds", "-q", "--confirm", "0", "--max-tests", "5"],
+    done = subprocess.run([*EXE, "reduce", "count.py", "-k", "out of bounds", "-q", "--confirm", "0", "--max-tests",
+                           "5"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     # "fix" by skipping the bad item silently
     (tmp_path / "count.py").write_text(
-        (tmp_path / "count.py").read_text().replace("labels = [0, 1, 4, 2]", "labels = [y for y in [0, 1, 4, 2] if y < 4]")
+        (tmp_path / "count.py").read_text().replace("labels = [0, 1, 4, 2]",
+                                                    "labels = [y for y in [0, 1, 4, 2] if y < 4]")
     )
     done = verify_cli("count.min.py", "--count", r"dataset: (\d+) items", cwd=tmp_path)
     assert "WARN the original now runs but counts fewer items than when it failed (3 < 4" in done.stdout

@@ -80,7 +80,8 @@ def test_two_candidates_compiled_with_inductor_share_no_cache_artifact_and_leave
     alive = [pid for pid in first["workers"] + second["workers"] if psutil.pid_exists(pid)]
     while alive and time.monotonic() < deadline:
         time.sleep(0.1)
-        alive = [pid for pid in alive if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+        alive = [pid for pid in alive if psutil.pid_exists(pid)
+                 and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
     assert alive == []
 
     # With warm caches a run starts with a copy of them in its own directory, and finds

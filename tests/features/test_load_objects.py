@@ -70,7 +70,8 @@ def test_the_dataset_is_loaded_beside_the_result_and_kept_built_on_request(tmp_p
     assert "make_clip" not in result and "__init__" not in result
     assert "def __getitem__" in result and "def collate" in result
     assert data["loaded_objects"] == [
-        {"file": "clips.min.ds.pkl", "name": "ds", "class": "Clips", "bytes": (tmp_path / "out" / "clips.min.ds.pkl").stat().st_size}
+        {"file": "clips.min.ds.pkl", "name": "ds", "class": "Clips",
+         "bytes": (tmp_path / "out" / "clips.min.ds.pkl").stat().st_size}
     ]
     assert "clips.min.ds.pkl" in data["needs"]
     assert data["verified_where_written"] == "reproduces there too"

@@ -22,13 +22,11 @@ from pathlib import Path
 import pytest
 
 import shrinkgpu.reducer.session as session_module
+from fakes import NEEDLE, SCRIPT, FakeClock, FakeExecutor, Log, NoCollectEnv, bug, config, executors, passes, signature
 from shrinkgpu.launch import Launch
 from shrinkgpu.limits import GRACE
 from shrinkgpu.reducer import NotReproduced, Reduction
 from shrinkgpu.worker import Isolation
-
-from fakes import (NEEDLE, SCRIPT, FakeClock, FakeExecutor, Log, NoCollectEnv, bug, config, executors, passes,
-                   signature)
 
 # A long original: a training loop that took its time (95% of the samples) before a
 # failure after it.

@@ -443,7 +443,8 @@ def test_a_failure_after_the_loop_on_the_file_it_wrote_starts_without_the_loop_a
         tmp_path, monkeypatch):
     result, _events, out = reduce_script(tmp_path, monkeypatch, BEST_CHECKPOINT, max_tests=150,
                                          keep_error="Error.s. in loading state_dict")
-    assert result.start["what"] == "the original with the loops that took its time cut and the files they wrote put back"
+    assert result.start["what"] == (
+        "the original with the loops that took its time cut and the files they wrote put back")
     assert any("best.pt" in n and "hold your weights or data" in n.replace("holds", "hold") for n in result.notes)
     text = out.read_text()
     assert "range(4000)" not in text and "train.min.files" in text and "torch.load" in text, text

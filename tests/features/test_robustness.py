@@ -215,7 +215,8 @@ def test_a_notebook_reduces_its_code_cells_and_drops_magics_with_a_note(tmp_path
         {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": 2,
          "source": ["%%time\n", "y = x.t()\n", "y.view(6)"]},
     ]
-    (tmp_path / "demo.ipynb").write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": cells}))
+    (tmp_path / "demo.ipynb").write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {},
+                                                     "cells": cells}))
     done = shrinkgpu("reduce", "demo.ipynb", "-k", "view size", "--json", "-q", "--confirm", "0", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)

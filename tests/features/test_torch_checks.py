@@ -35,12 +35,14 @@ def test_a_module_check_names_the_module_its_configuration_and_its_inputs(tmp_pa
     # the failing line rewritten: the same call, the same bug
     assert sig.same_bug(first_error(tmp_path, "b.py", LSTM.replace("out = lstm(x, h)", "y, _ = lstm(x, h)")))
     # another configuration of the module is another bug
-    wider = LSTM.replace("nn.LSTM(8, 16, batch_first=True)", "nn.LSTM(8, 16, batch_first=True, dropout=0.0, bias=False)")
+    wider = LSTM.replace("nn.LSTM(8, 16, batch_first=True)",
+                         "nn.LSTM(8, 16, batch_first=True, dropout=0.0, bias=False)")
     assert not sig.same_bug(first_error(tmp_path, "c.py", wider))
 
 
 def test_a_functional_check_names_the_functional_and_an_error_of_the_users_own_names_none(tmp_path):
-    sig = first_error(tmp_path, "f.py", "import torch\nimport torch.nn.functional as F\nF.interpolate(torch.randn(1, 3, 4, 4))\n")
+    sig = first_error(tmp_path, "f.py",
+                      "import torch\nimport torch.nn.functional as F\nF.interpolate(torch.randn(1, 3, 4, 4))\n")
     assert sig.headline == "ValueError: either size or scale_factor should be defined"
     assert sig.op is not None and sig.op.name == "torch.nn.functional.interpolate"
     assert [t.shape for t in sig.op.tensors] == [(1, 3, 4, 4)]

@@ -10,7 +10,6 @@ from shrinkgpu.syntax.code import parse_expression
 
 from .helpers import after, dedent, each, start
 
-
 FIRST_BATCH_SRC = """\
 import torch
 from torch.utils.data import DataLoader, Dataset
@@ -97,7 +96,8 @@ def test_first_batch_leaves_shuffled_sampled_or_collated_loaders_and_other_items
         assert FirstBatch().units(cand, 0) == [], loader
     # an item that is not rows of the dataset's fields
     for item in ("return self.rows[i]['x']", "return self.x[i], i", "return f(i)"):
-        src = f"class D:\n    def __getitem__(self, i):\n        {item}\n\nds = D()\nloader = DataLoader(ds, 4)\nx = next(iter(loader))\n"
+        src = (f"class D:\n    def __getitem__(self, i):\n        {item}\n\nds = D()\nloader = DataLoader(ds, 4)\n"
+               f"x = next(iter(loader))\n")
         assert FirstBatch().units(start(src), 0) == [], item
 
 
@@ -157,18 +157,22 @@ def test_first_batch_of_a_record_dataset_collates_each_part_one_guess_per_level(
 
 
 def test_first_batch_guesses_follow_what_the_source_says_about_a_part():
-    first = lambda item: _collated(parse_expression(item), "i", "2")[0]
+    def first(item):
+        return _collated(parse_expression(item), "i", "2")[0]
+
     assert first("(self.x[i], int(self.y[i]))") == (
         "(torch.stack([self.x[i] for i in range(2)]), torch.tensor([int(self.y[i]) for i in range(2)]))"
     )
     assert first("{'path': str(p[i]), 'w': float(w[i])}") == (
-        "{'path': [str(p[i]) for i in range(2)], 'w': torch.tensor([float(w[i]) for i in range(2)], dtype=torch.float64)}"
+        "{'path': [str(p[i]) for i in range(2)], 'w': torch.tensor([float(w[i]) for i in range(2)], "
+        "dtype=torch.float64)}"
     )
     assert first("tf(paths[i])") == "torch.stack([tf(paths[i]) for i in range(2)])"
 
 
 def test_first_batch_with_a_collate_function_is_the_function_of_the_first_items():
-    cand = start("items = [a, b, c]\nloader = DataLoader(items, batch_size=2, collate_fn=pad)\nx, n = next(iter(loader))\n")
+    cand = start("items = [a, b, c]\nloader = DataLoader(items, batch_size=2, collate_fn=pad)\n"
+                 "x, n = next(iter(loader))\n")
     assert after(FirstBatch(), cand) == "items = [a, b, c]\nx, n = pad(items[:2])\n"
     # any other dataset: no unit (see the pass)
     src = "ds = D()\nloader = DataLoader(ds, batch_size=16, collate_fn=pad)\nx, n = next(iter(loader))\n"

@@ -9,7 +9,6 @@ from shrinkgpu.syntax import Facts
 
 from .helpers import after, each, line_of, start
 
-
 BRANCHES = """\
 import torch
 if args.cuda:
@@ -49,7 +48,8 @@ def test_hoist_else_offers_each_if_and_elif_with_an_else():
 
 def test_try_to_body_keeps_the_path_without_an_exception():
     assert after(TryToBody(), start(BRANCHES)) == BRANCHES.replace(
-        'try:\n    x = torch.load(path)\nexcept FileNotFoundError:\n    x = torch.zeros(3)\nfinally:\n    print("done")\n',
+        'try:\n    x = torch.load(path)\nexcept FileNotFoundError:\n    x = torch.zeros(3)\nfinally:\n'
+        '    print("done")\n',
         'x = torch.load(path)\nprint("done")\n',
     )
 
@@ -63,7 +63,8 @@ def test_unwrap_with_keeps_the_body():
 def test_branch_passes_do_not_offer_an_already_hoisted_statement():
     cand = start(BRANCHES)
     done = cand.with_edits(e for p in (HoistThen(), TryToBody(), UnwrapWith()) for u in p.units(cand, 0) for e in u)
-    assert done.files["a.py"] == 'import torch\ndev = "cuda"  # gpu\nx = torch.load(path)\nprint("done")\ny = x * 2  # eval\n'
+    assert done.files["a.py"] == ('import torch\ndev = "cuda"  # gpu\nx = torch.load(path)\nprint("done")\n'
+                                  'y = x * 2  # eval\n')
     for p in (HoistThen(), HoistElse(), TryToBody(), UnwrapWith()):
         assert p.units(done, 0) == []
 

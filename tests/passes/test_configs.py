@@ -70,7 +70,8 @@ def test_keys_spelled_as_parameters_of_a_local_function_are_kept():
     line = line_of(source, "cfg = yaml.safe_load(f)")
     cand = start(source, Facts(loads=(LoadRecord("a.py", line, "yaml.safe_load", LOADED),)))
     [text] = each(ConfigToLiteral(), cand, 1)
-    assert "cfg = {'model': {'name': 'tcn', 'in_channels': 3, 'out_channels': 4, 'kernel_size': 5}, 'data': {'channels': 4}}" in text
+    assert ("cfg = {'model': {'name': 'tcn', 'in_channels': 3, 'out_channels': 4, 'kernel_size': 5}, 'data': "
+            "{'channels': 4}}") in text
 
 
 def test_a_with_whose_file_is_read_elsewhere_stays():

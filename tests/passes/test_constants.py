@@ -11,7 +11,6 @@ from shrinkgpu.syntax import Facts, ParseRecord
 
 from .helpers import after, dedent, each, line_of, start
 
-
 # --------------------------------------------------------------------------------------
 # ArgparseToNamespace
 # --------------------------------------------------------------------------------------
@@ -298,7 +297,8 @@ def test_propagate_constants_reads_sizes_off_a_tensor_factory():
     cand = start("import torch\nr = torch.randint(0, 3, (5,))\nf(r.shape[0], r)\n")
     assert each(PropagateConstants(), cand) == ["import torch\nr = torch.randint(0, 3, (5,))\nf(5, r)\n"]
     # sizes that are not literals, or an index out of range: nothing
-    for src in ("import torch\np = torch.randn(n, 3)\nf(p.shape[0])\n", "import torch\np = torch.randn(2, 3)\nf(p.shape[2])\n"):
+    for src in ("import torch\np = torch.randn(n, 3)\nf(p.shape[0])\n",
+                "import torch\np = torch.randn(2, 3)\nf(p.shape[2])\n"):
         assert PropagateConstants().units(start(src), 0) == []
 
 

@@ -134,5 +134,6 @@ def test_a_helpers_results_are_not_offered_to_a_program_that_runs_from_its_start
     one = SavedObject(name="xs", cls="make()", file="a.xs.pkl", size=1 << 20, targets=("xs",))
     assert each(LoadSavedObjects(), start("def make():\n    return [0] * 99\nxs = make()\nxs[0]\n",
                                           Facts(saved_objects=(one,), state=STATE))) == [
-        "import pathlib\nimport pickle\nxs = pickle.loads(pathlib.Path(__file__).with_name('a.xs.pkl').read_bytes())\nxs[0]\n"
+        "import pathlib\nimport pickle\nxs = pickle.loads(pathlib.Path(__file__).with_name('a.xs.pkl').read_bytes())\n"
+        "xs[0]\n"
     ]

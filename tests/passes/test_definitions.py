@@ -8,7 +8,6 @@ from shrinkgpu.passes import DeleteDefinitions, PruneImports
 
 from .helpers import DEFS, after, dedent, each, start
 
-
 # --------------------------------------------------------------------------------------
 # DeleteDefinitions
 # --------------------------------------------------------------------------------------
@@ -40,10 +39,12 @@ def test_delete_definitions_takes_each_def_with_its_users():
 
 def test_prune_imports_removes_the_names_nothing_reads():
     cases = {
-        "from torch.utils.data import DataLoader, Dataset\nclass A(Dataset): pass\n":
-            "from torch.utils.data import Dataset\nclass A(Dataset): pass\n",
-        "from torch.utils.data import (\n    Dataset,\n    DataLoader,\n)\nclass A(Dataset): pass\n":
-            "from torch.utils.data import (\n    Dataset,\n)\nclass A(Dataset): pass\n",
+        "from torch.utils.data import DataLoader, Dataset\nclass A(Dataset): pass\n": (
+            "from torch.utils.data import Dataset\nclass A(Dataset): pass\n"
+        ),
+        "from torch.utils.data import (\n    Dataset,\n    DataLoader,\n)\nclass A(Dataset): pass\n": (
+            "from torch.utils.data import (\n    Dataset,\n)\nclass A(Dataset): pass\n"
+        ),
         "import os, sys\nsys.exit(0)\n": "import sys\nsys.exit(0)\n",
         "from a import b as c, d, e\nprint(c)\n": "from a import b as c\nprint(c)\n",
     }

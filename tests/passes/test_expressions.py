@@ -12,7 +12,6 @@ from shrinkgpu.syntax import Edit, Facts
 
 from .helpers import after, dedent, each, each_over, line_of, start
 
-
 # --------------------------------------------------------------------------------------
 # SimplifyExpressions
 # --------------------------------------------------------------------------------------
@@ -76,7 +75,8 @@ def test_simplify_expressions_level_0_one_unit_at_a_time():
         ('use(torch.zeros(3, dtype=torch.float64, device="cpu"))', 'torch.zeros(3, dtype=torch.float64, device="cpu")'),
         ('use(torch.zeros(3, dtype=torch.float64, device="cpu"))', 'use(torch.zeros(3, device="cpu"))'),  # a keyword
         ('use(torch.zeros(3, dtype=torch.float64, device="cpu"))', "use(torch.zeros(3, dtype=torch.float64))"),
-        ('use(torch.zeros(3, dtype=torch.float64, device="cpu"))', 'use(torch.zeros(1, dtype=torch.float64, device="cpu"))'),
+        ('use(torch.zeros(3, dtype=torch.float64, device="cpu"))',
+         'use(torch.zeros(1, dtype=torch.float64, device="cpu"))'),
         ("use(1 if True else 2, a if 0 else b)", "use(1, a if 0 else b)"),  # a constant condition
         ("use(1 if True else 2, a if 0 else b)", "use(1 if True else 2, b)"),
         ("use(1 if True else 2, a if 0 else b)", "use(1 if True else 1, a if 0 else b)"),
@@ -136,14 +136,17 @@ def test_simplify_expressions_offers_one_alternative_per_node_and_level():
 
 def test_simplify_expressions_keeps_calls_on_the_chain_to_a_seeding_call():
     src = "import torch\n\n\ndef seed_all(seed):\n    torch.manual_seed(seed)\n    return seed\n\n\ns = seed_all(1)\n"
-    cand = start(src, Facts(seed_sites=(("a.py", line_of(src, "s = seed_all"), False), ("a.py", line_of(src, "torch.manual_seed"), True))))
+    cand = start(src,
+                 Facts(seed_sites=(("a.py", line_of(src, "s = seed_all"), False),
+                                   ("a.py", line_of(src, "torch.manual_seed"), True))))
     for text in each_over(SimplifyExpressions(), cand, range(3)):
         assert "seed_all(1)" in text
 
 
 def test_sequential_is_cut_to_the_layers_that_matter():
     src = "import torch.nn as nn\nnet = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))\n"
-    changed = [t for t in each(SimplifyExpressions(), start(src)) if "Sequential(nn.Linear(4, 8), nn.Linear(8, 2))" in t]
+    changed = [t for t in each(SimplifyExpressions(), start(src))
+               if "Sequential(nn.Linear(4, 8), nn.Linear(8, 2))" in t]
     assert changed == ["import torch.nn as nn\nnet = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 2))\n"]
 
 
@@ -234,7 +237,8 @@ def test_a_comprehension_over_literals_folds_to_its_value():
     def folded(text):
         return fold_comprehension(cst.parse_expression(text))
 
-    assert folded('{k: v for k, v in {"name": "tcn", "hidden": [32], "k": 5}.items() if k != "name"}') == "{'hidden': [32], 'k': 5}"
+    assert (folded('{k: v for k, v in {"name": "tcn", "hidden": [32], "k": 5}.items() if k != "name"}')
+            == "{'hidden': [32], 'k': 5}")
     assert folded("[x * 2 for x in [1, 2, 3]]") == "[2, 4, 6]"
     assert folded("[f(x) for x in [1, 2]]") is None  # a call
     assert folded("[x for x in data]") is None  # a name the comprehension does not bind
@@ -258,12 +262,14 @@ def test_a_stack_of_identical_blocks_is_offered_as_one_block():
     offered = {text.splitlines()[1] for text in each_over(SimplifyExpressions(), sequential, (0, 1))}
     assert "blocks = Block(4)" in offered
     listed = start("import torch.nn as nn\nn_layers = 6\n"
-                   "blocks = nn.ModuleList([nn.Linear(4, 4) for _ in range(n_layers)])\nfor b in blocks:\n    x = b(x)\n")
+                   "blocks = nn.ModuleList([nn.Linear(4, 4) for _ in range(n_layers)])\nfor b in blocks:\n"
+                   "    x = b(x)\n")
     assert "n_layers = 1" in {text.splitlines()[1] for text in each(SimplifyExpressions(), listed, 0)}
 
 
 def test_a_splatted_dictionary_literal_is_offered_as_keywords():
-    cand = start('import torch\nmodel(x, **{"input_ids": 0, "mask": m}, labels=y)\nf(**{"not ok": 1})\ng(**{"a": 1}, a=2)\n')
+    cand = start('import torch\nmodel(x, **{"input_ids": 0, "mask": m}, labels=y)\nf(**{"not ok": 1})\n'
+                 'g(**{"a": 1}, a=2)\n')
     offered = each_over(SimplifyExpressions(), cand, (0, 1, 2))
     # the keywords where the splat was; a key that is no identifier, or is given twice, stays a splat
     assert [t.splitlines()[1] for t in offered].count("model(x, input_ids=0, mask=m, labels=y)") == 1
@@ -284,7 +290,8 @@ def _offered(cand, levels=(0, 1, 2, 3)):
 
 def test_a_config_built_from_a_namespace_of_parsed_arguments_is_offered_with_keywords():
     # what argparse-values leaves of ``Config(**{k.replace("-", "_"): v for k, v in vars(p.parse_args()).items()})``
-    cand = start("import argparse\ncfg = Config(**{k: v for k, v in vars(argparse.Namespace(d_model=96, heads=4)).items()})\n")
+    cand = start("import argparse\ncfg = Config(**{k: v for k, v in vars(argparse.Namespace(d_model=96, "
+                 "heads=4)).items()})\n")
     offered = _offered(cand)
     # the comprehension that copies the mapping is the mapping; the namespace's values a dictionary
     assert "cfg = Config(**vars(argparse.Namespace(d_model=96, heads=4)))" in offered
@@ -366,7 +373,8 @@ def test_a_call_that_cannot_take_its_arguments_is_offered_as_the_calls_in_them()
     assert lifted in each(SimplifyExpressions(), start(text))
     # a class that takes them: the call may run, and what it does with them stays
     taking = text.replace("    pass\n", "    def __init__(self, model, opt, loss, callbacks=()):\n        pass\n")
-    assert not any(o.endswith("nn.CrossEntropyLoss()\nMetrics(4)\n") for o in each(SimplifyExpressions(), start(taking)))
+    assert not any(o.endswith("nn.CrossEntropyLoss()\nMetrics(4)\n")
+                   for o in each(SimplifyExpressions(), start(taking)))
     # an argument that could raise as it is read (``cfg.loss``) would be dropped: not offered
     reading = text.replace("nn.CrossEntropyLoss()", "cfg.loss")
     assert not any(o.endswith("Metrics(4)\n") for o in each(SimplifyExpressions(), start(reading)))

@@ -8,7 +8,6 @@ from shrinkgpu.passes import DropFiles, InlineModules
 
 from .helpers import after, start
 
-
 MAIN = """\
 import torch
 import heads

@@ -11,7 +11,6 @@ from shrinkgpu.syntax import Edit
 
 from .helpers import after, dedent, each, start
 
-
 # --------------------------------------------------------------------------------------
 # InlineCalls
 # --------------------------------------------------------------------------------------
@@ -443,7 +442,8 @@ def test_inline_a_forward_whose_call_heads_a_subscript_or_method_chain():
 
 
 def test_inlining_keeps_a_parameter_that_only_an_indented_statement_reads():
-    cand = start("def make(n, rng):\n    out = []\n    for _ in range(n):\n        out.append(rng())\n    return out\n\n\npts = make(750, rng)\n")
+    cand = start("def make(n, rng):\n    out = []\n    for _ in range(n):\n        out.append(rng())\n    return out\n"
+                 "\n\npts = make(750, rng)\n")
     assert each(InlineCalls(), cand) == [
         "\n\nn = 750\nout = []\nfor _ in range(n):\n    out.append(rng())\npts = out\n"
     ]

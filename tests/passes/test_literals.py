@@ -81,7 +81,8 @@ def test_the_scripts_own_constants_are_left_as_written_and_a_batch_is_not():
         "pasted = [%s]\n"
     ) % (", ".join(str(i) for i in range(60)), 3,
          ", ".join("[" + ", ".join(str(r * 8 + c) for c in range(8)) + "]" for r in range(8)))
-    source += "collate([%s])\n" % ", ".join("{'ids': [%s]}" % ", ".join(str(i + r) for i in range(10)) for r in range(6))
+    source += "collate([%s])\n" % ", ".join("{'ids': [%s]}" % ", ".join(str(i + r) for i in range(10))
+                                            for r in range(6))
     cand = Program({"s.py": source}, "s.py").initial()
     p = ShrinkDataLiterals()
     # the paste's 8 rows and the call's 6 records are split; the constants are not

@@ -91,9 +91,11 @@ def test_loop_to_the_failing_iteration_the_original_run_counted():
     head = "import torch\n\ndata = [torch.arange(3) for _ in range(6)]\ntable = torch.zeros(4)\n"
     assert outs == [
         head + "epoch = 2\nfor step, x in enumerate(loader):\n    for y in data:\n        table[x + y]\n",
-        head + "for epoch in range(1, 3):\n    import itertools\n    step, x = (3, next(itertools.islice(loader, 3, None)))\n"
+        head + "for epoch in range(1, 3):\n    import itertools\n"
+               "    step, x = (3, next(itertools.islice(loader, 3, None)))\n"
         "    for y in data:\n        table[x + y]\n",
-        head + "for epoch in range(1, 3):\n    for step, x in enumerate(loader):\n        y = data[4]\n        table[x + y]\n",
+        head + "for epoch in range(1, 3):\n    for step, x in enumerate(loader):\n        y = data[4]\n"
+               "        table[x + y]\n",
     ]
     # without counted iterations (or at iteration 0) there is no level-1 unit
     assert LoopToFailingIteration().units(start(LOOPS_SRC), 0) == []

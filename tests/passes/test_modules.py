@@ -34,7 +34,8 @@ class Refiner(nn.Module):
 
 
 def test_an_instance_made_once_becomes_its_layers_and_a_function_of_its_forward():
-    cand = start(REFINER + "def train(cfg):\n    model = Refiner(cfg.model)\n    return torch.compile(model)(torch.ones(2, 8))\n")
+    cand = start(REFINER + "def train(cfg):\n    model = Refiner(cfg.model)\n"
+                           "    return torch.compile(model)(torch.ones(2, 8))\n")
     assert each(FlattenModule(), cand) == [
         HEAD
         + dedent(
@@ -79,7 +80,8 @@ def test_an_instance_made_inside_a_call_is_replaced_there_by_the_function():
 def test_no_unit_for_a_class_made_twice_or_per_item_or_with_more_than_init_and_forward():
     twice = REFINER + "a = Refiner(1)\nb = Refiner(2)\n"
     per_item = REFINER + "blocks = nn.ModuleList(Refiner(k) for k in range(3))\n"
-    helper = REFINER.replace("    def forward(self, x):", "    def extra(self):\n        return 1\n\n    def forward(self, x):") + "m = Refiner(1)\n"
+    helper = REFINER.replace("    def forward(self, x):", "    def extra(self):\n        return 1\n\n"
+                                                          "    def forward(self, x):") + "m = Refiner(1)\n"
     bare_self = REFINER.replace("return h\n", "return h, self\n") + "m = Refiner(1)\n"
     unknown_attr = REFINER.replace("return h\n", "return h if self.training else -h\n") + "m = Refiner(1)\n"
     for src in (twice, per_item, helper, bare_self, unknown_attr):

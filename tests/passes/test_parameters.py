@@ -111,11 +111,13 @@ def test_a_replayed_function_that_reads_none_of_its_parameters_loses_them_all_wi
         _call = torch.load('a.call.pt')
         collate(*_call['args'], **_call['kwargs'])
         """
-    cut = CutRecord(file="a.py", source="for b in loader: pass", replacement="collate(*_call['args'], **_call['kwargs'])")
+    cut = CutRecord(file="a.py", source="for b in loader: pass",
+                    replacement="collate(*_call['args'], **_call['kwargs'])")
     texts = each(DropParameters(), start(src, Facts(cut=cut)))
     assert len(texts) == 1
     assert "def collate():\n" in texts[0] and texts[0].endswith("collate()\n")
     # a parameter still read keeps the saved call whole (``_step`` reads ``batch``)
     cut = CutRecord(file="a.py", source="trainer.fit(Net())", replacement="Net()._step(*_call['args'])")
     src = src.replace("collate(*_call['args'], **_call['kwargs'])", "Net()._step(*_call['args'])")
-    assert [t for t in each(DropParameters(), start(src, Facts(cut=cut))) if "def _step" not in t or "_step()" in t] == []
+    assert [t for t in each(DropParameters(), start(src, Facts(cut=cut))) if "def _step" not in t
+            or "_step()" in t] == []

@@ -10,7 +10,6 @@ from shrinkgpu.passes import AppendLoopToList, DropEnumerate, SplitRecords
 
 from .helpers import after, dedent, each, start
 
-
 # --------------------------------------------------------------------------------------
 # DropEnumerate
 # --------------------------------------------------------------------------------------
@@ -26,7 +25,8 @@ def test_drop_enumerate_on_a_loop_whose_index_is_unread():
 
 def test_drop_enumerate_in_a_comprehension():
     cand = start("xs = [g(c) for k, c in enumerate(names) if c]\nys = [g(c) for k, c in enumerate(names) if k]\n")
-    assert each(DropEnumerate(), cand) == ["xs = [g(c) for c in names if c]\nys = [g(c) for k, c in enumerate(names) if k]\n"]
+    assert each(DropEnumerate(), cand) == ["xs = [g(c) for c in names if c]\n"
+                                           "ys = [g(c) for k, c in enumerate(names) if k]\n"]
 
 
 # --------------------------------------------------------------------------------------

@@ -23,7 +23,6 @@ from shrinkgpu.syntax import Candidate, Facts, Program
 
 from .helpers import line_of, start
 
-
 # --------------------------------------------------------------------------------------
 # No pass removes or rewrites a protected seeding statement
 # --------------------------------------------------------------------------------------

@@ -212,7 +212,8 @@ def test_the_files_the_training_wrote_are_put_back_where_the_training_was():
     # with the loops kept, the restore puts the files back itself
     level1 = after(ReplayFromState(), cand, level=1)
     assert "for epoch in range(50):" in level1
-    assert level1.index("shutil.copytree(") > level1.index("for epoch") and level1.index("shutil.copytree(") < level1.index("state = torch.load")
+    assert (level1.index("shutil.copytree(") > level1.index("for epoch")
+            and level1.index("shutil.copytree(") < level1.index("state = torch.load"))
 
 
 def test_the_loops_the_failure_runs_through_stay_and_the_files_go_back_where_the_training_ran():
@@ -318,8 +319,9 @@ def test_targets_the_state_could_not_carry_are_taken_again_from_a_registry_that_
 
 
 def test_a_loader_s_items_are_never_taken_again_and_a_literal_s_are():
-    from shrinkgpu.passes.replay import rebind_text
     import libcst as cst
+
+    from shrinkgpu.passes.replay import rebind_text
 
     state = record(header="", iteration=2, entries=(), rng=())
     loop = lambda src: cst.parse_statement(src)  # noqa: E731

@@ -9,7 +9,6 @@ from shrinkgpu.syntax import Edit, Facts
 
 from .helpers import DEFS, after, dedent, each, line_of, start
 
-
 # --------------------------------------------------------------------------------------
 # SliceToFailure
 # --------------------------------------------------------------------------------------
@@ -74,7 +73,8 @@ def test_slice_drops_the_seeding_of_a_generator_nothing_else_uses():
     )
     sites = tuple((("a.py", line_of(src, c), True)) for c in ("random.seed", "np.random.seed", "torch.manual_seed"))
     facts = Facts(stack=(("a.py", line_of(src, "y = x[5]")),), seed_sites=sites)
-    assert after(SliceToFailure(), start(src, facts)) == "import torch\ntorch.manual_seed(0)\nx = torch.randn(2)\ny = x[5]\n"
+    assert after(SliceToFailure(), start(src, facts)) == ("import torch\ntorch.manual_seed(0)\nx = torch.randn(2)\n"
+                                                          "y = x[5]\n")
     # ... but keeps it while the script still draws from it
     used = src.replace("x = torch.randn(2)", "x = torch.randn(2) * random.random()")
     facts = Facts(stack=(("a.py", line_of(used, "y = x[5]")),), seed_sites=sites)
@@ -165,11 +165,13 @@ def test_delete_statements_level_0_is_the_module_body():
         # def helper, ``y = helper() * x``, and ``print(y)``
         "import torch\n\n\n" + NET + "\n\nx = torch.ones(2)\nif x.sum() > 0:\n    z = 1\n",
         # class Net
-        "import torch\n\n\n" + HELPER + "\n\nx = torch.ones(2)\nif x.sum() > 0:\n    y = helper() * x\n    z = 1\nprint(y)\n",
+        "import torch\n\n\n" + HELPER + "\n\nx = torch.ones(2)\nif x.sum() > 0:\n    y = helper() * x\n    z = 1\n"
+                                        "print(y)\n",
         # the if, ``print(y)``, and ``helper``
         "import torch\n\n\n" + NET + "\n\nx = torch.ones(2)\n",
         # print(y)
-        "import torch\n\n\n" + HELPER + "\n\n" + NET + "\n\nx = torch.ones(2)\nif x.sum() > 0:\n    y = helper() * x\n    z = 1\n",
+        "import torch\n\n\n" + HELPER + "\n\n" + NET + "\n\nx = torch.ones(2)\nif x.sum() > 0:\n    y = helper() * x\n"
+                                                       "    z = 1\n",
     ]
 
 
@@ -369,7 +371,8 @@ def test_delete_statements_keeps_the_members_of_a_class_that_callers_use():
 
 def test_a_member_defined_by_another_class_too_is_offered():
     # (which of the two ``vocab.encode`` calls is not followed)
-    other = MEMBERS.replace("class Block(nn.Module):", "class Other:\n    def encode(self, toks):\n        return toks\n\n\n"
+    other = MEMBERS.replace("class Block(nn.Module):",
+                            "class Other:\n    def encode(self, toks):\n        return toks\n\n\n"
                         "class Block(nn.Module):")
     cand = start(other, Facts(stack=(("a.py", line_of(other, "fail(")),)))
     assert any("[self.sep]" not in t for t in each(DeleteStatements(), cand, 1))

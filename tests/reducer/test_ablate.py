@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from fakes import bug, config, passes, signature
 from shrinkgpu.reducer.ablate import ablate
 from shrinkgpu.reducer.extraction import Extracted
 from shrinkgpu.reducer.pool import Measured, open_pool, plan_workers
@@ -9,8 +10,6 @@ from shrinkgpu.reducer.verification import Verified
 from shrinkgpu.signature import Target
 from shrinkgpu.syntax import Program
 from shrinkgpu.worker import Isolation
-
-from fakes import bug, config, passes, signature
 
 COMPILED = """\
 import torch

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fakes import bug, config, passes, signature
 from shrinkgpu.reducer.alone import EXTRACTED, RESULT, WRITTEN_BACK, self_contained
 from shrinkgpu.reducer.extraction import Extracted
 from shrinkgpu.reducer.verification import Verified
@@ -13,8 +14,6 @@ from shrinkgpu.results import Extraction
 from shrinkgpu.signature import Target
 from shrinkgpu.syntax import CutRecord, Facts, Program, SavedObject
 from shrinkgpu.worker import Isolation
-
-from fakes import bug, config, passes, signature
 
 LOADED = (
     "import pathlib\n"

@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from fakes import config
 from shrinkgpu.reducer.config import (
     NotReproduced,
     ReduceError,
@@ -14,8 +15,6 @@ from shrinkgpu.reducer.config import (
     compile_pattern,
     with_hash_seed,
 )
-
-from fakes import config
 
 
 def test_the_error_to_keep_is_a_regular_expression_or_a_usage_error():
@@ -54,4 +53,5 @@ def test_the_launch_mode_is_one_of_three(tmp_path):
 
 def test_a_script_that_does_not_fail_as_asked_exits_three_with_what_it_did():
     refusal = NotReproduced("the script ran without error", observation=None)
-    assert isinstance(refusal, ReduceError) and refusal.exit_code == 3 and str(refusal) == "the script ran without error"
+    assert isinstance(refusal, ReduceError) and refusal.exit_code == 3
+    assert str(refusal) == "the script ran without error"

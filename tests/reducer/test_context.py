@@ -7,9 +7,8 @@ import dataclasses
 
 import pytest
 
-from shrinkgpu.worker import Isolation
-
 from fakes import NEEDLE, config
+from shrinkgpu.worker import Isolation
 
 
 def test_a_context_is_frozen_and_a_new_spec_is_a_new_context(script, contexts):

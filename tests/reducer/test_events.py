@@ -6,9 +6,8 @@ from __future__ import annotations
 import concurrent.futures
 import threading
 
-from shrinkgpu.reducer.events import Stage, Talk
-
 from fakes import passes
+from shrinkgpu.reducer.events import Stage, Talk
 
 
 def test_a_note_is_kept_for_the_report_and_shown_unless_asked_not_to():
@@ -18,7 +17,8 @@ def test_a_note_is_kept_for_the_report_and_shown_unless_asked_not_to():
     talk.note("4 candidates at once on 2 CPU cores")
     talk.note("interrupted: the result was not re-checked", show=False)
     assert talk.notes == ["4 candidates at once on 2 CPU cores", "interrupted: the result was not re-checked"]
-    assert heard == also == [Stage("running the original in a fresh interpreter"), Stage("4 candidates at once on 2 CPU cores")]
+    assert heard == also == [Stage("running the original in a fresh interpreter"),
+                             Stage("4 candidates at once on 2 CPU cores")]
 
 
 def test_waiting_on_a_long_run_says_it_is_still_running_and_returns_its_observation():

@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from fakes import bug, config, fails_with_needle, passes, signature
 from shrinkgpu.reducer.extraction import finish_extraction, plan_extraction
 from shrinkgpu.signature import Target
-
-from fakes import bug, config, fails_with_needle, passes, signature
 
 
 def save_capture(capture) -> None:

@@ -64,7 +64,8 @@ def test_tensors_are_drawn_afresh_only_for_errors_their_layout_alone_raises(tmp_
     script.write_text(SCRIPT)
     sizes = (
         {"file": "train.py", "function": "<module>", "expression": "len(data)", "literal": "3"},
-        {"file": "train.py", "function": "<module>", "expression": "x", "literal": "torch.randn(4, 3)", "kind": "tensor"},
+        {"file": "train.py", "function": "<module>", "expression": "x", "literal": "torch.randn(4, 3)",
+         "kind": "tensor"},
     )
     contexts = Contexts()
     try:

@@ -3,9 +3,8 @@ backend the run reported, and the config every later run then uses."""
 
 from __future__ import annotations
 
-from shrinkgpu.reducer.first_run import with_sync_launches
-
 from fakes import config
+from shrinkgpu.reducer.first_run import with_sync_launches
 
 
 def test_the_rocm_variable_is_never_the_nvidia_one():

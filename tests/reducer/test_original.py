@@ -8,12 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from fakes import NEEDLE, bug, config, executors, fails_with_needle, passes, signature
 from shrinkgpu.families import Family
 from shrinkgpu.reducer import NotReproduced, ReduceError, reduce
 from shrinkgpu.reducer.original import observe_original, target_of
 from shrinkgpu.worker import Isolation, Observation, RunStatus
-
-from fakes import NEEDLE, bug, config, executors, fails_with_needle, passes, signature
 
 
 def test_the_first_run_is_the_users_run_watched_for_everything_the_passes_need(script, contexts):
@@ -47,7 +46,8 @@ def test_a_flaky_original_that_passed_first_is_run_again(script, contexts):
         (lambda t, j: passes(), {}, "the script did not fail"),
         (lambda t, j: bug(signature("RuntimeError", "mat1 and mat2 shapes cannot be multiplied")), {},
          "does not match --keep-error 'out of bounds'"),
-        (lambda t, j: bug(), {"keep_error": None, "family": Family.OUT_OF_MEMORY}, "is not of the family 'out-of-memory'"),
+        (lambda t, j: bug(), {"keep_error": None, "family": Family.OUT_OF_MEMORY},
+         "is not of the family 'out-of-memory'"),
     ],
 )
 def test_an_original_that_does_not_fail_as_asked_is_not_reproduced(script, contexts, behaviour, kw, message):

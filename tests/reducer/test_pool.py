@@ -8,13 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from fakes import NEEDLE, SCRIPT, Log, bug, config, fails_with_needle, passes, signature
 from shrinkgpu.families import Family
 from shrinkgpu.reducer import plan_jobs, pool, run_threads
 from shrinkgpu.reducer.pool import FLAKY_LANES, Measured, candidate_timeout, open_pool, pin_variable_for, plan_workers
 from shrinkgpu.signature import Target
 from shrinkgpu.worker import Capacity, Executors, Isolation
-
-from fakes import NEEDLE, SCRIPT, Log, bug, config, fails_with_needle, passes, signature
 
 
 def test_more_jobs_than_cores_cap_each_candidates_threads(script, contexts, monkeypatch):

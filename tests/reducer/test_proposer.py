@@ -57,7 +57,8 @@ def test_the_command_reads_the_program_and_answers_with_proposals(tmp_path):
     )
     asked = proposer(tmp_path, python(code))
     proposals = asked(FILES, "train.py")
-    assert proposals == [Proposal({"train.py": "import torch\ny = 2\n"}), Proposal({"train.py": "import torch\nx = 1\n"})]
+    assert proposals == [Proposal({"train.py": "import torch\ny = 2\n"}),
+                         Proposal({"train.py": "import torch\nx = 1\n"})]
     assert asked.talk.notes == []
     assert asked.calls == 1
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import json
 
+from fakes import NEEDLE, NoCollectEnv, config, executors, fails_with_needle
 from shrinkgpu.reducer import reduce
 from shrinkgpu.reducer import session as session_module
-
-from fakes import NEEDLE, NoCollectEnv, config, executors, fails_with_needle
 
 
 def test_finish_writes_the_result_its_report_and_case_file_where_the_layout_says(script, monkeypatch):

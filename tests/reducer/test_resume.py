@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from shrinkgpu.reducer import FirstRun, ReduceConfig, resume as kept_first, spec_for
+from shrinkgpu.reducer import FirstRun, ReduceConfig, spec_for
+from shrinkgpu.reducer import resume as kept_first
 from shrinkgpu.reducer.original import Original
 from shrinkgpu.worker import Observation
 
@@ -22,7 +23,8 @@ def test_a_kept_first_run_comes_back_in_the_new_session_and_a_changed_program_re
     (old / "raised" / "0.pt").write_bytes(b"args")
     (old / "call.pt").write_bytes(b"call")
     new.mkdir()
-    obs = Observation(1, None, False, 42.0, "exception", None, raised_calls=({"op": "f", "path": str(old / "raised" / "0.pt")},),
+    obs = Observation(1, None, False, 42.0, "exception", None,
+                      raised_calls=({"op": "f", "path": str(old / "raised" / "0.pt")},),
                       cut={"path": str(old / "call.pt"), "line": 3},
                       modules=(("helper", str(tmp_path / "helper.py"), "helper.py"),))
     original = Original(FirstRun(obs, spec, config), (obs,))

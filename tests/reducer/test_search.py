@@ -3,6 +3,7 @@ a fake executor."""
 
 from __future__ import annotations
 
+from fakes import NEEDLE, SCRIPT, bug, config, passes, signature
 from shrinkgpu.core import Verdict
 from shrinkgpu.limits import Limits
 from shrinkgpu.oracle import Oracle
@@ -12,8 +13,6 @@ from shrinkgpu.signature import Target
 from shrinkgpu.syntax import Edit, SavedObject
 from shrinkgpu.worker import Isolation
 
-from fakes import NEEDLE, SCRIPT, bug, config, passes, signature
-
 
 def saves_objects(tmp_path):
     pickle = tmp_path / "saved.pkl"
@@ -22,7 +21,8 @@ def saves_objects(tmp_path):
     def behaviour(text, job):
         if NEEDLE not in text:
             return passes()
-        saved = ({"name": "data", "class": "Data", "path": str(pickle), "bytes": 5},) if job.request.watch.save_objects else ()
+        saved = (({"name": "data", "class": "Data", "path": str(pickle), "bytes": 5},)
+                 if job.request.watch.save_objects else ())
         return bug(saved_objects=saved)
 
     return behaviour

@@ -9,12 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from fakes import NEEDLE, SCRIPT, Log, NoCollectEnv, bug, config, executors, fails_with_needle, passes, signature
 from shrinkgpu.reducer import ReduceError, reduce
 from shrinkgpu.reducer import search as search_module
 from shrinkgpu.reducer import session as session_module
 from shrinkgpu.worker import Dropped, Isolation
-
-from fakes import NEEDLE, SCRIPT, Log, NoCollectEnv, bug, config, executors, fails_with_needle, passes, signature
 
 
 # -- the whole run ---------------------------------------------------------------------------
@@ -177,7 +176,8 @@ def saves_objects(tmp_path):
     def behaviour(text, job):
         if NEEDLE not in text:
             return passes()
-        saved = ({"name": "data", "class": "Data", "path": str(pickle), "bytes": 5},) if job.request.watch.save_objects else ()
+        saved = (({"name": "data", "class": "Data", "path": str(pickle), "bytes": 5},)
+                 if job.request.watch.save_objects else ())
         return bug(saved_objects=saved)
 
     return behaviour
@@ -186,7 +186,8 @@ def saves_objects(tmp_path):
 def test_rebase_runs_go_through_the_oracle_and_are_counted(script, tmp_path):
     log = Log()
     result = reduce(config(script), executors=executors(saves_objects(tmp_path), log))
-    rebase_runs = [job for _, job in log.jobs if (job.request.watch.save_objects or "").rsplit("/", 1)[-1].startswith("objects-")]
+    rebase_runs = [job for _, job in log.jobs
+                   if (job.request.watch.save_objects or "").rsplit("/", 1)[-1].startswith("objects-")]
     assert rebase_runs  # the data objects saved again as each accepted program builds them
     # Before the oracle: the first run, the two --confirm runs and three calibration runs;
     # every run after it is the oracle's, rebase runs included, but the result's run
@@ -288,8 +289,10 @@ def test_a_result_of_several_files_leaves_nothing_of_ours_at_the_path_asked_for(
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["x.min", "x.min.json", "x.min.md"]
     assert result.command == "cd x.min && python train.py"
     stages = [e.message for e in events if type(e).__name__ == "Stage"]
-    assert any(s.startswith("the program is 2 files (helper.py, train.py): if the result still needs more") for s in stages)
-    assert any(s.startswith("the result still needs 2 files (helper.py, train.py), so it is the directory") for s in stages)
+    assert any(s.startswith("the program is 2 files (helper.py, train.py): if the result still needs more")
+               for s in stages)
+    assert any(s.startswith("the result still needs 2 files (helper.py, train.py), so it is the directory")
+               for s in stages)
     assert stages[-1] == "run it with: cd x.min && python train.py"
     assert result.to_json()["command"] == "cd x.min && python train.py"
 
@@ -408,7 +411,8 @@ def test_a_compile_failure_that_passes_eagerly_keeps_what_needs_the_compiler(tmp
     path = tmp_path / "train.py"
     path.write_text(COMPILED)
     log = Log()
-    result = reduce(config(path, keep_error="Data-dependent", ablate=False), executors=executors(compiled_behaviour, log))
+    result = reduce(config(path, keep_error="Data-dependent", ablate=False),
+                    executors=executors(compiled_behaviour, log))
     assert result.eager == "passes"
     # what fails eagerly too was refused, and what does not need the compiler went
     # (the two blank lines under ``gate`` put back by the cleanup: syntax/tidy.py)

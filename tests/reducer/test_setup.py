@@ -7,12 +7,11 @@ import json
 
 import pytest
 
+from fakes import signature
 from shrinkgpu.layout import OutputLayout
 from shrinkgpu.reducer import ReduceConfig
 from shrinkgpu.reducer.config import ReduceError
 from shrinkgpu.reducer.setup import check_output, imported_files, main_source, missing_file_hint, spec_for
-
-from fakes import signature
 
 
 def config(script, **kw) -> ReduceConfig:
@@ -84,7 +83,8 @@ def test_an_output_over_the_input_or_a_file_of_the_program_is_refused(repo):
 
 def test_a_missing_file_says_where_runs_happen(repo):
     spec = spec_for(config("scripts/train.py", cwd=repo))
-    hint = missing_file_hint(signature("FileNotFoundError", "[Errno 2] No such file or directory: 'data.csv'", op=None), spec)
+    hint = missing_file_hint(signature("FileNotFoundError", "[Errno 2] No such file or directory: 'data.csv'", op=None),
+                             spec)
     assert hint == (f"\nEvery run works in a copy of {repo} with the working directory at the same place in it (.). "
                     "If the script reads files outside that directory, give --root a directory that holds them, or "
                     "run shrinkgpu from the directory you run python from.")

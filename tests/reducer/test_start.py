@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import textwrap
 
+from fakes import NEEDLE, bug, config, passes, signature
 from shrinkgpu.reducer.facts import build_program
 from shrinkgpu.reducer.pool import plan_workers
 from shrinkgpu.reducer.start import start_point
 from shrinkgpu.signature import Target
 from shrinkgpu.worker import Isolation
-
-from fakes import NEEDLE, bug, config, passes, signature
 
 LONG = textwrap.dedent("""\
     import torch

@@ -70,7 +70,8 @@ def test_a_frame_in_its_first_iteration_gives_way_to_the_next_one():
 
 def test_loops_of_a_module_in_another_directory_are_not_saved_there():
     obs = observed(("pkg/train.py", 1, 3))
-    assert "outside the main script's directory" in state_point(obs, {"pkg/train.py": "for a in b:\n    pass\n"}, "a.py")
+    assert "outside the main script's directory" in state_point(obs, {"pkg/train.py": "for a in b:\n    pass\n"},
+                                                                "a.py")
 
 
 def test_loop_names_are_what_the_loop_binds_or_changes_in_place():

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import time
 
+from fakes import SCRIPT, config, signature
 from shrinkgpu.core import Outcome
 from shrinkgpu.oracle import Oracle
 from shrinkgpu.reducer.verification import check_result
 from shrinkgpu.signature import Target
 from shrinkgpu.syntax import Program
 from shrinkgpu.worker import Isolation
-
-from fakes import SCRIPT, config, signature
 
 
 def checked(ctx, history, script=None, **kw):

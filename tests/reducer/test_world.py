@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from fakes import SCRIPT, FakeExecutor, Log, bug, config, passes, signature
 from shrinkgpu.launch import PLAIN, Launch
 from shrinkgpu.reducer.first_run import FirstRun
 from shrinkgpu.reducer.original import Original
@@ -12,8 +13,6 @@ from shrinkgpu.reducer.verification import Verified
 from shrinkgpu.reducer.world import fewest_ranks, without_ranks
 from shrinkgpu.signature import Target
 from shrinkgpu.syntax import Program
-
-from fakes import SCRIPT, FakeExecutor, Log, bug, config, passes, signature
 
 PEERLESS = signature("RuntimeError", "a collective needs two ranks", op=None)
 

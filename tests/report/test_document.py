@@ -136,7 +136,8 @@ def test_the_command_that_runs_the_result_is_quoted_and_run_where_it_must(tmp_pa
     spec = ScriptSpec(script=tmp_path / "train.py", args=("--data", "my data"), cwd=tmp_path)
     assert reproduce_command(spec, tmp_path / "train.min.py", "train.py") == "python train.min.py --data 'my data'"
     (tmp_path / "x y.min").mkdir()
-    assert reproduce_command(spec, tmp_path / "x y.min", "train.py") == "cd 'x y.min' && python train.py --data 'my data'"
+    assert (reproduce_command(spec, tmp_path / "x y.min", "train.py")
+            == "cd 'x y.min' && python train.py --data 'my data'")
     data = tmp_path / "data"
     assert reproduce_command(spec, tmp_path / "train.min.py", "train.py", run_from=data) == (
         f"cd {data} && python {(tmp_path / 'train.min.py').resolve()} --data 'my data'")
@@ -164,7 +165,8 @@ def test_the_command_of_a_result_in_a_folder_runs_the_program_with_the_variables
 
     folder = tmp_path / "x.min"
     folder.mkdir()
-    (folder / "train.py").write_text("import os\nprint(os.environ.get('PYTHONHASHSEED'), os.environ.get('CUDA_LAUNCH_BLOCKING'))\n")
+    (folder / "train.py").write_text("import os\nprint(os.environ.get('PYTHONHASHSEED'), "
+                                     "os.environ.get('CUDA_LAUNCH_BLOCKING'))\n")
     spec = ScriptSpec(script=tmp_path / "train.py", cwd=tmp_path)
     command = reproduce_command(spec, folder, "train.py", env={"PYTHONHASHSEED": "7", "CUDA_LAUNCH_BLOCKING": "1"})
     ran = subprocess.run(["bash", "-c", command.replace("python ", f"{sys.executable} ", 1)], cwd=tmp_path,

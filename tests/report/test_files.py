@@ -17,7 +17,8 @@ def test_the_layout_is_blank_lines_only_two_around_definitions_none_at_the_top()
 def test_the_best_program_so_far_is_written_marked_partial_and_read_back_without_the_mark(tmp_path):
     layout = OutputLayout(tmp_path / "train.min.py")
     writer = PartialWriter(layout, interval=3600.0)
-    writer.offer({"train.py": "# -*- coding: utf-8 -*-\nimport torch\nexplode(3)\n"}, "train.py")  # the first is written
+    # the first is written
+    writer.offer({"train.py": "# -*- coding: utf-8 -*-\nimport torch\nexplode(3)\n"}, "train.py")
     writer.offer({"train.py": "explode(3)\n"}, "train.py")  # within the interval: kept for flush
     first = layout.output.read_text()
     assert first.splitlines()[0] == "# -*- coding: utf-8 -*-"  # a coding declaration stays first

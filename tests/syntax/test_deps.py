@@ -10,7 +10,6 @@ from shrinkgpu.syntax import Edit
 
 from .helpers import program, sid
 
-
 DEPS = """\
 import torch
 
@@ -32,7 +31,8 @@ print(y, z)
 def test_statement_at_finds_the_innermost_statement_of_a_line():
     p = program(DEPS)
     deps = p.deps
-    assert [deps.statement_at("a.py", line) for line in range(1, 14)] == [0, None, 1, 2, None, 3, 4, 5, 6, 7, 8, 9, None]
+    assert [deps.statement_at("a.py", line) for line in range(1, 14)] == [0, None, 1, 2, None, 3, 4, 5, 6, 7, 8, 9,
+                                                                          None]
     assert deps.statement_at("other.py", 1) is None
 
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+from passes.test_loops import LOOPS_SRC  # the nested loops loop-to-failing-iteration cuts
 from shrinkgpu.syntax import Facts
 from shrinkgpu.syntax.facts import loop_facts
-
-from passes.test_loops import LOOPS_SRC  # the nested loops loop-to-failing-iteration cuts
 
 from .helpers import program
 

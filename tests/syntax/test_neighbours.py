@@ -45,7 +45,8 @@ def test_an_index_written_in_the_call_is_set_in_place():
 
 
 def test_an_index_a_loop_binds_is_set_first_thing_in_the_loop():
-    source = "import torch\nemb = torch.nn.Embedding(10, 2)\nfor tokens in batches:\n    out = emb(tokens)\n    log(out)\n"
+    source = ("import torch\nemb = torch.nn.Embedding(10, 2)\nfor tokens in batches:\n    out = emb(tokens)\n"
+              "    log(out)\n")
     first = index_neighbours(source, "embedding", 10)[0]
     assert (first.name, first.valid) == ("indices with one entry -1", False)
     assert first.text == (
@@ -63,11 +64,13 @@ def test_no_neighbour_without_a_call_of_an_index_operator():
 
 
 def test_a_loader_gets_a_batch_of_one_and_its_last_batch():
-    source = "from torch.utils.data import DataLoader\nloader = DataLoader(ds, 32, shuffle=True)\nx = next(iter(loader))\n"
+    source = ("from torch.utils.data import DataLoader\nloader = DataLoader(ds, 32, shuffle=True)\n"
+              "x = next(iter(loader))\n")
     short, last = loader_neighbours(source)
     assert (short.name, short.valid, last.name, last.valid) == (
         "a short batch (batch_size=1)", True, "the last batch", True)
-    assert short.text == ("from torch.utils.data import DataLoader\nloader = DataLoader(ds, shuffle=True, batch_size=1)\n"
+    assert short.text == ("from torch.utils.data import DataLoader\n"
+                          "loader = DataLoader(ds, shuffle=True, batch_size=1)\n"
                           "x = next(iter(loader))\n")
     assert last.text == ("from torch.utils.data import DataLoader\nloader = DataLoader(ds, 32, shuffle=True)\n"
                          "x = list(loader)[-1]\n")

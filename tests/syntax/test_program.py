@@ -15,7 +15,6 @@ from shrinkgpu.syntax.tokens import measure
 
 from .helpers import DATA, HELPERS, IF_CHAIN, MAIN, call_in, edited, program, sid, text
 
-
 # --------------------------------------------------------------------------------------
 # The original: its statement table, protected statements, node indices
 # --------------------------------------------------------------------------------------
@@ -139,7 +138,8 @@ def test_inline_of_a_deleted_import_does_not_drop_the_module():
 
 
 def test_inline_candidates_are_live_imports_of_local_modules():
-    p = program(MAIN + "import os\nfrom pkg.sub import thing\nimport pkg.sub\n", helpers=HELPERS, **{"pkg/sub": "thing = 1\n"})
+    p = program(MAIN + "import os\nfrom pkg.sub import thing\nimport pkg.sub\n", helpers=HELPERS,
+                **{"pkg/sub": "thing = 1\n"})
     c = p.initial()
     found = [(s.id, path) for s, path in inline_candidates(c)]
     assert found == [(1, "helpers.py"), (2, "helpers.py"), (6, "pkg/sub.py")]  # not ``import pkg.sub``

@@ -64,7 +64,8 @@ def test_names_read_bound_and_free():
     assert variable_names(cst.parse_expression("f(x.fc, seed=s)"), keywords=False) == {"f", "x", "s"}
     assert assigned_names(cst.parse_expression("(a, [b, c])")) == ["a", "b", "c"]
     assert assigned_names(cst.parse_expression("a.b")) == []
-    block = cst.parse_module("x, y = 1, 2\nfor i in r:\n    pass\nimport torch.nn\nwith o as f:\n    z = [k for k in y]\n")
+    block = cst.parse_module("x, y = 1, 2\nfor i in r:\n    pass\nimport torch.nn\nwith o as f:\n"
+                             "    z = [k for k in y]\n")
     assert bound_names(block) == {"x", "y", "i", "torch", "f", "z"}  # not the comprehension's k
     step = fn("def step(self, b, *rest, lr=1, **kw):\n    out = model(b) * lr + bias\n    return out\n")
     assert param_names(step) == {"self", "b", "rest", "lr", "kw"}

@@ -20,7 +20,6 @@ from shrinkgpu.syntax import Edit, Program
 
 from .helpers import DATA, HELPERS, IF_CHAIN, MAIN, call_in, editable_ids, edited, own_text, program, sid, text
 
-
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
@@ -679,7 +678,8 @@ def test_inline_of_from_import_pastes_the_module_and_binds_aliases():
     # The module's ``__future__`` import and main guard stay behind; ``scale as sc``
     # becomes an assignment after the pasted code.
     assert c.files == {
-        "a.py": "import torch\n" + HELPERS_BODY + "sc = scale\nimport helpers\n\nx = make(3)  # build\ny = sc(x) + helpers.K\n"
+        "a.py": "import torch\n" + HELPERS_BODY + "sc = scale\nimport helpers\n\nx = make(3)  # build\n"
+                                                  "y = sc(x) + helpers.K\n"
     }
     assert c.dropped_files == {"helpers.py"}
     assert 1 not in editable_ids(c)
@@ -690,7 +690,8 @@ def test_inline_of_import_module_rewrites_attribute_reads():
     p = program(MAIN, helpers=HELPERS)
     c = edited(p, Edit("inline", 2, "helpers.py"))
     assert c.files == {
-        "a.py": "import torch\nfrom helpers import make, scale as sc\n" + HELPERS_BODY + "\nx = make(3)  # build\ny = sc(x) + K\n"
+        "a.py": "import torch\nfrom helpers import make, scale as sc\n" + HELPERS_BODY + "\nx = make(3)  # build\n"
+                                                                                         "y = sc(x) + K\n"
     }
 
 
@@ -703,7 +704,8 @@ def test_inline_of_import_as_rewrites_the_alias():
 def test_inline_pastes_the_module_as_edited():
     p = program(MAIN, helpers=HELPERS)
     make_def = sid(p, "def make", "helpers.py")
-    c = edited(p, Edit("inline", 1, "helpers.py"), Edit("delete", make_def), Edit("delete", sid(p, "K = 2", "helpers.py")))
+    c = edited(p, Edit("inline", 1, "helpers.py"), Edit("delete", make_def),
+               Edit("delete", sid(p, "K = 2", "helpers.py")))
     assert c.files["a.py"] == textwrap.dedent(
         '''\
         import torch

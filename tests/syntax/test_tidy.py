@@ -127,7 +127,8 @@ def test_the_cleanup_never_changes_a_program_s_tokens():
     from shrinkgpu.syntax import count_tokens
 
     reduced = "import torch\n\n\ndef gate(x):\n    pass\nfn = torch.compile(gate)  # the gate\n# a note\n"
-    for text, originals in [(ORIGINAL, [ORIGINAL]), (reduced, [ORIGINAL]), (reduced, ["def f():\n    pass\n\n\nx = 1\n"])]:
+    for text, originals in [(ORIGINAL, [ORIGINAL]), (reduced, [ORIGINAL]),
+                            (reduced, ["def f():\n    pass\n\n\nx = 1\n"])]:
         out = tidy(text, originals)
         assert count_tokens(out) == count_tokens(text)
         assert out != text

@@ -25,7 +25,8 @@ def test_pip_config_precedence_is_pips_a_variable_over_install_over_global():
                              "--find-links", "/srv/wheels", "--index-strategy", "unsafe-best-match"]
     assert parse_pip_config("") == Indexes(PYPI)
     assert Indexes(PYPI).uv_args() == ["--index-url", PYPI]  # one index: uv's own strategy is pip's
-    assert parse_pip_config(":env:.no-index='1'\n:env:.find-links='/w'").uv_args() == ["--no-index", "--find-links", "/w"]
+    assert parse_pip_config(":env:.no-index='1'\n:env:.find-links='/w'").uv_args() == ["--no-index", "--find-links",
+                                                                                       "/w"]
 
 
 def test_offers_are_the_installable_wheels_of_a_file_index_and_a_find_links_directory(tmp_path):

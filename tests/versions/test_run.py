@@ -11,10 +11,9 @@ import sys
 
 import pytest
 
-from shrinkgpu.versions import Cache, Verdict, VersionsConfig, VersionsError, versions
-from shrinkgpu.versions import envs
-from shrinkgpu.versions.run import also_changed, requests_for
+from shrinkgpu.versions import Cache, Verdict, VersionsConfig, VersionsError, envs, versions
 from shrinkgpu.versions.index import Indexes
+from shrinkgpu.versions.run import also_changed, requests_for
 
 from .wheels import lib_source, make_wheel
 
@@ -134,6 +133,7 @@ def test_torch_s_build_variant_is_asked_for_first_then_the_index_s_default():
 
 def test_what_else_changed_names_each_moved_package_and_counts_the_added_ones():
     changes = (("torch", "2.13.0+cpu", "2.15.0"), ("sympy", "1.14.0", "1.13.3"), ("triton", None, "3.8.0"),
-               ("nvidia-cublas", None, "13.4.1.3"), ("nvidia-nccl-cu13", None, "2.30.7"), ("cuda-toolkit", None, "13.2"))
+               ("nvidia-cublas", None, "13.4.1.3"), ("nvidia-nccl-cu13", None, "2.30.7"),
+               ("cuda-toolkit", None, "13.2"))
     assert also_changed(changes) == ("torch 2.13.0+cpu -> 2.15.0, sympy 1.14.0 -> 1.13.3, added triton 3.8.0, "
                                      "nvidia-cublas 13.4.1.3, nvidia-nccl-cu13 2.30.7 and 1 more")

@@ -38,5 +38,6 @@ def lib_source(version: str, breaks_at: str) -> str:
     from packaging.version import Version
 
     broken = Version(version) >= Version(breaks_at)
-    body = ("    raise TypeError('scale() takes a factor keyword since 1.2')\n" if broken else "    return [x * 2 for x in xs]\n")
+    body = ("    raise TypeError('scale() takes a factor keyword since 1.2')\n" if broken
+            else "    return [x * 2 for x in xs]\n")
     return f"VERSION = {version!r}\n\n\ndef scale(xs):\n{body}"

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from shrinkgpu.worker import Isolation, Runner, ScriptSpec
-
 from worker.helpers import ARGS, ARGV0, ENV, LEAK_MARKER, ORIGINAL_FILES, STDIN, make_project, snapshot
 
 

@@ -11,7 +11,6 @@ from pathlib import Path
 
 from shrinkgpu.worker import Isolation, Observation, Runner, Watch
 
-
 # What the user typed: ``cd project/work && python ../s.py ARGS < stdin``.  The
 # arguments carry the error text on purpose (a worker whose argv held the reducer's
 # command line once made argparse echo it and fake a match).

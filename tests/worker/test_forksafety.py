@@ -95,7 +95,8 @@ def test_a_cuda_build_of_torch_maps_the_driver_and_stays_forkable_until_a_cuda_c
     from worker.helpers import cuda_build
 
     if not cuda_build():
-        pytest.skip("a CPU build of torch never maps the driver; the CUDA build is tested by python -m evaluation.newest_torch")
+        pytest.skip("a CPU build of torch never maps the driver; the CUDA build is tested by python -m "
+                    "evaluation.newest_torch")
     lines = _in_a_fresh_interpreter(
         "import torch\n"
         "from shrinkgpu.worker.forksafety import driver_state, fork_hazard\n"

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from fakes import bug, passes, signature
 from shrinkgpu.worker import Observation
 from shrinkgpu.worker.group import HangRule, stuck, with_children
-
-from fakes import bug, passes, signature
 
 BARRIER = {"in": "torch.distributed.barrier", "seq": 3, "frames": [["train.py", 40, "main"]]}
 ALL_REDUCE = {"in": "torch.distributed.all_reduce", "seq": 5, "frames": [["train.py", 31, "evaluate"]]}

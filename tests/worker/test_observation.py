@@ -13,9 +13,7 @@ import pytest
 from shrinkgpu.signature import Family, OpRecord, Signature
 from shrinkgpu.worker.observation import Observation
 from shrinkgpu.worker.protocol import Finished
-
 from signatures import CE, DEVICE_ASSERT, FRAME, LOSS_ASSERT, LOSS_ASSERT_VALUE
-
 
 # ======================================================================================
 # Observation.from_run: the worker's JSON report -> Signature
@@ -40,7 +38,8 @@ CE_JSON = {
     ],
     "others": ["reduction='mean'"],
 }
-ITEM_JSON = {"name": "Tensor.item", "tensors": [{"path": "args[0]", "dtype": "torch.float32", "shape": [], "stride": [], "device": "cuda:0"}]}
+ITEM_JSON = {"name": "Tensor.item",
+             "tensors": [{"path": "args[0]", "dtype": "torch.float32", "shape": [], "stride": [], "device": "cuda:0"}]}
 FRAME_JSON = dataclasses.asdict(FRAME)
 
 
@@ -66,7 +65,8 @@ def run_dir(tmp_path):
 
 
 def report(status="exception", chain=(), torch_errors=(), **extra):
-    data = {"status": status, "exit_code": 1 if status != "ok" else 0, "chain": list(chain), "torch_errors": list(torch_errors)}
+    data = {"status": status, "exit_code": 1 if status != "ok" else 0, "chain": list(chain),
+            "torch_errors": list(torch_errors)}
     data.update(extra)
     return data
 
@@ -106,7 +106,8 @@ def test_from_run_signal_without_report(run_dir):
     assert obs.failed
     # What the dying interpreter said is part of the message and of the last words.
     assert obs.signature == Signature.for_signal(
-        11, "SIGSEGV", output="\nFatal Python error: Segmentation fault\n", stderr="Fatal Python error: Segmentation fault\n"
+        11, "SIGSEGV", output="\nFatal Python error: Segmentation fault\n",
+        stderr="Fatal Python error: Segmentation fault\n"
     )
     assert obs.signature.message == "killed by signal 11 (SIGSEGV): Fatal Python error: Segmentation fault"
     assert obs.signature.crash_tail == ("Fatal Python error: Segmentation fault",)
@@ -164,14 +165,16 @@ def test_from_run_report_with_a_chain(run_dir):
     assert obs.status == "exception"
     assert obs.failed
     sig = obs.signature
-    assert (sig.type, sig.message, sig.normalized) == ("IndexError", "index out of range in self", "index out of range in self")
+    assert (sig.type, sig.message, sig.normalized) == ("IndexError", "index out of range in self",
+                                                       "index out of range in self")
     assert sig.family is Family.INDEX
     assert sig.op == OpRecord.from_json(CE_JSON)
     assert sig.frame == FRAME
     assert sig.kernel_assertion is None
     assert sig.caught_earlier == ("IndexError: Target 9 is out of bounds. in torch.gather", "RuntimeError: ")
     assert obs.duration == 0.75
-    assert obs.modules == (("json", "/usr/lib/python3/json/__init__.py", None), ("helpers", "/r/helpers.py", "helpers.py"))
+    assert obs.modules == (("json", "/usr/lib/python3/json/__init__.py", None),
+                           ("helpers", "/r/helpers.py", "helpers.py"))
     assert obs.environment == {"python": "3.12.1", "torch": "2.13.0"}
     assert obs.stdout == "step 1\n" and obs.stderr == "Traceback ...\n"
 
@@ -179,7 +182,8 @@ def test_from_run_report_with_a_chain(run_dir):
 def test_from_run_caught_earlier_leaves_out_chain_members_and_later_errors(run_dir):
     harmless_torch = rec_json("RuntimeError", "view size is not compatible", ident=5, op=ITEM_JSON)
     root = rec_json("IndexError", "Target 4 is out of bounds.", ident=1, op=CE_JSON)
-    wrapper_torch = rec_json("RuntimeError", "mat1 and mat2 shapes cannot be multiplied (2x4 and 5x3)", ident=2, op=ITEM_JSON)
+    wrapper_torch = rec_json("RuntimeError", "mat1 and mat2 shapes cannot be multiplied (2x4 and 5x3)", ident=2,
+                             op=ITEM_JSON)
     later = rec_json("ValueError", "after", ident=9, op=ITEM_JSON)
     files = run_dir(report(chain=[wrapper_torch, root], torch_errors=[harmless_torch, root, wrapper_torch, later]))
     sig = Observation.from_run(finished(exit_code=1), *files).signature

@@ -42,7 +42,8 @@ def test_a_run_command_carries_its_typed_request_both_ways():
                          stdin="/s/stdin", stdout="/r/out", stderr="/r/err", env={"CUDA_VISIBLE_DEVICES": "1"})
     back = command_from_json(through_a_pipe(command))
     assert back == command and back.request.watch == watch
-    assert command_from_json(through_a_pipe(PreloadCommand(("torch", "numpy"), 2))) == PreloadCommand(("torch", "numpy"), 2)
+    preload = PreloadCommand(("torch", "numpy"), 2)
+    assert command_from_json(through_a_pipe(preload)) == preload
     assert command_from_json(through_a_pipe(CancelCommand(7))) == CancelCommand(7)
     with pytest.raises(ValueError, match="unknown command 'shutdown'"):
         command_from_json({"op": "shutdown"})

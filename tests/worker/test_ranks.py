@@ -8,14 +8,13 @@ import time
 from concurrent.futures import Future
 from pathlib import Path
 
+from fakes import bug, passes, signature
 from shrinkgpu.families import Family
 from shrinkgpu.launch import Launch
 from shrinkgpu.worker import Executor, Isolation, Job, Observation, PreloadReport, RunRequest, RunStatus, Watch
 from shrinkgpu.worker.group import combine
 from shrinkgpu.worker.ranks import Ranks
 from shrinkgpu.worker.sandbox import RunDir
-
-from fakes import bug, passes, signature
 
 OWN = signature("IndexError", "Target 6 is out of bounds.")
 PEER = signature("RuntimeError", "[pair.cc:553] Connection closed by peer [127.0.0.1]:45963. This is typically caused "

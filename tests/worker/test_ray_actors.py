@@ -10,10 +10,10 @@ writing what the local executor writes though a worker is killed in the middle.
 
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
 import sys
-import importlib
 import textwrap
 import threading
 import time
@@ -23,8 +23,17 @@ import pytest
 
 from conftest import interruptible, load_fixture
 from shrinkgpu.reducer import ReduceConfig, reduce
-from shrinkgpu.worker import (Isolation, RayCluster, RayExecutor, RayOptions, RayUnavailable, Runner, Sandbox,
-                              ScriptSpec, Watch)
+from shrinkgpu.worker import (
+    Isolation,
+    RayCluster,
+    RayExecutor,
+    RayOptions,
+    RayUnavailable,
+    Runner,
+    Sandbox,
+    ScriptSpec,
+    Watch,
+)
 from shrinkgpu.worker.protocol import RunStatus
 from shrinkgpu.worker.ray_actors import RAY_MISSING, check_shipment, differences, snapshot_of, swap
 
@@ -454,7 +463,8 @@ def test_the_driver_interrupted_writes_the_best_result_and_leaves_nothing_in_the
     import signal
 
     script = tmp_path / "slow.py"
-    script.write_text("import torch\nprint('noise')\na0 = 5\n" + "".join(f"a{i} = a{i - 1} + 1\n" for i in range(1, 120))
+    script.write_text("import torch\nprint('noise')\na0 = 5\n"
+                      + "".join(f"a{i} = a{i - 1} + 1\n" for i in range(1, 120))
                       + "torch.gather(torch.zeros(2, 3), 1, torch.tensor([[a119], [0]]))\n")
     proc, lines = interruptible([sys.executable, "-m", "shrinkgpu", "reduce", "--executor", "ray", "--address",
                                  ray_nodes.address, "--workers", "2", "-k", "index 124 is out of bounds", "--json",

@@ -16,10 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from fakes import Log, bug, executors
 from shrinkgpu.signature import TensorMeta
 from shrinkgpu.worker import Isolation, Runner, ScriptSpec, Watch, preload_candidates
-
-from fakes import Log, bug, executors
 from worker.helpers import HEADER, run, script
 
 

@@ -13,9 +13,7 @@ import psutil
 import pytest
 
 from shrinkgpu.worker import Sandbox
-
 from worker.helpers import run, snapshot
-
 
 # -- the user's files are never modified -----------------------------------------------
 VANDAL = """\
@@ -67,7 +65,8 @@ def test_each_run_starts_from_the_users_files_whatever_the_run_before_left(fork_
         """
     first, second = (run(fork_runner, text) for _ in range(2))
     assert first.status == second.status == "ok", second.describe()
-    assert first.stdout == second.stdout == "['data.txt', 'keep.bin', 'old.txt'] ['helper.py', 'mypkg', 's.py', 'work'] []\n"
+    assert first.stdout == second.stdout == ("['data.txt', 'keep.bin', 'old.txt'] ['helper.py', 'mypkg', 's.py', "
+                                             "'work'] []\n")
     assert run(fork_runner, "print(open('data.txt').read(), end='')").stdout == "original data\n"
     assert not (project / "work" / "mine.txt").exists() and not (project / "work" / "outputs").exists()
 
@@ -114,10 +113,7 @@ def test_a_live_session_is_not_swept_when_the_clock_is_stepped(tmp_path, monkeyp
     # psutil's create_time is the boot's wall-clock time plus the process's ticks: a
     # stepped clock (NTP, a resumed virtual machine) moves it, and a live reduction's
     # session was swept by another's start (its files vanished mid-run)
-    import sys
     import tempfile
-
-    import psutil
 
     from shrinkgpu.worker import Sandbox, sweep_stale_sessions
 

@@ -15,7 +15,6 @@ import pytest
 
 from shrinkgpu.signature import Family
 from shrinkgpu.worker import Isolation, Runner, ScriptSpec
-
 from worker.helpers import ENV, run, script
 
 

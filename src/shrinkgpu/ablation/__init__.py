@@ -9,13 +9,32 @@ their outcomes (``kinds``); the caller runs each once in its own process.
 """
 
 from shrinkgpu.ablation.call import call_changes, with_edit
-from shrinkgpu.ablation.changes import (BACKEND, CALL, CASE, CATEGORIES, DATA, DEVICE, DIFFERENT, EXTENSION, LAYOUT, PASSES,
-                                        PRECISION, SAME, SIZE, SYNC, Change, Outcome, diff_of, outcome_of, outcomes)
+from shrinkgpu.ablation.changes import (
+    BACKEND,
+    CALL,
+    CASE,
+    CATEGORIES,
+    DATA,
+    DEVICE,
+    DIFFERENT,
+    EXTENSION,
+    LAYOUT,
+    PASSES,
+    PRECISION,
+    SAME,
+    SIZE,
+    SYNC,
+    Change,
+    Outcome,
+    diff_of,
+    outcome_of,
+    outcomes,
+)
 from shrinkgpu.ablation.compiled import BACKENDS, compile_backend, compile_changes, summary
 from shrinkgpu.ablation.kinds import CONTRACT, ENVIRONMENT, INVALID_DATA, KINDS, UNDECIDED, Kind, kind_of
 from shrinkgpu.ablation.program import extension_changes, program_changes
 
 __all__ = ["BACKEND", "BACKENDS", "CALL", "CASE", "CATEGORIES", "CONTRACT", "DATA", "DEVICE", "DIFFERENT",
-           "ENVIRONMENT", "EXTENSION", "INVALID_DATA", "KINDS", "LAYOUT", "PASSES", "PRECISION", "SAME", "SIZE", "SYNC", "UNDECIDED",
-           "Change", "Kind", "Outcome", "call_changes", "compile_backend", "compile_changes", "diff_of", "extension_changes", "kind_of",
-           "outcome_of", "outcomes", "program_changes", "summary", "with_edit"]
+           "ENVIRONMENT", "EXTENSION", "INVALID_DATA", "KINDS", "LAYOUT", "PASSES", "PRECISION", "SAME", "SIZE", "SYNC",
+           "UNDECIDED", "Change", "Kind", "Outcome", "call_changes", "compile_backend", "compile_changes", "diff_of",
+           "extension_changes", "kind_of", "outcome_of", "outcomes", "program_changes", "summary", "with_edit"]

@@ -14,8 +14,8 @@ from typing import Callable, Mapping
 from shrinkgpu.signature import Target
 from shrinkgpu.worker import Observation
 
-__all__ = ["BACKEND", "CALL", "CASE", "CATEGORIES", "Change", "DATA", "DEVICE", "DIFFERENT", "EXTENSION", "LAYOUT", "Outcome",
-           "PASSES", "PRECISION", "SAME", "SIZE", "SYNC", "diff_of", "outcome_of", "outcomes", "OUTPUT_MARK"]
+__all__ = ["BACKEND", "CALL", "CASE", "CATEGORIES", "Change", "DATA", "DEVICE", "DIFFERENT", "EXTENSION", "LAYOUT",
+           "Outcome", "PASSES", "PRECISION", "SAME", "SIZE", "SYNC", "diff_of", "outcome_of", "outcomes", "OUTPUT_MARK"]
 
 # What a change varies, in the field guide's order: one explanation each.
 DATA, LAYOUT, PRECISION, DEVICE, BACKEND, EXTENSION, SIZE, SYNC = (

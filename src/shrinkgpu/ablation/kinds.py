@@ -14,8 +14,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from shrinkgpu.ablation.changes import (BACKEND, CALL, DATA, DEVICE, DIFFERENT, EXTENSION, LAYOUT, PASSES,
-                                        PRECISION, SAME, SIZE, Outcome)
+from shrinkgpu.ablation.changes import (
+    BACKEND,
+    CALL,
+    DATA,
+    DEVICE,
+    DIFFERENT,
+    EXTENSION,
+    LAYOUT,
+    PASSES,
+    PRECISION,
+    SAME,
+    SIZE,
+    Outcome,
+)
 
 __all__ = ["CONTRACT", "ENVIRONMENT", "INVALID_DATA", "KINDS", "UNDECIDED", "Kind", "kind_of"]
 

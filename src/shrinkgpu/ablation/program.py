@@ -119,7 +119,8 @@ def with_line_after_torch(text: str, line: str) -> str | None:
     return None
 
 
-def program_changes(files: Mapping[str, str], main: str, *, on_gpu: bool, launch_env: Mapping[str, str]) -> list[Change]:
+def program_changes(files: Mapping[str, str], main: str, *, on_gpu: bool,
+                    launch_env: Mapping[str, str]) -> list[Change]:
     """The program-wide changes for a case that ran on a GPU (none for one that did not)."""
     if not on_gpu or main not in files:
         return []

@@ -27,7 +27,7 @@ import sys
 import threading
 from collections import deque
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
+from typing import IO, Callable, Mapping, Sequence, cast
 
 # Seconds an interrupted command gets to write its best result before it is killed: the
 # reduction writes the partial result, its report and case file, then stops its workers.
@@ -171,6 +171,8 @@ class Child:
         env = {**(os.environ if env is None else env), PARENT_VAR: str(os.getpid())}
         self.proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, cwd=cwd, env=env, start_new_session=True)
+        # its stdout and stderr (pipes both: never None)
+        self._pipes = (cast(IO[bytes], self.proc.stdout), cast(IO[bytes], self.proc.stderr))
         self.pid = self.proc.pid
         self._readers = [threading.Thread(target=self._collect, daemon=True, name="shrinkgpu-mcp-out"),
                          threading.Thread(target=self._follow, daemon=True, name="shrinkgpu-mcp-err")]
@@ -210,12 +212,12 @@ class Child:
                 _killpg(self.pid)
 
     def _collect(self) -> None:
-        fd = self.proc.stdout.fileno()
+        fd = self._pipes[0].fileno()
         while chunk := os.read(fd, 1 << 16):
             self._out.append(chunk)
 
     def _follow(self) -> None:
-        for raw in self.proc.stderr:
+        for raw in self._pipes[1]:
             line = raw.decode("utf-8", "replace").rstrip("\r\n")
             if event_of(line) is None and line.strip():
                 self._tail.append(line)
@@ -234,7 +236,7 @@ class Child:
             self._reaped = True
             if self._timer is not None:
                 self._timer.cancel()
-        for reader, pipe in zip(self._readers, (self.proc.stdout, self.proc.stderr)):
+        for reader, pipe in zip(self._readers, self._pipes):
             reader.join(READ_AFTER_EXIT)
             if not reader.is_alive():
                 pipe.close()

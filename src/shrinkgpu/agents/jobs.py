@@ -21,8 +21,16 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Callable, Mapping, Sequence
 
-from shrinkgpu.agents.calls import GRACE, INTERRUPTED, READ_AFTER_EXIT, Answer, Child, Refused, event_of, \
-    progress_message
+from shrinkgpu.agents.calls import (
+    GRACE,
+    INTERRUPTED,
+    READ_AFTER_EXIT,
+    Answer,
+    Child,
+    Refused,
+    event_of,
+    progress_message,
+)
 
 # The longest a ``job`` call may wait for a change: well under the 60 s at which clients
 # cut a call.

@@ -26,7 +26,7 @@ import threading
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any, Callable, Literal
+from typing import Annotated, Any, Callable, Literal, cast
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
@@ -101,7 +101,8 @@ def reporter(ctx: Context, total: float | None) -> Callable:
 
 
 def registry_of(ctx: Context) -> Registry:
-    return ctx.request_context.lifespan_context
+    # what the lifespan yields: the SDK types a lifespan's context as a dict of anything
+    return cast(Registry, ctx.request_context.lifespan_context)
 
 
 async def started(ctx: Context, tool: str, argv: list[str], shape: Callable[[Answer], dict], *, cwd: str | None,

@@ -19,7 +19,6 @@ there is one.  Options may also come from ``[tool.shrinkgpu]`` in the nearest
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import select
 import signal
@@ -351,8 +350,8 @@ def run(script, script_args, module, nproc, hang_after, timeout, isolation, root
               help="Also write the failing call alone (<stem>.extracted.py), checked in a fresh interpreter.")
 @click.option("--load-objects/--no-load-objects", default=True, show_default=True,
               help="Offer candidates that load the script's data objects (instances of its own classes holding "
-                   "arrays or long lists, never a model; for a long job started at its failing step, also what its data "
-                   "helpers returned) as the first run saved them, beside the result as "
+                   "arrays or long lists, never a model; for a long job started at its failing step, also what its "
+                   "data helpers returned) as the first run saved them, beside the result as "
                    "<stem>.min.<name>.pkl, instead of building them. --no-load-objects keeps every constructor.")
 @click.option("--observed-sizes/--no-observed-sizes", "observed_sizes", default=True, show_default=True,
               help="Offer candidates that write the sizes the failing code computed from data (len(vocab), "
@@ -405,9 +404,9 @@ def run(script, script_args, module, nproc, hang_after, timeout, isolation, root
                    "find nothing more (docs/agents.md).")
 @click.option("--progress-json", is_flag=True,
               help="Progress as one JSON object a line on stderr, for a program that drives shrinkgpu.")
-def reduce_cmd(script, script_args, module, nproc, hang_after, keep_error, family_name, output, resume, timeout, isolation, strictness,
-               confirm, hash_seed, max_tests, max_time, verify_runs, extract, load_objects, observed_sizes, replay_state, ablate, search,
-               jobs,
+def reduce_cmd(script, script_args, module, nproc, hang_after, keep_error, family_name, output, resume, timeout,
+               isolation, strictness, confirm, hash_seed, max_tests, max_time, verify_runs, extract, load_objects,
+               observed_sizes, replay_state, ablate, search, jobs,
                gpus, executor, address, gpus_per_worker, cpus_per_worker, workers, root,
                stdin_file,
                sync_launches, keep_temp, as_json, quiet, verbose, emit_test, propose_with, progress_json) -> None:
@@ -436,8 +435,8 @@ def reduce_cmd(script, script_args, module, nproc, hang_after, keep_error, famil
             verify_runs=verify_runs, root=root, stdin=_stdin_bytes(stdin_file, notes), keep_temp=keep_temp,
             jobs=jobs, gpus=gpu_ids, search=search, sync_launches=sync_launches,
             family=family_by_name(family_name) if family_name else None, confirm=confirm, hash_seed=hash_seed,
-            resume=resume, extract=extract, save_objects=load_objects, observed_sizes=observed_sizes, replay_state=replay_state, ablate=ablate,
-            propose_with=propose_with,
+            resume=resume, extract=extract, save_objects=load_objects, observed_sizes=observed_sizes,
+            replay_state=replay_state, ablate=ablate, propose_with=propose_with,
         )
     except (OSError, click.ClickException) as exc:
         fail(str(exc), EXIT_USAGE, as_json)
@@ -592,7 +591,8 @@ def extract_cmd(script, script_args, module, nproc, hang_after, output, timeout,
 @cli.command("ablate")
 @click.argument("result", type=click.Path(path_type=Path))
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=None, help="Seconds per run.")
-@click.option("--jobs", type=click.IntRange(min=1), default=None, help="Runs at once (default: half the cores, 4 at most).")
+@click.option("--jobs", type=click.IntRange(min=1), default=None,
+              help="Runs at once (default: half the cores, 4 at most).")
 @click.option("--json", "as_json", is_flag=True, help="Print the comparisons as JSON.")
 def ablate_cmd(result, timeout, jobs, as_json) -> None:
     """Compare RESULT (the x.min.py reduce wrote) again with one change at a time.

@@ -87,7 +87,7 @@ def ddmin(
                 merged = [x for j, c in enumerate(chunks) if j not in gone for x in c]
                 merged_ok = test(merged).interesting
             # one at a time, the search would have stopped at the first success
-            dropped = [complements[i] for i in idx if i > wins[0] and not (merged_ok and i in wins)]
+            dropped: list[Sequence[T]] = [complements[i] for i in idx if i > wins[0] and not (merged_ok and i in wins)]
             if dropped and on_unused is not None:
                 on_unused(dropped)
             if merged_ok:

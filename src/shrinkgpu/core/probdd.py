@@ -21,7 +21,7 @@ dropped too: ``on_unused`` gets those candidates, the speculation that did not p
 
 from __future__ import annotations
 
-from typing import Callable, Sequence, TypeVar
+from typing import Callable, Iterable, Sequence, TypeVar
 
 from shrinkgpu.core.verdict import Verdict
 
@@ -63,7 +63,7 @@ def probdd(
     if not current:
         return []
 
-    def kept(indices) -> list[T]:
+    def kept(indices: Iterable[int]) -> list[T]:
         return [items[i] for i in indices]
 
     def accept(indices: list[int]) -> list[int]:
@@ -111,7 +111,7 @@ def probdd(
                 merged = [i for i in current if i not in gone]
                 merged_ok = test(kept(merged)).interesting
             used = set(wins) if merged_ok else {wins[0]}
-            dropped = [kept(c) for k, c in enumerate(candidates) if k not in used]
+            dropped: list[Sequence[T]] = [kept(c) for k, c in enumerate(candidates) if k not in used]
             if dropped and on_unused is not None:
                 on_unused(dropped)
             if merged_ok:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Generic, Protocol, Sequence, TypeVar
+from typing import Any, Callable, Generic, Protocol, Sequence, TypeVar, cast
 
 from shrinkgpu.core.ddmin import ddmin
 from shrinkgpu.core.probdd import probdd
@@ -81,7 +81,7 @@ class Budget:
 
 
 class ReductionStopped(Exception):
-    def __init__(self, reason: str, result):
+    def __init__(self, reason: str, result: Any):  # ``result``: the best state so far
         super().__init__(reason)
         self.reason = reason
         self.result = result
@@ -120,7 +120,7 @@ class Tracker(Generic[S]):
     budget: Budget = field(default_factory=Budget)
     on_event: Callable[[object], None] | None = None
     tests: int = 0
-    history: list = field(default_factory=list)  # states accepted, in order
+    history: list[S] = field(default_factory=list)  # states accepted, in order
     # tests run beside others in a batch whose verdicts the search then did not use:
     # what judging candidates in parallel cost beyond one at a time
     unused: int = 0
@@ -134,12 +134,12 @@ class Tracker(Generic[S]):
         if reason is not None:
             raise ReductionStopped(reason, self.best)
 
-    def record(self, size, verdict: Verdict) -> None:
+    def record(self, size: Any, verdict: Verdict) -> None:
         self.tests += 1
         self.budget.charge()
         self.emit(Tested(verdict, size, self.best_size, self.tests))
 
-    def accept(self, state: S, size) -> None:
+    def accept(self, state: S, size: Any) -> None:
         """The search committed to ``state``: it is the new best (never one that is no
         candidate, ``size`` None)."""
         if size is not None and size < self.best_size:
@@ -150,7 +150,7 @@ class Tracker(Generic[S]):
 @dataclass(frozen=True)
 class Outcome(Generic[S]):
     best: S
-    history: tuple  # every state accepted, oldest (the input) first, ``best`` last
+    history: tuple[S, ...]  # every state accepted, oldest (the input) first, ``best`` last
     tests: int
     stopped: str | None  # why the search ended early, or None when it reached a fixpoint
     unused: int = 0  # of ``tests``, those run in parallel whose verdicts went unused
@@ -158,7 +158,7 @@ class Outcome(Generic[S]):
 
 def reduce_to_fixpoint(
     state: S,
-    passes: Sequence[Pass] | Sequence[Sequence[Pass]],
+    passes: Sequence[Pass[S, Any]] | Sequence[Sequence[Pass[S, Any]]],
     test: Callable[[S], Verdict],
     size: Callable[[S], Any],
     *,
@@ -191,8 +191,12 @@ def reduce_to_fixpoint(
     """
     if search not in SEARCHES:
         raise ValueError(f"unknown search {search!r}; choose from {SEARCHES}")
-    tiers: list[Sequence[Pass]] = (
-        [list(t) for t in passes] if passes and isinstance(passes[0], (list, tuple)) else [list(passes)]  # type: ignore[index]
+    # (a list of tiers or one tier: told apart by the first element, which no isinstance
+    # on it narrows ``passes`` by)
+    tiers: list[Sequence[Pass[S, Any]]] = (
+        [list(t) for t in cast("Sequence[Sequence[Pass[S, Any]]]", passes)]
+        if passes and isinstance(passes[0], (list, tuple))
+        else [list(cast("Sequence[Pass[S, Any]]", passes))]
     )
     tracker: Tracker[S] = Tracker(state, size(state), Budget() if budget is None else budget, on_event)
     tracker.history.append(state)
@@ -216,7 +220,9 @@ class Fixpoint(Generic[S]):
     """One ``reduce_to_fixpoint``: its sweeps over a tier, each pass's levels, the search
     over a level's units, and the tests (the budget checked before each batch)."""
 
-    def __init__(self, tracker: Tracker[S], test, size, normalize, test_many, jobs: int, search: str):
+    def __init__(self, tracker: Tracker[S], test: Callable[[S], Verdict], size: Callable[[S], Any],
+                 normalize: Callable[[S], S] | None, test_many: Callable[[list[S]], list[Verdict]] | None,
+                 jobs: int, search: str):
         self.tracker = tracker
         self.test = test
         self.size = size
@@ -225,9 +231,11 @@ class Fixpoint(Generic[S]):
         self.jobs = jobs
         self.search = search
         # the units found needed in a sweep, by the passes' ``unit_key``
-        self.needed: set = set()
+        self.needed: set[Any] = set()
 
-    def measured(self, candidate: S) -> int | None:
+    def measured(self, candidate: S) -> Any:
+        """``size(candidate)``, the order searched (a number or a tuple); None for a
+        candidate that is none."""
         try:
             return self.size(candidate)
         except Exception:  # a candidate that cannot even be built is just invalid
@@ -262,7 +270,7 @@ class Fixpoint(Generic[S]):
                 tracker.record(sizes[i], v)
         return out
 
-    def sweep(self, tier: Sequence[Pass]) -> bool:
+    def sweep(self, tier: Sequence[Pass[S, Any]]) -> bool:
         """Each pass of ``tier`` once, level by level; whether the best state shrank."""
         tracker = self.tracker
         before = tracker.best_size
@@ -278,9 +286,9 @@ class Fixpoint(Generic[S]):
                     self.search_level(p, level - 1, tracker.best, units)
             if self.normalize is not None and tracker.best_size < pass_start:
                 tracker.best = self.normalize(tracker.best)
-        return tracker.best_size < before
+        return bool(tracker.best_size < before)
 
-    def search_level(self, p: Pass, level: int, current: S, units: Sequence) -> None:
+    def search_level(self, p: Pass[S, Any], level: int, current: S, units: Sequence[Any]) -> None:
         """The search over one level's ``units`` of pass ``p`` on ``current``."""
         tracker = self.tracker
         tracker.emit(PassStarted(p.name, level, len(units), tracker.best_size))
@@ -313,7 +321,6 @@ class Fixpoint(Generic[S]):
         def unused(many: list[Sequence[int]]) -> None:
             tracker.unused += sum(tuple(k) in tested for k in many)
 
-        common = dict(test_many=judge_batch, jobs=self.jobs, on_accept=accept, on_unused=unused)
         if self.search == "probdd":
             size_of = getattr(p, "unit_size", None)
             sizes = [size_of(current, u) for u in units] if size_of is not None else [0] * len(units)
@@ -322,10 +329,11 @@ class Fixpoint(Generic[S]):
                 lambda kept: self.judged(build(kept)),
                 prior=lambda i: NEEDED_BEFORE if keys[i] in self.needed else 0.1,
                 weight=lambda i: sizes[i],
-                **common,
+                test_many=judge_batch, jobs=self.jobs, on_accept=accept, on_unused=unused,
             )
         else:
-            remaining = ddmin(index, lambda kept: self.judged(build(kept)), **common)
+            remaining = ddmin(index, lambda kept: self.judged(build(kept)),
+                              test_many=judge_batch, jobs=self.jobs, on_accept=accept, on_unused=unused)
         self.needed.update(keys[i] for i in remaining if keys[i] is not None)
         if tracker.best_size < start_size:
             tracker.emit(Improved(p.name, tracker.best_size, start_size))

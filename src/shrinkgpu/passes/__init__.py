@@ -15,8 +15,8 @@ from shrinkgpu.passes.branches import HoistElse, HoistThen, TryToBody, UnwrapWit
 from shrinkgpu.passes.compiled import CompiledForward
 from shrinkgpu.passes.config_classes import ConfigClassValues
 from shrinkgpu.passes.configs import ConfigToLiteral
-from shrinkgpu.passes.data import LoadSavedObjects
 from shrinkgpu.passes.constants import ArgparseToNamespace, PropagateConstants, ScalarizeAttributes
+from shrinkgpu.passes.data import LoadSavedObjects
 from shrinkgpu.passes.decorators import StripDecorators
 from shrinkgpu.passes.definitions import DeleteDefinitions, PruneImports
 from shrinkgpu.passes.expressions import SimplifyExpressions
@@ -25,14 +25,14 @@ from shrinkgpu.passes.hot import CutHotLoops
 from shrinkgpu.passes.inline import InlineBindings, InlineCalls, InlineExpressions
 from shrinkgpu.passes.library import CallPastTheLibrary
 from shrinkgpu.passes.literals import ShrinkDataLiterals
-from shrinkgpu.passes.records import AppendLoopToList, DropEnumerate, SplitRecords
-from shrinkgpu.passes.parameters import DropParameters
-from shrinkgpu.passes.ranks import FewestRanks
-from shrinkgpu.passes.replay import ReplayFromState, put_back_text
-from shrinkgpu.passes.sizes import ObservedSizes
+from shrinkgpu.passes.loops import LoopToFailingIteration, LoopToFirstIteration, WhileToBody
 from shrinkgpu.passes.modules import FlattenModule
 from shrinkgpu.passes.never_ran import DeleteNeverRan
-from shrinkgpu.passes.loops import LoopToFailingIteration, LoopToFirstIteration, WhileToBody
+from shrinkgpu.passes.parameters import DropParameters
+from shrinkgpu.passes.ranks import FewestRanks
+from shrinkgpu.passes.records import AppendLoopToList, DropEnumerate, SplitRecords
+from shrinkgpu.passes.replay import ReplayFromState, put_back_text
+from shrinkgpu.passes.sizes import ObservedSizes
 from shrinkgpu.passes.statements import DeleteStatements, SliceToFailure
 
 # Tiers, cheapest first (see core.search.reduce_to_fixpoint): the first tier removes

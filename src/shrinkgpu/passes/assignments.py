@@ -56,7 +56,8 @@ class SplitAssignments(LevelZeroPass):
                 if set_so_far & names_read(code_of(value)):
                     clash = True
                     break
-                set_so_far |= names_read(code_of(target)) - {"self", "cls"} if isinstance(target, cst.Attribute) else {target.value}
+                set_so_far |= (names_read(code_of(target)) - {"self", "cls"} if isinstance(target, cst.Attribute)
+                               else {target.value})
             if clash:
                 continue
             text = "\n".join(f"{code_of(t)} = {code_of(v)}" for t, v in zip(targets, values))

@@ -171,13 +171,15 @@ def _item_expression(fn: cst.FunctionDef) -> tuple[cst.BaseExpression, str, str]
             if not isinstance(small, cst.Return) or small.value is None:
                 return None
             return small.value.visit(Substitute(values)), self_name, index
-        if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)):
+        if not (isinstance(small, cst.Assign) and len(small.targets) == 1
+                and isinstance(small.targets[0].target, cst.Name)):
             return None
         name = small.targets[0].target.value
         if name in (self_name, index):
             return None
         value = small.value.visit(Substitute(values))
-        values[name] = f"({code_of(value)})" if not isinstance(value, (cst.Name, cst.Attribute, cst.Subscript, cst.Call)) else code_of(value)
+        atomic = isinstance(value, (cst.Name, cst.Attribute, cst.Subscript, cst.Call))
+        values[name] = f"({code_of(value)})" if not atomic else code_of(value)
     return None
 
 
@@ -257,7 +259,8 @@ def _collated(item: cst.BaseExpression, index: str, batch: str) -> list[str]:
     text per guess of the parts' types, likeliest first."""
     import itertools
 
-    if isinstance(item, (cst.Tuple, cst.List)) and item.elements and all(isinstance(e, cst.Element) for e in item.elements):
+    if (isinstance(item, (cst.Tuple, cst.List)) and item.elements
+            and all(isinstance(e, cst.Element) for e in item.elements)):
         parts, keys = [e.value for e in item.elements], None
     elif (
         isinstance(item, cst.Dict)

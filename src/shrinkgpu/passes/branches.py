@@ -40,7 +40,8 @@ _ELSE = frozenset({"orelse"})
 
 
 def HoistThen() -> Unwrap:
-    return Unwrap("if-to-then", ("if", "elif"), "body", "``if c: A else: B`` -> ``A`` (the condition and the other branch go).")
+    return Unwrap("if-to-then", ("if", "elif"), "body",
+                  "``if c: A else: B`` -> ``A`` (the condition and the other branch go).")
 
 
 def HoistElse() -> Unwrap:

@@ -27,7 +27,14 @@ from shrinkgpu.syntax.code import code_of
 from shrinkgpu.syntax.edits import Edit
 from shrinkgpu.syntax.program import Candidate
 from shrinkgpu.syntax.queries import (
-    Substitute, bound_names, first_param, free_names, instance_class, method_of, param_names, variable_names,
+    Substitute,
+    bound_names,
+    first_param,
+    free_names,
+    instance_class,
+    method_of,
+    param_names,
+    variable_names,
 )
 
 _COMPILE = ("torch.compile",)

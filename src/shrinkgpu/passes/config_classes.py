@@ -8,7 +8,8 @@ has ``0.01``.  A *configuration class* here is a top-level class with no base (o
 an instance made without arguments that the program only reads attributes of, and never
 sets one on, each read becomes the value's text, when that value is a literal or another
 configuration class built without arguments (``cfg.model`` -> ``ModelConfig()``: the
-next round reads through it).  The instance's binding goes in the same unit; the class goes later, when nothing reads it (delete-definitions).
+next round reads through it).  The instance's binding goes in the same unit; the class
+goes later, when nothing reads it (delete-definitions).
 
 Why not propagate-constants: the value sits in a class body, and the name read is an
 attribute of an instance, which no name binding connects to it.

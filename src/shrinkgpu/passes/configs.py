@@ -129,9 +129,8 @@ def _substitute(cand, sid, name, value: ast.expr, edits, deleted, texts, depth: 
             deleted.add(where)
             continue
         text = part.text if isinstance(part, _DefaultText) else ast.unparse(part)
-        if isinstance(holder, (cst.Attribute, cst.Subscript, cst.BinaryOperation, cst.UnaryOperation)) and not isinstance(
-            part, (ast.Constant, ast.Dict, ast.List, ast.Tuple)
-        ):
+        if (isinstance(holder, (cst.Attribute, cst.Subscript, cst.BinaryOperation, cst.UnaryOperation))
+                and not isinstance(part, (ast.Constant, ast.Dict, ast.List, ast.Tuple))):
             text = f"({text})"
         edits.append(Edit("expr", node=program.node_index(outer), text=text))
         texts.append(text)
@@ -250,7 +249,8 @@ def _parents(root: cst.CSTNode) -> dict[int, cst.CSTNode]:
 def _lone_name_assignment(node: cst.CSTNode) -> cst.Assign | None:
     if isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1:
         assign = node.body[0]
-        if isinstance(assign, cst.Assign) and len(assign.targets) == 1 and isinstance(assign.targets[0].target, cst.Name):
+        if (isinstance(assign, cst.Assign) and len(assign.targets) == 1
+                and isinstance(assign.targets[0].target, cst.Name)):
             return assign
     return None
 
@@ -266,7 +266,8 @@ def _loader_call(stmt: cst.CSTNode, function: str) -> cst.Call | None:
             func = node.func
             if isinstance(func, cst.Attribute) and func.attr.value == attr:
                 # ``yaml.safe_load``, ``json.load``; a method of anything else is not a loader
-                if code_of(func.value).split(".")[-1] in (module, module.split(".")[-1], "yaml", "json", "tomllib", "tomli"):
+                if code_of(func.value).split(".")[-1] in (module, module.split(".")[-1], "yaml", "json", "tomllib",
+                                                          "tomli"):
                     found.append(node)
             elif isinstance(func, cst.Name) and func.value == attr and attr in LOADER_NAMES - {"load", "loads"}:
                 found.append(node)
@@ -307,7 +308,8 @@ def _unit(cand: Candidate, sid: int, call: cst.Call, literal: str) -> Unit:
     parent = stmts[sid].parent
     call_code = code_of(call)
     gone = {sid}
-    if parent is not None and stmts[parent].kind == "with" and parent in cand.live and _only_read_by(stmts[parent].node, call):
+    if (parent is not None and stmts[parent].kind == "with" and parent in cand.live
+            and _only_read_by(stmts[parent].node, call)):
         edits.append(Edit("body", parent))
         # the header goes; the body stays, its reads counted through ``kept`` below
         gone = {parent} | {s.id for s in stmts if _encloses(program, parent, s.id)}

@@ -279,7 +279,8 @@ def _constructor_fields(cand: Candidate, node: cst.BaseExpression) -> dict[str, 
         if len(assign.targets) != 1 or not isinstance(assign.value, cst.Name):
             continue
         target = assign.targets[0].target
-        if not (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == self_name):
+        if not (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name)
+                and target.value.value == self_name):
             continue
         field, param = target.attr.value, assign.value.value
         text = args.get(param)
@@ -335,7 +336,8 @@ def _config_class(program, stmt, *, instance: bool) -> dict[str, str] | None:
                 bound[name] = bound.get(name, 0) + 1
             if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.value is not None:
                 target, value = small.target, small.value
-            elif plain and isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+            elif (plain and isinstance(small, cst.Assign) and len(small.targets) == 1
+                    and isinstance(small.targets[0].target, cst.Name)):
                 target, value = small.targets[0].target, small.value
             else:
                 continue
@@ -392,7 +394,8 @@ def _literal_container(node: cst.BaseExpression) -> bool:
         return all(_constant_text(el.value) is not None or _literal_container(el.value) for el in node.elements)
     if isinstance(node, cst.Dict):
         return all(
-            isinstance(el, cst.DictElement) and _constant_text(el.key) is not None and _constant_text(el.value) is not None
+            isinstance(el, cst.DictElement)
+            and _constant_text(el.key) is not None and _constant_text(el.value) is not None
             for el in node.elements
         )
     return False
@@ -525,7 +528,7 @@ class PropagateConstants(LevelZeroPass):
                     values = _constructor_fields(cand, value)
                 if values is None or name in deps.stored_attribute_bases.get(s.file, ()):
                     continue
-                for n, attribute in readers:
+                for _n, attribute in readers:
                     if attribute is None or attribute.attr.value not in values:
                         complete = False  # passed on whole, or a field we cannot write
                         continue

@@ -151,7 +151,8 @@ def _constructor(program, file: str, qualname: str, live) -> int | None:
     return next(
         (
             t.id for t in program.stmts
-            if t.parent == parent and t.id in live and isinstance(t.node, cst.FunctionDef) and t.node.name.value == "__init__"
+            if t.parent == parent and t.id in live
+            and isinstance(t.node, cst.FunctionDef) and t.node.name.value == "__init__"
         ),
         None,
     )

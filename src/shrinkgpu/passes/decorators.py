@@ -87,7 +87,8 @@ class _KeyedReads(cst.CSTVisitor):
         if id(node) in self._targets or not isinstance(node.value, cst.Name) or len(node.slice) != 1:
             return
         el = node.slice[0].slice
-        if isinstance(el, cst.Index) and isinstance(el.value, cst.SimpleString) and el.value.evaluated_value == self.key:
+        if (isinstance(el, cst.Index) and isinstance(el.value, cst.SimpleString)
+                and el.value.evaluated_value == self.key):
             self.reads.append((node, node.value.value))
 
     def visit_Call(self, node: cst.Call) -> None:

@@ -25,7 +25,8 @@ class DeleteDefinitions(LevelZeroPass):
         # when this was measured (docs/benchmarks.md).
         stmts = cand.program.stmts
         needed = {s for s in needed_by_callers(cand) if isinstance(stmts[stmts[s].parent].node, cst.ClassDef)}
-        units = [deletion_unit(cand, [s.id]) for s in cand.editable() if s.kind in ("def", "class") and s.id not in needed]
+        units = [deletion_unit(cand, [s.id]) for s in cand.editable() if s.kind in ("def", "class")
+                 and s.id not in needed]
         return [u for u in units if not any(e.stmt in needed for e in u)]
 
 

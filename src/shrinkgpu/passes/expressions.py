@@ -281,21 +281,25 @@ class _Collect(cst.CSTVisitor):
                     if isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString)
                     and el.key.evaluated_value == key.evaluated_value
                 ]
-                others = [el for el in node.value.elements if not (isinstance(el, cst.DictElement) and el.value in picked)]
+                others = [el for el in node.value.elements
+                          if not (isinstance(el, cst.DictElement) and el.value in picked)]
                 if len(picked) == 1 and all(
-                    isinstance(el, cst.DictElement) and isinstance(el.value, (cst.Name, cst.Attribute, cst.Integer, cst.Float, cst.SimpleString))
+                    isinstance(el, cst.DictElement)
+                    and isinstance(el.value, (cst.Name, cst.Attribute, cst.Integer, cst.Float, cst.SimpleString))
                     for el in others
                 ):
                     self.picks.append((node, code_of(picked[0])))
         # ``xs[:n]``, ``xs[1:]``: one plain slice, of anything but a module attribute.
         if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Slice):
             sl = node.slice[0].slice
-            if sl.step is None and isinstance(node.value, (cst.Name, cst.Attribute, cst.Subscript, cst.Call, cst.ListComp)):
+            if (sl.step is None
+                    and isinstance(node.value, (cst.Name, cst.Attribute, cst.Subscript, cst.Call, cst.ListComp))):
                 self.slices.append(node)
 
     def visit_List(self, node: cst.List) -> None:
         # Lists of objects (``[curated, vendor]``, ``[aug1, aug2]``), not lists of data.
-        if all(isinstance(el, cst.Element) and isinstance(el.value, (cst.Name, cst.Call, cst.Attribute)) for el in node.elements):
+        if all(isinstance(el, cst.Element)
+                and isinstance(el.value, (cst.Name, cst.Call, cst.Attribute)) for el in node.elements):
             self.containers.append(node)
 
     def visit_UnaryOperation(self, node: cst.UnaryOperation) -> None:
@@ -539,7 +543,8 @@ def _namespace_dict(call: cst.Call) -> str | None:
     return "{" + ", ".join(f"{a.keyword.value!r}: {code_of(a.value).strip()}" for a in inner.args) + "}"  # type: ignore[union-attr]
 
 
-_ATOMIC = (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer, cst.Float, cst.SimpleString, cst.List, cst.Dict)
+_ATOMIC = (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer, cst.Float, cst.SimpleString, cst.List,
+           cst.Dict)
 
 
 def _applied_lambda(call: cst.Call) -> str | None:
@@ -550,7 +555,8 @@ def _applied_lambda(call: cst.Call) -> str | None:
     if not isinstance(func, cst.Lambda):
         return None
     params = func.params
-    if params.star_arg is not cst.MaybeSentinel.DEFAULT or params.kwonly_params or params.star_kwarg or params.posonly_params:
+    if (params.star_arg is not cst.MaybeSentinel.DEFAULT or params.kwonly_params or params.star_kwarg
+            or params.posonly_params):
         return None
     names = [p.name.value for p in params.params]
     if any(p.default is not None for p in params.params) or len(call.args) != len(names):
@@ -768,7 +774,8 @@ def _split_tuple_assignment(program, s) -> str | None:
     read = [bool(program.deps.readers(s.id, n.value)) for n in names]
     # ``a = a`` is no assignment at all (``points, t = points, tensor(...)``).
     same = [isinstance(v, cst.Name) and v.value == n.value for n, v in zip(names, values)]
-    if all(read) and not any(same) and not (value.lpar or any(isinstance(el.value, (cst.Tuple, cst.List)) for el in value.elements)):
+    if (all(read) and not any(same)
+            and not (value.lpar or any(isinstance(el.value, (cst.Tuple, cst.List)) for el in value.elements))):
         return None  # ``x, y = a, b`` as two lines is no smaller; ``x, y = (a, b)`` is
     read = [r and not sm for r, sm in zip(read, same)]
     lines = []

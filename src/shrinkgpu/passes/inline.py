@@ -24,10 +24,15 @@ from shrinkgpu.syntax.edits import Edit
 from shrinkgpu.syntax.placeholders import instance_free_constructor
 from shrinkgpu.syntax.program import Candidate
 from shrinkgpu.syntax.queries import (
-    Substitute, assigned_names, bound_names, class_method_of, first_param, instance_class, method_of, module_names,
+    Substitute,
+    assigned_names,
+    bound_names,
+    class_method_of,
+    first_param,
+    instance_class,
+    method_of,
+    module_names,
 )
-
-
 
 
 class _Returns(cst.CSTVisitor):
@@ -101,7 +106,8 @@ def _body_of(fn: cst.FunctionDef) -> tuple[list[cst.BaseStatement], cst.BaseExpr
     returned = None
     if visitor.returns:
         last = stmts[-1] if stmts else None
-        if not (isinstance(last, cst.SimpleStatementLine) and len(last.body) == 1 and last.body[0] is visitor.returns[0]):
+        if not (isinstance(last, cst.SimpleStatementLine) and len(last.body) == 1
+                and last.body[0] is visitor.returns[0]):
             return None
         returned = visitor.returns[0].value
         stmts = stmts[:-1]
@@ -212,7 +218,8 @@ def _call_sites(stmt: cst.CSTNode) -> list[tuple[cst.Call, str | None, cst.BaseE
     # After the line's own call, the calls in its arguments: ``self.head =
     # nn.Sequential(nn.Linear(self.flat_dim(), h))`` inlines the user's method even
     # though the call the line is belongs to a library.
-    inner = [(call, target, value) for call in found.calls if call is not value and (site is None or call is not site[0])]
+    inner = [(call, target, value) for call in found.calls if call is not value
+             and (site is None or call is not site[0])]
     return ([] if site is None else [site]) + inner
 
 
@@ -489,7 +496,8 @@ class InlineCalls(LevelZeroPass):
             body = body[1:]
         elif any(_mentions_super(stmt) for stmt in body):
             return None
-        return cls_sid, init.with_changes(body=init.body.with_changes(body=body or [cst.SimpleStatementLine([cst.Pass()])])), (
+        new_body = init.body.with_changes(body=body or [cst.SimpleStatementLine([cst.Pass()])])
+        return cls_sid, init.with_changes(body=new_body), (
             code_of(cls.bases[0].value) + "()"
         )
 

@@ -15,8 +15,6 @@ from shrinkgpu.syntax.program import Candidate
 from shrinkgpu.syntax.queries import one_iteration, runs_once
 
 
-
-
 class LoopToFirstIteration(LevelZeroPass):
     name = "loop-to-first-iteration"
     nth = False  # the failing iteration instead (LoopToFailingIteration)

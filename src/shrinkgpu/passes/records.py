@@ -212,7 +212,8 @@ class AppendLoopToList(LevelZeroPass):
             ok = len(names) > 0
             for line in body[:-1]:
                 small = line.body[0] if len(line.body) == 1 else None
-                if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)):
+                if not (isinstance(small, cst.Assign) and len(small.targets) == 1
+                        and isinstance(small.targets[0].target, cst.Name)):
                     ok = False
                     break
                 name = small.targets[0].target.value
@@ -298,16 +299,20 @@ def _field_reads(program, deps, read: cst.Name, fields) -> tuple[cst.BaseExpress
             if clause.inner_for_in is not None or clause.ifs or not isinstance(clause.target, cst.Name):
                 return
             it = clause.iter
-            if not (isinstance(it, cst.Call) and code_of(it.func) == "range" and len(it.args) == 1 and not it.args[0].keyword):
+            if not (isinstance(it, cst.Call) and code_of(it.func) == "range" and len(it.args) == 1
+                    and not it.args[0].keyword):
                 return
             elt = node.elt
-            if not (isinstance(elt, cst.Subscript) and isinstance(elt.value, cst.Subscript) and elt.value.value is read):
+            if not (isinstance(elt, cst.Subscript) and isinstance(elt.value, cst.Subscript)
+                    and elt.value.value is read):
                 return
             index = elt.value.slice[0].slice if len(elt.value.slice) == 1 else None
             key = elt.slice[0].slice if len(elt.slice) == 1 else None
-            if not (isinstance(index, cst.Index) and isinstance(index.value, cst.Name) and index.value.value == clause.target.value):
+            if not (isinstance(index, cst.Index) and isinstance(index.value, cst.Name)
+                    and index.value.value == clause.target.value):
                 return
-            if not (isinstance(key, cst.Index) and isinstance(key.value, cst.SimpleString)) or key.value.evaluated_value not in fields:
+            if (not (isinstance(key, cst.Index) and isinstance(key.value, cst.SimpleString))
+                    or key.value.evaluated_value not in fields):
                 return
             found.insert(0, (node, key.value.evaluated_value, "{}" + f"[:{code_of(it.args[0].value)}]"))
 
@@ -351,7 +356,8 @@ class SplitRecords(LevelZeroPass):
             renamed: dict[str, str] = {}
             for key in used:
                 for new in (key, f"{name}_{key}"):
-                    if new.isidentifier() and not keyword.iskeyword(new) and new not in taken and new not in renamed.values():
+                    if (new.isidentifier() and not keyword.iskeyword(new) and new not in taken
+                            and new not in renamed.values()):
                         renamed[key] = new
                         break
             if len(renamed) < len(used):

@@ -272,4 +272,5 @@ class ReplayFromState(EditPass):
         return sum(stmts[e.stmt].size for e in unit if e.stmt >= 0)
 
 
-__all__ = ["ReplayFromState", "files_text", "put_back_text", "rebind_text", "replay_text", "restore_text", "state_variable", "walks_again"]
+__all__ = ["ReplayFromState", "files_text", "put_back_text", "rebind_text", "replay_text", "restore_text",
+           "state_variable", "walks_again"]

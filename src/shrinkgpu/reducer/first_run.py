@@ -150,7 +150,8 @@ def run_observed(
         limit = slot.timeout
     synced, spec = run_once(synced_config, limit=limit, **again)
     if mode == "always" or synced.infra_error:
-        return FirstRun(synced, spec, synced_config, variable) if not synced.infra_error else FirstRun(obs, spec, config)
+        return (FirstRun(synced, spec, synced_config, variable) if not synced.infra_error
+                else FirstRun(obs, spec, config))
     if synced.signature is None or synced.signature.family is not sig.family:
         what = synced.signature.headline if synced.signature else synced.describe()
         return FirstRun(

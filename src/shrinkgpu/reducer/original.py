@@ -9,11 +9,11 @@ import dataclasses
 from dataclasses import dataclass
 
 from shrinkgpu.reducer import resume
+from shrinkgpu.reducer import state as state_rules
 from shrinkgpu.reducer.config import NotReproduced, ReduceError
 from shrinkgpu.reducer.context import Context
 from shrinkgpu.reducer.first_run import FirstRun, run_observed
 from shrinkgpu.reducer.setup import missing_file_hint
-from shrinkgpu.reducer import state as state_rules
 from shrinkgpu.signature import Target, varying_dims
 from shrinkgpu.worker import Isolation, Observation, Watch
 

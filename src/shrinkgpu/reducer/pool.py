@@ -21,10 +21,10 @@ from typing import Mapping
 from shrinkgpu.core.rates import RateTest, describe_rate
 from shrinkgpu.families import Family
 from shrinkgpu.limits import DEFAULT_FRESH_TIMEOUT, calibrated_timeout, warm_timeout
+from shrinkgpu.reducer import state as state_rules
 from shrinkgpu.reducer.config import NotReproduced, ReduceError
 from shrinkgpu.reducer.context import Context
 from shrinkgpu.reducer.first_run import FORK_ADVICE
-from shrinkgpu.reducer import state as state_rules
 from shrinkgpu.signature import Target
 from shrinkgpu.worker import (
     ForkUnavailable,

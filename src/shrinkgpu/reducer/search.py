@@ -24,13 +24,13 @@ from shrinkgpu.oracle import Judgement, Oracle, files_key
 from shrinkgpu.passes import LOADING, PASSES
 from shrinkgpu.passes.external import ExternalProposals
 from shrinkgpu.reducer import resume
+from shrinkgpu.reducer import state as state_rules
 from shrinkgpu.reducer.context import Context
 from shrinkgpu.reducer.events import BestSoFar, Reducing
 from shrinkgpu.reducer.facts import Input, RunFacts, loop_around_failure, saved_objects
 from shrinkgpu.reducer.pool import Pool
 from shrinkgpu.reducer.proposer import ShellProposer
 from shrinkgpu.reducer.start import Start
-from shrinkgpu.reducer import state as state_rules
 from shrinkgpu.signature import Target
 from shrinkgpu.syntax import Candidate
 from shrinkgpu.syntax.facts import loop_facts

@@ -143,7 +143,8 @@ class Reduction:
             # The best program so far is on disk at every moment: nothing is lost to an
             # interrupt, a SIGTERM or a crash.
             self.partial = partial = PartialWriter(layout)
-            self.talk.listeners.insert(0, lambda e: partial.offer(e.files, e.main) if isinstance(e, BestSoFar) else None)
+            self.talk.listeners.insert(0,
+                                       lambda e: partial.offer(e.files, e.main) if isinstance(e, BestSoFar) else None)
         stale = sweep_stale_sessions()
         if stale:
             size = sum(n for _, n in stale) / 1e6

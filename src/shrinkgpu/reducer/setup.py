@@ -121,7 +121,8 @@ def check_output(layout: OutputLayout, spec: ScriptSpec, protected: Iterable[Pat
                 exit_code=2,
             )
     if output.is_dir():
-        raise ReduceError(f"-o {output}: is a directory; give a file name such as {output / 'repro.min.py'}", exit_code=2)
+        raise ReduceError(f"-o {output}: is a directory; give a file name such as {output / 'repro.min.py'}",
+                          exit_code=2)
     for parent in output.parents:
         if parent.exists():
             if not parent.is_dir():

@@ -30,10 +30,10 @@ from pathlib import Path
 
 from shrinkgpu.passes import CallPastTheLibrary, CutHotLoops, DeleteNeverRan, ReplayFromState, put_back_text
 from shrinkgpu.reducer import resume
+from shrinkgpu.reducer import state as state_rules
 from shrinkgpu.reducer.context import Context
 from shrinkgpu.reducer.facts import Input, RunFacts
 from shrinkgpu.reducer.pool import WorkerPlan
-from shrinkgpu.reducer import state as state_rules
 from shrinkgpu.reducer.state import StatePoint, describe_left, state_point, state_record
 from shrinkgpu.signature import Target
 from shrinkgpu.syntax import Candidate, Edit, Program

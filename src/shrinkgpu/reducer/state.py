@@ -80,13 +80,15 @@ def loop_names(loop: ast.For) -> tuple[str, ...]:
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             receiver = node.func.value
             method = node.func.attr
-            if isinstance(receiver, ast.Name) and (method in _MUTATORS or (method.endswith("_") and not method.startswith("_"))):
+            if (isinstance(receiver, ast.Name)
+                    and (method in _MUTATORS or (method.endswith("_") and not method.startswith("_")))):
                 out.add(receiver.id)
             elif isinstance(receiver, ast.Name):
                 # ``env.step(a)``: an object of the user's whose methods change it; its
                 # attributes that are data are saved (``name.*``), not a value bound to it
                 out.add(f"{receiver.id}.*")
-        elif isinstance(node, (ast.Subscript,)) and isinstance(node.ctx, ast.Store) and isinstance(node.value, ast.Name):
+        elif (isinstance(node, (ast.Subscript,)) and isinstance(node.ctx, ast.Store)
+                and isinstance(node.value, ast.Name)):
             out.add(node.value.id)
     return tuple(sorted(out))
 
@@ -154,7 +156,8 @@ def state_record(saved: dict, point: StatePoint, state_file: str, files_dir: str
         entries=tuple((e["expr"], e["kind"]) for e in saved.get("entries") or ()),
         rng=tuple(saved.get("rng") or ()),
         state_file=state_file,
-        directory=str(PurePosixPath(point.file).parent) if PurePosixPath(point.file).parent != PurePosixPath(".") else "",
+        directory=(str(PurePosixPath(point.file).parent) if PurePosixPath(point.file).parent != PurePosixPath(".")
+                   else ""),
         files_dir=files_dir if saved.get("files") else "",
     )
 

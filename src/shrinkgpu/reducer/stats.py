@@ -41,6 +41,7 @@ class PassStats:
     def to_json(self) -> dict:
         names = sorted(set(self.tests) | set(self.removed), key=lambda n: -self.tests.get(n, 0))
         return {
-            n: {"tests": self.tests.get(n, 0), "reproduced": self.accepted.get(n, 0), "tokens_removed": self.removed.get(n, 0)}
+            n: {"tests": self.tests.get(n, 0), "reproduced": self.accepted.get(n, 0),
+                "tokens_removed": self.removed.get(n, 0)}
             for n in names
         }

@@ -1,7 +1,7 @@
 """What the user and the maintainer get: the reduced files and the report (``files``,
 ``document``, with ``versions``)."""
 
-from shrinkgpu.report.document import reproduce_command, render_report, suggest_check, verbatim_error, where_it_ran
+from shrinkgpu.report.document import render_report, reproduce_command, suggest_check, verbatim_error, where_it_ran
 from shrinkgpu.report.files import (
     BESIDE_MAX_BYTES,
     OutputError,

@@ -21,7 +21,6 @@ from shrinkgpu.signature import Signature
 from shrinkgpu.syntax.code import calls_named
 from shrinkgpu.worker import ScriptSpec
 
-
 _RUN_DIR = re.compile(r"(?:/[^\s'\"`]*?)?/shrinkgpu-[\w-]+/run-\d+/root/?")
 
 
@@ -195,8 +194,9 @@ def how_it_was_reduced(result: ReductionResult, spec: ScriptSpec, target: Path) 
             "own debugging, the extracted call is what to attach to a public issue (`--no-replay-state` never saves it)"
         )
         if st.get("files_dir"):
-            out.append(f"- `{st['files_dir']}/`: the files the original had written before that iteration (a checkpoint, "
-                       "logs), which the result copies into its working directory before it starts there")
+            out.append(f"- `{st['files_dir']}/`: the files the original had written before that iteration "
+                       "(a checkpoint, logs), which the result copies into its working directory before it starts "
+                       "there")
     state_dir = result.state.get("files_dir") if result.state is not None else None
     for name in sorted(result.data_files):
         # the files a failure after the loops read (reducer/start.py, OutputLayout.written_files_name)
@@ -239,8 +239,8 @@ def how_it_was_reduced(result: ReductionResult, spec: ScriptSpec, target: Path) 
             out.append(f"- ranks: the original started {dist['world_size']} ranks itself ({dist['started_by']})"
                        f"{backend}; {who}{where}; {runs}")
         else:
-            out.append(f"- ranks: the original ran as {dist['world_size']} ranks under torchrun{backend}; {who}{where}; "
-                   f"{runs}")
+            out.append(f"- ranks: the original ran as {dist['world_size']} ranks under torchrun{backend}; "
+                       f"{who}{where}; {runs}")
     rate = result.original_rate
     if rate[0] < rate[1]:
         out.append(
@@ -394,7 +394,8 @@ def suggest_check(sig: Signature) -> str | None:
         ignore = args.get("ignore_index")
         extra = f", ignore_index={ignore}" if ignore is not None else ""
         target = arg(1, "target", "target")
-        return f"from shrinkgpu.checks import validate_class_targets\nvalidate_class_targets({target}, {classes}{extra}){where}"
+        return (f"from shrinkgpu.checks import validate_class_targets\n"
+                f"validate_class_targets({target}, {classes}{extra}){where}")
     if name == "embedding":
         weight = shapes.get("args[1]") or shapes.get("kwargs['weight']")
         if not weight:
@@ -403,7 +404,8 @@ def suggest_check(sig: Signature) -> str | None:
         extra = f", padding_idx={padding}" if padding not in (None, "None") else ""
         return (f"from shrinkgpu.checks import validate_embedding_indices\n"
                 f"validate_embedding_indices({arg(0, 'input', 'indices')}, {weight[0]}{extra}){where}")
-    if name in ("gather", "index_select", "scatter", "scatter_add", "index_add", "index_add_", "scatter_", "index_copy"):
+    if name in ("gather", "index_select", "scatter", "scatter_add", "index_add", "index_add_", "scatter_",
+                "index_copy"):
         dim = args.get("dim") or args.get("args[1]") or arg(1, "dim", "dim")
         return (f"from shrinkgpu.checks import validate_index\n"
                 f"validate_index({arg(0, 'input', 'input')}, {dim}, {arg(2, 'index', 'index')}){where}")

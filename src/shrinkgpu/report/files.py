@@ -41,7 +41,8 @@ def tidy_layout(text: str) -> str:
             while lines and lines[0].comment is None:
                 lines.pop(0)
         else:
-            around = isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) or isinstance(body[i - 1], (cst.FunctionDef, cst.ClassDef))
+            around = (isinstance(stmt, (cst.FunctionDef, cst.ClassDef))
+                      or isinstance(body[i - 1], (cst.FunctionDef, cst.ClassDef)))
             leading_blank = 0
             while leading_blank < len(lines) and lines[leading_blank].comment is None:
                 leading_blank += 1
@@ -62,7 +63,9 @@ def _with_mark(text: str, why: str) -> str:
     declaration (which must stay on the first two lines)."""
     lines = text.splitlines(keepends=True)
     head = 0
-    while head < min(2, len(lines)) and (lines[head].startswith("#!") or "coding" in lines[head][:80] and lines[head].lstrip().startswith("#")):
+    while (head < min(2, len(lines))
+
+           and (lines[head].startswith("#!") or "coding" in lines[head][:80] and lines[head].lstrip().startswith("#"))):
         head += 1
     mark = f"{PARTIAL_MARK} ({why}): not verified in fresh interpreters; `shrinkgpu reduce ... --resume` continues.\n"
     return "".join(lines[:head]) + mark + "".join(lines[head:])

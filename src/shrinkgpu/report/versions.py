@@ -61,7 +61,7 @@ def _cache_key(python: str, env: dict) -> str | None:
     try:
         parts: list = [os.path.realpath(python), os.stat(python).st_mtime_ns]
         paths = sysconfig.get_paths()
-        for where in sorted({paths.get("purelib"), paths.get("platlib")} - {None}):
+        for where in sorted({p for p in (paths.get("purelib"), paths.get("platlib")) if p is not None}):
             parts.append([where, os.stat(where).st_mtime_ns if os.path.isdir(where) else None])
     except OSError:
         return None

@@ -5,4 +5,5 @@ from shrinkgpu.syntax.facts import CutRecord, Facts, LoadRecord, ParseRecord, Sa
 from shrinkgpu.syntax.program import Candidate, Program
 from shrinkgpu.syntax.tokens import count_tokens
 
-__all__ = ["Candidate", "CutRecord", "Edit", "EditOp", "Facts", "LoadRecord", "ParseRecord", "Program", "SavedObject", "SizeRecord", "StateRecord", "Stmt", "count_tokens"]
+__all__ = ["Candidate", "CutRecord", "Edit", "EditOp", "Facts", "LoadRecord", "ParseRecord", "Program", "SavedObject",
+           "SizeRecord", "StateRecord", "Stmt", "count_tokens"]

@@ -278,16 +278,16 @@ class Dependencies:
                             p = of.get(id(ref.node))
                             if p is not None:
                                 providers.add(p)
-                    name = getattr(access.node, "value", None)
-                    if isinstance(name, str):
-                        reads_names[user].add(name)
+                    read = getattr(access.node, "value", None)
+                    if isinstance(read, str):
+                        reads_names[user].add(read)
                     if providers:
                         self._binders_of[id(access.node)] = frozenset(providers)
-                        if isinstance(name, str):
+                        if isinstance(read, str):
                             for p in providers:
-                                self._name_readers[(p, name)].add(user)
+                                self._name_readers[(p, read)].add(user)
                                 if isinstance(access.node, cst.Name):
-                                    self._name_reads[(p, name)].append(access.node)
+                                    self._name_reads[(p, read)].append(access.node)
                         needs[user].append(frozenset(providers))
                         influences[user] |= providers
                     if len(providers) == 1 and len(access.referents) == 1 and isinstance(access.node, cst.Name):
@@ -393,12 +393,12 @@ class Dependencies:
 
     def statement_at(self, file: str, line: int) -> int | None:
         """The innermost statement of ``file`` whose lines contain ``line``."""
-        best = None
+        best, best_lines = None, 0
         for sid in self.program.stmts_in_file(file):
             span = self.spans[sid]
             if span is not None and span.start <= line <= span.end:
-                if best is None or (span.end - span.start) <= (self.spans[best].end - self.spans[best].start):
-                    best = sid
+                if best is None or (span.end - span.start) <= best_lines:
+                    best, best_lines = sid, span.end - span.start
         return best
 
     def deletion_closure(

@@ -73,7 +73,10 @@ class EditOp(str, enum.Enum):
     # Compared, hashed, sorted and printed as the word itself: an edit written with the
     # word (``Edit("delete", 3)``) is the same edit.
     __str__ = str.__str__
-    __format__ = str.__format__
+
+    def __format__(self, format_spec: str) -> str:
+        return str.__format__(self, format_spec)
+
     __hash__ = str.__hash__
 
 

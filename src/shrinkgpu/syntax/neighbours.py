@@ -77,6 +77,7 @@ class _Sites(cst.CSTVisitor):
         position, keyword, classes, module_position = INDEX_OPERATORS[self.op]
         func = node.func
         called = _callee_name(func)
+        where: int | None
         if called == self.op:
             functional = isinstance(func, cst.Name) or (
                 isinstance(func, cst.Attribute) and _root(func.value) in ("torch", "F", "functional", "nn")
@@ -285,10 +286,8 @@ class _Loader(cst.CSTTransformer):
             args = [a for a in updated.args
                     if a is not size and not (a.keyword is not None and a.keyword.value == "batch_size")]
             self.done = True
-            return cst.parse_expression(
-                f"{_code(updated.func)}({', '.join(_code(a.with_changes(comma=cst.MaybeSentinel.DEFAULT)) for a in args)}"
-                ", batch_size=1)"
-            )
+            bare = ", ".join(_code(a.with_changes(comma=cst.MaybeSentinel.DEFAULT)) for a in args)
+            return cst.parse_expression(f"{_code(updated.func)}({bare}, batch_size=1)")
         if self.mode == "last" and name == "next" and updated.args:
             inner = updated.args[0].value
             if isinstance(inner, cst.Call) and _callee_name(inner.func) == "iter" and inner.args:

@@ -137,7 +137,7 @@ def takes_arguments(call: cst.Call, definition: cst.CSTNode, resolve: Resolve) -
     init = _constructor(definition, resolve)
     if init is None:
         return None
-    if init == "object":
+    if isinstance(init, str):  # "object": none of its classes defines __init__
         return not call.args
     return _binds(call, init, skip_first=True)
 
@@ -239,13 +239,13 @@ def instance_free_constructor(
     if not decorators and "__init__" in methods:
         fn = methods["__init__"]
         return None if fn.decorators or uses_instance(fn) else fn
-    fn = methods.get("__post_init__")
+    post_init = methods.get("__post_init__")
     if (
-        decorators in (["dataclass"], ["dataclasses.dataclass"]) and "__init__" not in methods and fn is not None
-        and not fn.decorators and len(_parameters(fn)) == 1 and not uses_instance(fn)
+        decorators in (["dataclass"], ["dataclasses.dataclass"]) and "__init__" not in methods and post_init is not None
+        and not post_init.decorators and len(_parameters(post_init)) == 1 and not uses_instance(post_init)
         and all(not a.star and isinstance(a.value, _PLAIN) for a in call.args)
     ):
-        return fn
+        return post_init
     return None
 
 

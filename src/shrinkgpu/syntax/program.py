@@ -30,7 +30,8 @@ from shrinkgpu.syntax.tokens import count_tokens, measure
 # showed (facts) and source text (code) have modules of their own, re-exported for
 # callers.
 __all__ = [
-    "BODY_BRANCHES", "Candidate", "CutRecord", "Edit", "Facts", "LoadRecord", "ParseRecord", "Program", "STRUCTURAL", "SavedObject", "Stmt",
+    "BODY_BRANCHES", "Candidate", "CutRecord", "Edit", "Facts", "LoadRecord", "ParseRecord", "Program", "STRUCTURAL",
+    "SavedObject", "Stmt",
     "code_of", "import_targets", "inline_candidates", "loop_facts", "loop_header", "parse_expression",
     "statements_of",
 ]
@@ -174,10 +175,9 @@ class Program:
         behind the script's back would make candidates flaky, which confirmation runs
         catch; torch's own seeding always stays (every torch op may draw from it)."""
         code = self.stmt_code(sid).strip()
-        for prefix, module in (("random.seed(", "random"), ("np.random.seed(", "np"), ("numpy.random.seed(", "numpy")):
-            if code.startswith(prefix):
-                break
-        else:
+        seedings = (("random.seed(", "random"), ("np.random.seed(", "np"), ("numpy.random.seed(", "numpy"))
+        module = next((module for prefix, module in seedings if code.startswith(prefix)), None)
+        if module is None:
             return False
         uses = self._bare_name_uses.get(module)
         if uses is None:
@@ -282,7 +282,8 @@ class _Indexer(cst.CSTVisitor):
     def on_leave(self, original_node: cst.CSTNode) -> None:
         if isinstance(original_node, cst.BaseStatement):
             self.stack.pop()
-        elif isinstance(original_node, (cst.Else, cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally, cst.MatchCase)):
+        elif isinstance(original_node,
+                        (cst.Else, cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally, cst.MatchCase)):
             self.stack[-1][2] = "body"
 
 
@@ -386,7 +387,8 @@ class Candidate:
             if stmts[cur].kind == "elif":
                 # An elif is written at its chain's level, not inside it -- unless its
                 # chain was replaced by its else branch and it became an ``if`` itself.
-                head = edit_of.get(stmts[cur].parent)
+                parent = stmts[cur].parent
+                head = edit_of.get(parent) if parent is not None else None
                 nests = nests and head is not None and head.op == "else"
             if nests:
                 d += 1
@@ -406,7 +408,7 @@ class Candidate:
         for text in self.files.values():
             for k, value in enumerate(measure(text)):
                 totals[k] += value
-        return tuple(totals)
+        return totals[0], totals[1], totals[2], totals[3]
 
     @cached_property
     def size(self) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import re
+from typing import cast
 
 import libcst as cst
 
@@ -16,13 +17,15 @@ from shrinkgpu.syntax.code import code_of, parse_expression
 from shrinkgpu.syntax.program import Candidate
 
 __all__ = [
-    "Substitute", "assigned_attributes", "assigned_names", "binds_an_item_of", "bound_names", "encloses", "failing_statements", "free_names", "param_names", "qualname_of", "bound_sequence", "class_method_of", "first_item", "first_param", "header_parts", "instance_class", "method_of",
+    "Substitute", "assigned_attributes", "assigned_names", "binds_an_item_of", "bound_names", "encloses",
+    "failing_statements", "free_names", "param_names", "qualname_of", "bound_sequence", "class_method_of", "first_item",
+    "first_param", "header_parts", "instance_class", "method_of",
     "module_names", "nth_item", "needed_by_callers", "one_iteration", "runs_once", "variable_names",
 ]
 
 
-def encloses(program, outer: int, inner: int) -> bool:
-    """Whether statement ``inner`` is ``outer`` or nested in it."""
+def encloses(program, outer: int, inner: int | None) -> bool:
+    """Whether statement ``inner`` is ``outer`` or nested in it (never for None)."""
     cur = inner
     while cur is not None:
         if cur == outer:
@@ -596,8 +599,8 @@ class _Callers:
         deps, stmts, needed = self.deps, self.stmts, set()
         on_stack = {a for f in self.failing for a in _ancestors(self.program, f)}
         for s in functions:
-            last = self.body(s.id)[-1:] or [None]
-            ret = stmts[last[0]].node if last[0] is not None else None
+            last = self.body(s.id)[-1:]
+            ret = stmts[last[0]].node if last else None
             if (s.id in on_stack or not isinstance(ret, cst.SimpleStatementLine) or len(ret.body) != 1
                     or not isinstance(ret.body[0], cst.Return) or ret.body[0].value is None):
                 continue
@@ -607,7 +610,9 @@ class _Callers:
                 continue
             for name in deps.reads(s.id, s.node.name.value):
                 call = deps.call_of(name)
-                if call is not None and self.off_stack(name) and not _value_unused(stmts[deps.enclosing(name)].node, call):
+                if (call is not None and self.off_stack(name)
+                        # (a read of a name is always inside a statement)
+                        and not _value_unused(stmts[cast(int, deps.enclosing(name))].node, call)):
                     needed.add(last[0])
                     break
         return needed
@@ -628,15 +633,18 @@ class _Callers:
             calls_of[c.id], receivers[c.id] = calls, list(reads)
             for k in calls:
                 binder = deps.enclosing(k)
-                x = _lone_binding(stmts[binder].node, k) if binder is not None and binder in self.live else None
+                if binder is None or binder not in self.live:
+                    continue
+                x = _lone_binding(stmts[binder].node, k)
                 if x is not None:
                     for n in deps.reads(binder, x):
                         receivers[c.id].append(n)
                         instance_of[id(n)] = c.id
             for m in self.body(c.id):
                 fn = stmts[m].node
-                if isinstance(fn, cst.FunctionDef) and not fn.decorators and first_param(fn) is not None:
-                    receivers[c.id] += deps.reads(m, first_param(fn))
+                first = first_param(fn) if isinstance(fn, cst.FunctionDef) and not fn.decorators else None
+                if first is not None:
+                    receivers[c.id] += deps.reads(m, first)
         if instance_of:
             for s in functions:
                 if s.node.decorators or self.in_class(s):
@@ -646,9 +654,10 @@ class _Callers:
                     call = deps.call_of(name)
                     if call is None or not self.off_stack(name):
                         continue
-                    for k, arg in enumerate(call.args):
+                    for position, arg in enumerate(call.args):
                         cls = None if arg.star else instance_of.get(id(arg.value))
-                        param = arg.keyword.value if arg.keyword is not None else (params[k] if k < len(params) else None)
+                        param = (arg.keyword.value if arg.keyword is not None
+                                 else (params[position] if position < len(params) else None))
                         if cls is not None and param is not None:
                             receivers[cls] += deps.reads(s.id, param)
         return calls_of, receivers

@@ -122,7 +122,7 @@ def _module_code(program: Original, original: cst.Module, tree: cst.Module) -> s
     return text
 
 
-def _replacement(text: str, updated: cst.BaseStatement):
+def _replacement(text: str, updated: cst.SimpleStatementLine | cst.BaseCompoundStatement):
     """The statements of ``text`` in place of ``updated``, keeping its comment lines."""
     stmts = list(cst.parse_module(text).body)
     if not stmts:
@@ -202,9 +202,12 @@ class _Renderer(cst.CSTTransformer):
             return updated_node.with_changes(body=[PASS_LINE])
         if isinstance(updated_node, cst.IndentedBlock) and len(updated_node.body) < len(original_node.body):
             updated_node = _block_starts_as_before(original_node, updated_node)
-        if self.expr_of and isinstance(updated_node, (cst.Assign, cst.Expr, cst.Return, cst.Arg, cst.Element, cst.DictElement)):
+        if (self.expr_of
+                and isinstance(updated_node,
+                               (cst.Assign, cst.Expr, cst.Return, cst.Arg, cst.Element, cst.DictElement))):
             updated_node = _unparenthesised_value(self, original_node, updated_node)
-        if isinstance(updated_node, cst.Call) and updated_node.args and len(updated_node.args) < len(original_node.args):
+        if (isinstance(updated_node, cst.Call) and updated_node.args
+                and len(updated_node.args) < len(original_node.args)):
             # An argument was removed: the last one left ends as the original's last did
             # (no comma it did not have; one element per line keeps its line break).
             last = updated_node.args[-1].with_changes(comma=original_node.args[-1].comma)
@@ -215,13 +218,16 @@ class _Renderer(cst.CSTTransformer):
             # but a tuple of one keeps its comma (``(a,)``, not ``(a)``).
             comma = original_node.elements[-1].comma
             if isinstance(updated_node, cst.Tuple) and len(updated_node.elements) == 1:
-                comma = cst.Comma(whitespace_after=cst.SimpleWhitespace("")) if isinstance(comma, cst.MaybeSentinel) else comma
+                if isinstance(comma, cst.MaybeSentinel):
+                    comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(""))
             last = updated_node.elements[-1].with_changes(comma=comma)
             return updated_node.with_changes(elements=[*updated_node.elements[:-1], last])
-        if isinstance(updated_node, cst.Param) and original_node.annotation is not None and updated_node.annotation is None:
+        if (isinstance(updated_node, cst.Param) and original_node.annotation is not None
+                and updated_node.annotation is None):
             # ``y: int = 0`` without its annotation is written ``y=0``, not ``y = 0``.
             if isinstance(updated_node.equal, cst.AssignEqual):
-                tight = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+                tight = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
+                                        whitespace_after=cst.SimpleWhitespace(""))
                 return updated_node.with_changes(equal=tight)
             return updated_node
         if isinstance(updated_node, cst.Parameters):
@@ -313,7 +319,7 @@ class _Renderer(cst.CSTTransformer):
         tree = self.trees.get(edit.file)
         if tree is None:
             return updated
-        body = [s for s in tree.body if not _is_main_guard(s) and not _is_future_import(s)]
+        body: list[cst.BaseStatement] = [s for s in tree.body if not _is_main_guard(s) and not _is_future_import(s)]
         stmt = self.program.stmts[edit.stmt]
         body += _alias_assignments(stmt.node, stmt.file)
         return cst.FlattenSentinel(body) if body else cst.RemoveFromParent()
@@ -368,7 +374,8 @@ def _is_main_guard(stmt: cst.CSTNode) -> bool:
 def _is_future_import(stmt: cst.CSTNode) -> bool:
     return (
         isinstance(stmt, cst.SimpleStatementLine)
-        and any(isinstance(s, cst.ImportFrom) and isinstance(s.module, cst.Name) and s.module.value == "__future__" for s in stmt.body)
+        and any(isinstance(s, cst.ImportFrom) and isinstance(s.module, cst.Name) and s.module.value == "__future__"
+                for s in stmt.body)
     )
 
 
@@ -387,7 +394,7 @@ def _alias_assignments(node: cst.CSTNode, file: str | None = None) -> list[cst.B
     target = import_targets(node, file)
     if target is None:
         return []
-    out = []
+    out: list[cst.BaseStatement] = []
     for name, asname in target[1]:
         if asname is not None and asname != name:
             out.append(cst.parse_statement(f"{asname} = {name}\n"))

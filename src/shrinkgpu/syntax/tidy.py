@@ -32,6 +32,7 @@ import io
 import re
 import tokenize
 from collections import Counter
+from typing import cast
 
 __all__ = ["is_commented_code", "tidy"]
 
@@ -142,10 +143,11 @@ def _blocks(tree: ast.Module) -> list[tuple[list[ast.stmt], bool]]:
     return out
 
 
-def _gaps(text: str) -> tuple[Counter, Counter]:
+def _gaps(text: str) -> tuple[Counter[int], Counter[int]]:
     """How many blank lines separate a definition from its neighbours in ``text``: at
     the top level, and between a class's members."""
-    top, members = Counter(), Counter()
+    top: Counter[int] = Counter()
+    members: Counter[int] = Counter()
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError):
@@ -166,7 +168,8 @@ def _separated(text: str, originals: list[str]) -> str:
         tree = ast.parse(text)
     except (SyntaxError, ValueError):
         return text
-    top, members = Counter(), Counter()
+    top: Counter[int] = Counter()
+    members: Counter[int] = Counter()
     for original in originals:
         t, m = _gaps(original)
         top.update(t)
@@ -182,10 +185,11 @@ def _separated(text: str, originals: list[str]) -> str:
         for prev, node in zip(body, body[1:]):
             if not (isinstance(prev, _DEFINITIONS) or isinstance(node, _DEFINITIONS)) or not gap:
                 continue
-            between = lines[prev.end_lineno:_first_line(node) - 1]
-            if any(not ln.strip() for ln in between) or prev.end_lineno >= _first_line(node):
+            end = cast(int, prev.end_lineno)  # (set on every statement ast.parse makes)
+            between = lines[end:_first_line(node) - 1]
+            if any(not ln.strip() for ln in between) or end >= _first_line(node):
                 continue  # separated already, or on one line (``class A: pass``)
-            inserts.append((prev.end_lineno, gap))
+            inserts.append((end, gap))
     if not inserts:
         return text
     for at, gap in sorted(inserts, reverse=True):

@@ -109,10 +109,10 @@ def value_source(node: dict, tensor: Callable[[str], str | None], level: str = E
             return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"  # type: ignore[arg-type]
         return f"[{', '.join(items)}]"  # type: ignore[arg-type]
     if "map" in node:
-        items = {k: value_source(v, tensor, level) for k, v in node["map"].items()}
-        if any(i is None for i in items.values()):
+        entries = {k: value_source(v, tensor, level) for k, v in node["map"].items()}
+        if any(i is None for i in entries.values()):
             return None
-        return "{" + ", ".join(f"{k!r}: {v}" for k, v in items.items()) + "}"
+        return "{" + ", ".join(f"{k!r}: {v}" for k, v in entries.items()) + "}"
     return None
 
 
@@ -184,8 +184,10 @@ class _WriteBack(cst.CSTTransformer):
         key = _key(node)
         if key in ("args", "kwargs") and self._loads(node.value):
             return key
-        inner = node.value if key is not None else None
-        if key is not None and _key(inner) == "attributes" and self._loads(inner.value):
+        if key is None:
+            return None
+        inner = node.value
+        if _key(inner) == "attributes" and self._loads(inner.value):
             return f"attributes:{key}"
         return None
 

@@ -139,7 +139,8 @@ def _read(url: str) -> tuple[str, str]:
         if path.is_dir() and (path / "index.html").is_file():
             path = path / "index.html"
         if path.is_dir():
-            links = "".join(f'<a href="{html.escape(p.name)}">{html.escape(p.name)}</a>' for p in sorted(path.iterdir()))
+            links = "".join(f'<a href="{html.escape(p.name)}">{html.escape(p.name)}</a>'
+                            for p in sorted(path.iterdir()))
             return links, "text/html"
         if not path.is_file():
             return "", "text/html"  # the index has no such project

@@ -10,6 +10,7 @@ Every message between the processes is a type of ``worker/protocol.py``.
 
 from shrinkgpu.worker.devices import usable_cpus
 from shrinkgpu.worker.executors import (
+    Dropped,
     Executor,
     ExecutorSettings,
     ForkServer,
@@ -18,7 +19,6 @@ from shrinkgpu.worker.executors import (
     Isolation,
     Job,
     Placement,
-    Dropped,
     PreloadReport,
 )
 from shrinkgpu.worker.factory import Capacity, ExecutorFactory, Executors, LocalExecutors, default_executor

@@ -9,7 +9,6 @@ import subprocess
 from pathlib import Path
 from typing import Mapping
 
-
 # The variables a user restricts devices with, in the order a ROCm or CUDA runtime reads
 # them; whichever is set, its values are the ids a candidate is pinned with.
 VISIBILITY_VARIABLES = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")

@@ -169,7 +169,7 @@ class Executor(abc.ABC):
     def close(self) -> None:
         """Stop, killing whatever still runs."""
 
-    def cancel(self, future: Future) -> None:
+    def cancel(self, future: Future) -> None:  # noqa: B027 - a default that does nothing, not abstract
         """Stop the run ``future`` stands for (its observation then says it was cancelled);
         nothing for a run that is over, or an executor that cannot stop one run alone."""
 

@@ -17,8 +17,8 @@ user's script, and the supervisor before it preloads anything.
 from __future__ import annotations
 
 import enum
-from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any, Callable, ClassVar
+from dataclasses import Field, asdict, dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, TypeVar
 
 # Seconds a fresh interpreter of the development machine took to import torch: the unit
 # of a run that could not measure its own (torch was loaded before the probe ran).
@@ -167,8 +167,11 @@ class Watch:
         """This watch with every path it writes to moved by ``move``."""
         moved = {name: move(path) for name, path in self.paths().items()}
         capture, state = self.capture, self.state
+        # (Any: the fields named in PATH_FIELDS, each ``str | None``, which a dict's type
+        # cannot say field by field)
+        paths: dict[str, Any] = {name: moved[name] for name in PATH_FIELDS if name in moved}
         return replace(
-            self, **{name: moved[name] for name in PATH_FIELDS if name in moved},
+            self, **paths,
             capture=replace(capture, path=moved["capture.path"]) if capture is not None else None,
             state=(replace(state, path=moved.get("state.path", state.path),
                            progress=moved.get("state.progress", state.progress)) if state is not None else None),
@@ -195,7 +198,7 @@ class Watch:
             save_results_after=data.get("save_results_after"),
             sizes=bool(data.get("sizes")),
             eager=bool(data.get("eager")),
-            output_of=tuple(data["output_of"]) if data.get("output_of") else None,  # type: ignore[arg-type]
+            output_of=tuple(data["output_of"]) if data.get("output_of") else None,
             collectives=data.get("collectives"),
             written=data.get("written"),
             zygote=int(data.get("zygote") or 0),
@@ -332,25 +335,35 @@ class CancelCommand:
 
 def command_from_json(data: dict[str, Any]) -> RunCommand | PreloadCommand | CancelCommand:
     """A command read off the supervisor's pipe; ``ValueError`` for one it does not know."""
-    kinds = {RunCommand.op: RunCommand, PreloadCommand.op: PreloadCommand, CancelCommand.op: CancelCommand}
-    kind = kinds.get(data.get("op"))
-    if kind is None:
+    kinds: dict[object, Callable[[dict[str, Any]], RunCommand | PreloadCommand | CancelCommand]] = {
+        RunCommand.op: RunCommand.from_json, PreloadCommand.op: PreloadCommand.from_json,
+        CancelCommand.op: CancelCommand.from_json,
+    }
+    from_json = kinds.get(data.get("op"))
+    if from_json is None:
         raise ValueError(f"unknown command {data.get('op')!r}")
-    return kind.from_json(data)
+    return from_json(data)
 
 
 # -- the supervisor's events ----------------------------------------------------------------
+E = TypeVar("E", bound="_Event")
+
+
 class _Event:
     """An event: its fields, and its name under ``"event"``."""
 
     event: ClassVar[str]
+    if TYPE_CHECKING:
+        # Every event is a dataclass (asdict and fields read it as one); declared for the
+        # type checker only, so that this base stays no dataclass of its own.
+        __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
 
     def to_json(self) -> dict[str, Any]:
-        return {"event": self.event, **asdict(self)}  # type: ignore[call-overload]
+        return {"event": self.event, **asdict(self)}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]):
-        names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    def from_json(cls: type[E], data: dict[str, Any]) -> E:
+        names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
 
 
@@ -416,12 +429,14 @@ class ServerError(_Event):
 
 
 Event = Ready | Preloaded | PreloadRefusal | Started | Finished | ServerError
-_EVENTS = {kind.event: kind for kind in (Ready, Preloaded, PreloadRefusal, Started, Finished, ServerError)}
+_EVENTS: dict[object, type[Event]] = {
+    kind.event: kind for kind in (Ready, Preloaded, PreloadRefusal, Started, Finished, ServerError)
+}
 
 
 def event_from_json(data: dict[str, Any]) -> Event | None:
     """An event read off the supervisor's pipe (None for one this side does not know)."""
-    kind = _EVENTS.get(data.get("event"))  # type: ignore[arg-type]
+    kind = _EVENTS.get(data.get("event"))
     return kind.from_json(data) if kind is not None else None
 
 
@@ -440,7 +455,9 @@ class RunStatus(str, enum.Enum):
     INFRA = "infra"  # the run was lost to the infrastructure: nothing is known of the script
 
     __str__ = str.__str__
-    __format__ = str.__format__
+
+    def __format__(self, format_spec: str) -> str:
+        return str.__format__(self, format_spec)
 
 
 @dataclass(frozen=True)
@@ -486,7 +503,7 @@ class ProbeReport:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "ProbeReport":
-        def seq(name: str) -> tuple:
+        def seq(name: str) -> tuple[Any, ...]:
             return tuple(data.get(name) or ())
 
         try:

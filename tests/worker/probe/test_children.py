@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import psutil
-import pytest
 
 from shrinkgpu.launch import Launch
 from shrinkgpu.worker import Isolation, Runner, ScriptSpec, Watch
@@ -103,7 +102,8 @@ for batch in DataLoader(Broken(), batch_size=2, num_workers=1):
 def reduce_spec(tmp_path: Path, text: str, launch: Launch = Launch()) -> ScriptSpec:
     (tmp_path / "s.py").write_text(text)
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/root"),
-           "PORT": str(free_port()), **({"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {})}
+           "PORT": str(free_port()),
+           **({"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {})}
     return ScriptSpec(script=tmp_path / "s.py", cwd=tmp_path, env=env, launch=launch)
 
 

@@ -7,10 +7,8 @@ from __future__ import annotations
 import textwrap
 
 from shrinkgpu.worker import Watch
-
 from worker.helpers import run
 from worker.probe.helpers import watched
-
 
 LOOPED = """\
 import torch
@@ -178,7 +176,14 @@ def test_the_counting_calls_sit_at_each_loops_body_and_each_scope_that_holds_one
 def test_with_arguments_each_function_keeps_what_it_was_called_with_after_its_docstring():
     import ast
 
-    from shrinkgpu.worker.probe.loops import ARGUMENTS, ARGUMENTS_LOCAL, LoopCounter, _Instrument, entry_arguments, instrumented
+    from shrinkgpu.worker.probe.loops import (
+        ARGUMENTS,
+        ARGUMENTS_LOCAL,
+        LoopCounter,
+        _Instrument,
+        entry_arguments,
+        instrumented,
+    )
 
     source = textwrap.dedent('''\
         def step(self, batch, /, scale=2, *rest, labels=None, **options):

@@ -11,7 +11,6 @@ import textwrap
 import pytest
 
 from shrinkgpu.signature import Frame, TensorMeta
-
 from worker.helpers import HEADER, run
 
 

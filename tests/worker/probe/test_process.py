@@ -15,7 +15,6 @@ import pytest
 
 from shrinkgpu.signature import Frame
 from shrinkgpu.worker import Isolation, Observation, Runner, ScriptSpec
-
 from worker.helpers import ARGS, ARGV0, CE_CALL, ENV, LEAK_MARKER, STDIN, line_of, run
 
 

@@ -9,9 +9,7 @@ import textwrap
 import pytest
 
 from shrinkgpu.signature import Family, Frame, TensorMeta
-
 from worker.helpers import CE_CALL, HEADER, line_of, run
-
 
 CE_TENSORS = (
     TensorMeta("args[0]", "float32", (3, 4), (4, 1), "cpu"),

@@ -23,7 +23,8 @@ def probe(tmp_path):
                              roots=(str(tmp_path),), capture_ops=False, watch=watch)
         (tmp_path / "request.json").write_text(json.dumps(request.to_json()))
         done = subprocess.run([sys.executable, "-c", "from shrinkgpu.worker.probe import main; main()",
-                               str(tmp_path / "request.json")], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+                               str(tmp_path / "request.json")], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=60)
         return done, json.loads((tmp_path / "obs.json").read_text())
 
     return run
@@ -37,7 +38,8 @@ def test_an_exception_is_reported_with_its_frame_and_printed_as_python_prints_it
                            "ValueError: bad batch\n")
     assert (report["status"], report["exit_code"], report["probe_error"]) == ("exception", 1, None)
     assert [(c["type"], c["message"], c["frame"]) for c in report["chain"]] == [
-        ("ValueError", "bad batch", {"file": "s.py", "line": 4, "function": "f", "source": 'raise ValueError("bad batch")',
+        ("ValueError", "bad batch",
+         {"file": "s.py", "line": 4, "function": "f", "source": 'raise ValueError("bad batch")',
                                      "callee": None})]
 
 

@@ -159,7 +159,7 @@ def _noted(fn) -> tuple[dict[str, Any], list[str]]:
 def _noted_module(module):
     """What torch.compile was given for ``module``: the module, or its bound ``_call_impl``
     (``module.compile()``)."""
-    for obj, _options, _settings_ in _OPTIONS.values():
+    for obj, _options, _settings in _OPTIONS.values():
         if obj is module or getattr(obj, "__self__", None) is module:
             return obj
     return None
@@ -342,7 +342,8 @@ def _compile_frame(tb):
     through one."""
     while tb is not None:
         code = tb.tb_frame.f_code
-        if code.co_name == "compile_wrapper" and code.co_filename.replace(os.sep, "/").endswith("_dynamo/eval_frame.py"):
+        if (code.co_name == "compile_wrapper"
+                and code.co_filename.replace(os.sep, "/").endswith("_dynamo/eval_frame.py")):
             return tb.tb_frame
         tb = tb.tb_next
     return None
@@ -432,7 +433,8 @@ class _Definitions:
             text = self.value_expr(value, f"{cls.__name__}'s argument {key}")
             kind = params[key].kind if key in params else inspect.Parameter.POSITIONAL_OR_KEYWORD
             # (a flag reads better by its name: ``bias=False``; every later one must follow)
-            by_keyword = by_keyword or kind is inspect.Parameter.KEYWORD_ONLY or isinstance(value, bool) or value is None
+            by_keyword = (by_keyword or kind is inspect.Parameter.KEYWORD_ONLY or isinstance(value, bool)
+                          or value is None)
             parts.append(f"{key}={text}" if by_keyword else text)
         if extra:  # (after *args, nothing was left out by its default)
             parts += [self.value_expr(v, f"{cls.__name__}'s argument") for v in extra]
@@ -443,6 +445,7 @@ class _Definitions:
         """An argument of a module's construction as source: a literal, a module, a
         dataclass of the script's, a list or tuple of those."""
         import dataclasses
+
         import torch
 
         text = code_literal(value)

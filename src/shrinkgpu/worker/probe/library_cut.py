@@ -10,7 +10,6 @@ from typing import Any
 from shrinkgpu.worker.probe.loops import entry_arguments
 from shrinkgpu.worker.probe.paths import is_user_file, of_users_class
 
-
 _CALL_METHODS = ("__call__", "_call_impl", "_wrapped_call_impl")
 # What the receiver's attributes may take in the saved call, all together.
 ATTRIBUTES_MAX_BYTES = 64 << 20
@@ -114,7 +113,8 @@ def _library_entry(frames: list[tuple[Any, int]], roots: tuple[str, ...]) -> int
     while i < len(frames) - 1:
         here = is_user_file(frames[i][0].f_code.co_filename, roots)
         if here and not is_user_file(frames[i + 1][0].f_code.co_filename, roots):
-            back = next((j for j in range(i + 1, len(frames)) if is_user_file(frames[j][0].f_code.co_filename, roots)), None)
+            back = next((j for j in range(i + 1, len(frames)) if is_user_file(frames[j][0].f_code.co_filename, roots)),
+                        None)
             if back is None:
                 return i
             line = linecache.getline(frames[i][0].f_code.co_filename, frames[i][1])
@@ -212,7 +212,9 @@ def library_cut(exc: BaseException, roots: tuple[str, ...], path: str, autocast=
             continue
         if first is entered and not (callback and frame is not entry and is_user_file(code.co_filename, roots)):
             continue
-        bound = getattr(type(first), "__call__", None) if code.co_name in _CALL_METHODS else getattr(type(first), code.co_name, None)
+        # the method itself, whose code is compared (callable() would only say there is one)
+        attr = "__call__" if code.co_name in _CALL_METHODS else code.co_name
+        bound = getattr(type(first), attr, None)
         bound = getattr(bound, "__func__", bound)
         if getattr(bound, "__code__", None) is not code:
             continue  # not the method the object has under that name (a hook, a wrapper)

@@ -386,7 +386,7 @@ class LoopClock:
             while frame is not None:
                 filename = frame.f_code.co_filename
                 line = frame.f_lineno
-                for header, body_start, end in self._spans_of(filename):
+                for header, _body_start, end in self._spans_of(filename):
                     if header <= line <= end:
                         seen.add((self.rel(filename), header))
                 frame = frame.f_back

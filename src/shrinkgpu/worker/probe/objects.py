@@ -19,7 +19,6 @@ from typing import Any
 from shrinkgpu.worker.probe.paths import is_user_file
 from shrinkgpu.worker.probe.sizes import frame_statements
 
-
 # What one first run may save of the user's data objects: a dataset that synthesises a
 # few thousand samples is a few MB; one that holds a corpus is no file to put beside a
 # result, and the extracted call already carries the failing call's own tensors.

@@ -13,7 +13,6 @@ from typing import Any, Callable
 from shrinkgpu.worker.probe.literals import literal
 from shrinkgpu.worker.protocol import Capture
 
-
 MAX_FLAT_ARGS = 64
 
 
@@ -559,7 +558,8 @@ def _short_repr(value) -> str:
         text = repr(value)
     else:
         cls = type(value)
-        if cls.__module__.startswith("torch") and cls.__name__ in ("dtype", "device", "Size", "layout", "memory_format"):
+        if (cls.__module__.startswith("torch")
+                and cls.__name__ in ("dtype", "device", "Size", "layout", "memory_format")):
             text = str(value)
         else:
             text = f"<{cls.__name__}>"
@@ -768,7 +768,7 @@ def _compiled_code_outside(mode) -> None:
         from torch._dynamo import eval_frame
 
         context = getattr(eval_frame, "OptimizeContext", None)
-        original = getattr(context, "__call__", None)
+        original = getattr(context, "__call__", None)  # noqa: B004 - the method, to wrap, not a callable check
         if original is None or getattr(original, "_shrinkgpu_outside", False):
             return
 

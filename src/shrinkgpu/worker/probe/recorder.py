@@ -14,7 +14,6 @@ from shrinkgpu.worker.probe.loops import LoopCounter
 from shrinkgpu.worker.probe.ops import safe_op_record, torch_check_record
 from shrinkgpu.worker.probe.paths import is_under, is_user_file
 
-
 MAX_TORCH_ERRORS = 16
 
 

@@ -12,12 +12,17 @@ from typing import Any
 
 from shrinkgpu.worker.probe.children import Children, Zygote, child_setup, install_child, watch_children, watched_here
 from shrinkgpu.worker.probe.collectives import watch_collectives
-from shrinkgpu.worker.probe.compiled import keep_compiled_call, module_source, stay_eager, watch_compile_options, watch_module_construction
+from shrinkgpu.worker.probe.compiled import (
+    keep_compiled_call,
+    module_source,
+    stay_eager,
+    watch_compile_options,
+    watch_module_construction,
+)
 from shrinkgpu.worker.probe.library_cut import library_cut
 from shrinkgpu.worker.probe.loading import keep_loading_call
 from shrinkgpu.worker.probe.loops import LoopClock, LoopCounter
 from shrinkgpu.worker.probe.objects import saved_objects
-from shrinkgpu.worker.probe.sizes import observed_sizes
 from shrinkgpu.worker.probe.ops import RAISED_KEPT, ShapeLog, keep_module_check, keep_torch_check, watch_torch_calls
 from shrinkgpu.worker.probe.process import (
     dump_stack_on_crash,
@@ -28,11 +33,11 @@ from shrinkgpu.worker.probe.process import (
     prepare_process,
     run_exit_handlers,
 )
-from shrinkgpu.worker.probe.state import StateSaver, file_stamps, save_written_files
 from shrinkgpu.worker.probe.recorder import Recorder, exception_chain, message_of, record_chain, record_suppressed
+from shrinkgpu.worker.probe.sizes import observed_sizes
+from shrinkgpu.worker.probe.state import StateSaver, file_stamps, save_written_files
 from shrinkgpu.worker.probe.watchers import watch_argparse, watch_config_loads, watch_reads, watch_seeding
 from shrinkgpu.worker.protocol import FIRST_ERROR_SUFFIX, ProbeReport, RunRequest, RunStatus, run_length
-
 
 # Exit statuses the probe itself uses when the user's script could not even start.
 EXIT_PROBE_FAILURE = 70

@@ -200,7 +200,7 @@ def _bytes(value, depth: int = 0) -> int:
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(value, torch.Tensor):
         return value.numel() * value.element_size()
-    if hasattr(value, "nbytes") and isinstance(getattr(value, "nbytes"), int):
+    if hasattr(value, "nbytes") and isinstance(value.nbytes, int):
         return value.nbytes
     if depth < 4 and isinstance(value, (list, tuple, set, frozenset)):
         return sum(_bytes(v, depth + 1) for v in value) + 16

@@ -13,7 +13,6 @@ from shrinkgpu.worker.probe.literals import config_literal, private_literal
 from shrinkgpu.worker.probe.paths import is_under, is_user_file
 from shrinkgpu.worker.probe.recorder import Recorder
 
-
 MAX_PARSES = 8
 
 
