@@ -122,7 +122,7 @@ def test_reduce_under_a_small_max_time_answers_with_its_result(tmp_path):
 
     async def session(client):
         return structured(await client.call_tool("reduce", {
-            "script": str(FIXTURE.path), "keep_error": KEEP, "output": str(out), "max_time": 90, "ablate": False,
+            "script": str(FIXTURE.path), "keep_error": KEEP, "output": str(out), "max_time": 45, "ablate": False,
         }, progress_callback=progress))
 
     answer = serve(tmp_path, session)
