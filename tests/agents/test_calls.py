@@ -148,8 +148,11 @@ def test_what_a_child_leaves_in_its_group_goes_with_it(tmp_path):
 # The server's pid is handed down as the server's variable is (not read by the child with
 # getppid: under load the server can be killed before the child asks, and a child that
 # took its new parent for the server would wait out its sleep).
+# The server ignores SIGINT, as one started in the background by a non-interactive shell
+# does, and its children inherit that across exec (the full suite's workers had it so).
 PARENT = """\
-import os, subprocess, sys
+import os, signal, subprocess, sys
+signal.signal(signal.SIGINT, signal.SIG_IGN)
 child = subprocess.Popen([sys.executable, "-c", sys.argv[1], str(os.getpid())])
 print(child.pid, flush=True)
 child.wait()

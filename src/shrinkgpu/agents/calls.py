@@ -258,11 +258,16 @@ def stop_with_parent(value: str) -> None:
     """In a command the server started (``PARENT_VAR`` holds the server's pid): SIGINT to
     itself when the server dies, as Ctrl-C would, also when it dies by SIGKILL and
     cannot stop its jobs (Linux: ``PR_SET_PDEATHSIG``).  A server already gone is one
-    that died before this ran."""
+    that died before this ran.  A SIGINT ignored by inheritance is taken back first."""
     try:
         parent = int(value)
     except ValueError:
         return
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        # Inherited across exec: a server started in the background by a non-interactive
+        # shell (or under nohup) ignores SIGINT, and so would every command it starts;
+        # the death signal would then stop nothing.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if sys.platform.startswith("linux"):
         import ctypes
 
